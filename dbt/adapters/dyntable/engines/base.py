@@ -1,0 +1,57 @@
+"""What every engine offers the adapter, and what each one can do.
+
+Engine differences live here and in the engine modules beside this one; the rest of the code asks
+an :class:`Engine` for a Spark session and reads its :class:`Capabilities` instead of checking
+which engine it runs on.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+
+class EngineError(RuntimeError):
+    """An engine could not start or stopped working; the message names the setting to fix."""
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """Constructs an engine has or lacks; generated SQL consults these, never the engine name."""
+
+    change_data_feed: bool
+    """`table_changes` / `readChangeFeed` exist (JVM Delta); otherwise changes come from file sets."""
+    truncate: bool
+    """`TRUNCATE TABLE` is a statement the engine accepts."""
+    alter_table_columns: bool
+    """`ALTER TABLE ... ADD/RENAME COLUMNS` works."""
+    persistent_catalog: bool
+    """The catalog outlives the session; otherwise the engine re-attaches persisted tables."""
+
+
+class Engine(ABC):
+    """A running Spark-compatible engine with one Spark session for this process."""
+
+    name: ClassVar[str]
+    capabilities: ClassVar[Capabilities]
+
+    @property
+    @abstractmethod
+    def spark(self) -> "SparkSession":
+        """The engine's Spark session (Spark Connect or classic)."""
+
+    @abstractmethod
+    def stop(self) -> None:
+        """Stop what this engine started; safe to call twice."""
+
+    def execute(self, statement: str) -> "DataFrame":
+        """Run one SQL statement the way this engine needs it run.
+
+        The default hands it to Spark unchanged; engines that must adapt DDL (the embedded one)
+        override this, so no caller ever special-cases an engine.
+        """
+        return self.spark.sql(statement)

@@ -1,0 +1,274 @@
+"""The embedded engine: LakeSail's Sail started inside this process, Delta tables on local disk.
+
+Sail is a Rust Spark Connect server; PySpark connects to it on 127.0.0.1 with one pinned session
+id. Sail's catalog lives in that session's memory only, so this module persists every table at an
+explicit location under the warehouse and every view's statement beside it, and re-attaches both
+when the engine starts (see :mod:`.warehouse`). Statements that Sail runs differently from Spark
+are adapted here and nowhere else:
+
+* a ``CREATE TABLE`` without ``LOCATION`` gets one under the warehouse;
+* a CTAS creating a new table first creates it empty with the query's schema made nullable,
+  because Sail's CTAS marks columns NOT NULL where Spark keeps them nullable;
+* ``DROP TABLE`` / ``DROP SCHEMA`` delete the files Sail would leave behind.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar, Optional
+
+import sqlglot
+from sqlglot import exp
+
+from dbt.adapters.dyntable.engines.base import Capabilities, Engine, EngineError
+from dbt.adapters.dyntable.engines.warehouse import Warehouse, quote
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+logger = logging.getLogger(__name__)
+
+#: Sail ends an idle pinned session after 900 s by default; a long `dyntable run` must outlive that.
+SESSION_TIMEOUT_ENV = "SAIL_SPARK__SESSION_TIMEOUT_SECS"
+DEFAULT_SESSION_TIMEOUT_SECS = 7 * 24 * 3600
+DDL_PREFIXES = ("create", "drop")
+
+
+def _port_is_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+class EmbeddedEngine(Engine):
+    """Sail in-process, on 127.0.0.1, with its catalog persisted in a warehouse directory."""
+
+    name: ClassVar[str] = "embedded"
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        change_data_feed=False,
+        truncate=False,
+        alter_table_columns=False,
+        persistent_catalog=False,
+    )
+
+    def __init__(self, warehouse: Path, port: int = 0) -> None:
+        self.warehouse = Warehouse(warehouse)
+        self.port = port
+        self._server = None
+        self._spark: Optional["SparkSession"] = None
+        self._ddl_lock = threading.Lock()
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def start(self) -> "EmbeddedEngine":
+        self.warehouse.ensure_writable()
+        if self.port and not _port_is_free(self.port):
+            raise EngineError(
+                f"Port {self.port} on 127.0.0.1 is already in use, so the embedded engine cannot "
+                "listen there. Set `port` in your profile to a free port, or remove it to let the "
+                "engine pick one."
+            )
+        os.environ.setdefault(SESSION_TIMEOUT_ENV, str(DEFAULT_SESSION_TIMEOUT_SECS))
+        try:
+            from pysail.spark import SparkConnectServer
+            from pyspark.sql import SparkSession
+        except ImportError as exc:  # pragma: no cover - both are hard dependencies
+            raise EngineError(
+                f"The embedded engine needs pysail and pyspark ({exc}). Reinstall dbt-dyntable."
+            ) from exc
+
+        server = SparkConnectServer("127.0.0.1", self.port)
+        try:
+            server.start(background=True)
+        except Exception as exc:
+            raise EngineError(
+                f"The embedded engine could not listen on 127.0.0.1:{self.port} ({exc}). "
+                "Set `port` in your profile to a free port, or remove it."
+            ) from exc
+        self._server = server
+        host, port = server.listening_address
+        self.port = port
+        remote = f"sc://{host}:{port}/;session_id={uuid.uuid4()}"
+        try:
+            spark = SparkSession.builder.remote(remote).getOrCreate()
+            spark.conf.set("spark.sql.warehouse.dir", str(self.warehouse.root))
+            spark.conf.set("spark.sql.ansi.enabled", "false")
+            self._spark = spark
+            report = self.warehouse.attach(spark)
+        except Exception:
+            self.stop()
+            raise
+        for view, error in report.broken_views or []:
+            logger.warning("dyntable: view %s could not be re-attached: %s", view, error)
+        logger.debug(
+            "dyntable: embedded engine on %s:%s attached %s tables and %s views from %s",
+            host, port, report.tables, report.views, self.warehouse.root,
+        )
+        return self
+
+    @property
+    def spark(self) -> "SparkSession":
+        if self._spark is None:
+            raise EngineError("The embedded engine is not running (it was stopped or never started).")
+        return self._spark
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        spark, self._spark = self._spark, None
+        server, self._server = self._server, None
+        if spark is not None:
+            try:
+                spark.stop()
+            except Exception:  # noqa: BLE001 - the server may already be gone
+                pass
+        if server is not None:
+            server.stop()
+
+    # -- statements ------------------------------------------------------------------------------
+
+    def execute(self, statement: str) -> "DataFrame":
+        ddl = self._parse_ddl(statement)
+        if ddl is None:
+            return self.spark.sql(statement)
+        with self._ddl_lock:
+            if isinstance(ddl, exp.Create):
+                return self._create(statement, ddl)
+            return self._drop(statement, ddl)
+
+    @staticmethod
+    def _parse_ddl(statement: str) -> Optional[exp.Expression]:
+        head = statement.lstrip().lower()
+        while head.startswith("--") or head.startswith("/*"):
+            end = head.find("\n") + 1 if head.startswith("--") else head.find("*/") + 2
+            head = head[end:].lstrip() if end > 1 else ""
+        if not head.startswith(DDL_PREFIXES):
+            return None
+        try:
+            parsed = sqlglot.parse_one(statement, read="spark")
+        except sqlglot.errors.ParseError:
+            logger.debug("dyntable: DDL not understood, run as written: %s", statement[:200])
+            return None
+        return parsed if isinstance(parsed, (exp.Create, exp.Drop)) else None
+
+    def _schema_of(self, table: exp.Table) -> str:
+        return table.db or self.spark.catalog.currentDatabase()
+
+    def _create(self, statement: str, create: exp.Create) -> "DataFrame":
+        kind = (create.args.get("kind") or "").upper()
+        properties = create.args.get("properties")
+        temporary = bool(properties and properties.find(exp.TemporaryProperty))
+        if kind in ("SCHEMA", "DATABASE"):
+            result = self.spark.sql(statement)
+            self.warehouse.create_schema(create.this.db or create.this.name)
+            return result
+        if kind == "VIEW" and not temporary:
+            result = self.spark.sql(statement)
+            table = create.this if isinstance(create.this, exp.Table) else create.this.this
+            self.warehouse.save_view(self._schema_of(table), table.name, statement)
+            return result
+        if kind != "TABLE" or temporary:
+            return self.spark.sql(statement)
+        return self._create_table(statement, create)
+
+    def _create_table(self, statement: str, create: exp.Create) -> "DataFrame":
+        table = create.this if isinstance(create.this, exp.Table) else create.this.this
+        schema = self._schema_of(table)
+        located = create.find(exp.LocationProperty)
+        location = Path(located.this.name) if located else self.warehouse.table_location(schema, table.name)
+        if not located:
+            create = create.copy()
+            props = create.args.get("properties") or exp.Properties(expressions=[])
+            props.append("expressions", exp.LocationProperty(this=exp.Literal.string(str(location))))
+            create.set("properties", props)
+            statement = create.sql(dialect="spark")
+        query = create.expression
+        is_new = not (location / "_delta_log").is_dir()
+        if query is None or not is_new:
+            return self.spark.sql(statement)
+        # CTAS of a new table: create it empty with nullable columns, then fill it. If filling
+        # fails, remove it again so no half-created table is left.
+        fields = self.spark.sql(query.sql(dialect="spark")).schema.fields
+        if any(f.dataType.typeName() == "void" for f in fields):
+            return self.spark.sql(statement)  # Delta rejects untyped NULL columns; let it say so
+        shell = create.copy()
+        shell.set("expression", None)
+        shell.set("replace", False)
+        shell.set(
+            "this",
+            exp.Schema(
+                this=table.copy(),
+                expressions=[
+                    exp.ColumnDef(
+                        this=exp.to_identifier(f.name, quoted=True),
+                        kind=exp.DataType.build(f.dataType.simpleString(), dialect="spark"),
+                    )
+                    for f in fields
+                ],
+            ),
+        )
+        self.spark.sql(shell.sql(dialect="spark"))
+        fill = create.copy()
+        fill.set("replace", True)
+        try:
+            return self.spark.sql(fill.sql(dialect="spark"))
+        except Exception:
+            self._drop_quietly(schema, table.name, location)
+            raise
+
+    def _drop_quietly(self, schema: str, name: str, location: Path) -> None:
+        try:
+            self.spark.sql(f"DROP TABLE IF EXISTS {quote(schema)}.{quote(name)}")
+        finally:
+            self.warehouse.drop_table(location)
+
+    def _drop(self, statement: str, drop: exp.Drop) -> "DataFrame":
+        kind = (drop.args.get("kind") or "").upper()
+        targets = drop.args.get("tables") or []
+        if len(targets) != 1:
+            return self.spark.sql(statement)
+        target = targets[0]
+        if kind in ("SCHEMA", "DATABASE"):
+            result = self.spark.sql(statement)
+            self.warehouse.drop_schema(target.db or target.name)
+            return result
+        schema = self._schema_of(target)
+        if kind == "VIEW":
+            result = self.spark.sql(statement)
+            self.warehouse.drop_view(schema, target.name)
+            return result
+        if kind == "TABLE":
+            location = self._table_location(schema, target.name)
+            result = self.spark.sql(statement)
+            if location is not None:
+                self.warehouse.drop_table(location)
+            return result
+        return self.spark.sql(statement)
+
+    def _table_location(self, schema: str, name: str) -> Optional[Path]:
+        """Where a catalog table keeps its files, read from the catalog (None if absent)."""
+        try:
+            rows = self.spark.sql(
+                f"SHOW TABLE EXTENDED IN {quote(schema)} LIKE {sql_like(name)}"
+            ).collect()
+        except Exception:  # noqa: BLE001 - schema missing: nothing to delete
+            return None
+        for row in rows:
+            for line in (row["information"] or "").splitlines():
+                if line.startswith("Location: "):
+                    return Path(line[len("Location: "):].strip().removeprefix("file://"))
+        return None
+
+
+def sql_like(name: str) -> str:
+    return "'" + name.replace("'", "\\'") + "'"

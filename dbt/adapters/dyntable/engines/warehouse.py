@@ -1,0 +1,175 @@
+"""The embedded engine's warehouse: every table and view persisted in one directory.
+
+Sail keeps its catalog in memory per Spark Connect session, so whatever a dbt invocation creates
+must be found again by the next process. The warehouse gives every object a self-describing place:
+
+    <warehouse>/<schema>/<table>/_delta_log/...     a Delta table
+    <warehouse>/<schema>/.views/<view>.sql          a view's CREATE statement
+
+and :meth:`Warehouse.attach` re-creates the catalog entries from it when an engine starts.
+Identifiers are stored lower-cased because Spark resolves them case-insensitively.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterator, List, Optional, Tuple
+
+from dbt.adapters.dyntable.engines.base import EngineError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+VIEWS_DIR = ".views"
+DELTA_LOG = "_delta_log"
+
+
+def quote(identifier: str) -> str:
+    return "`" + identifier.replace("`", "``") + "`"
+
+
+def sql_string(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+@dataclass(frozen=True)
+class PersistedTable:
+    schema: str
+    name: str
+    location: Path
+
+    def create_statement(self) -> str:
+        """`CREATE TABLE ... LOCATION` with the exact Delta schema (Sail requires it to match,
+        nullability included, and shows no columns without a column list)."""
+        from deltalake import DeltaTable
+        from pyspark.sql.types import StructType
+
+        table = DeltaTable(str(self.location))
+        struct = StructType.fromJson(json.loads(table.schema().to_json()))
+        columns = ", ".join(
+            f"{quote(f.name)} {f.dataType.simpleString()}" + ("" if f.nullable else " NOT NULL")
+            for f in struct.fields
+        )
+        partitions = table.metadata().partition_columns
+        partitioned = (
+            f" PARTITIONED BY ({', '.join(quote(c) for c in partitions)})" if partitions else ""
+        )
+        return (
+            f"CREATE TABLE IF NOT EXISTS {quote(self.schema)}.{quote(self.name)} ({columns}) "
+            f"USING delta{partitioned} LOCATION {sql_string(str(self.location))}"
+        )
+
+
+class Warehouse:
+    """The directory layout of the embedded engine's tables and views."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root.expanduser().resolve()
+
+    def ensure_writable(self) -> None:
+        """Create the directory and prove a file can be written there."""
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            probe = self.root / f".write-check-{uuid.uuid4().hex}"
+            probe.write_text("ok")
+            probe.unlink()
+        except OSError as exc:
+            raise EngineError(
+                f"The embedded engine cannot write to its warehouse directory {self.root} "
+                f"({exc.strerror or exc}). Set `warehouse` in your profile to a writable directory."
+            ) from exc
+
+    def schema_path(self, schema: str) -> Path:
+        return self.root / schema.lower()
+
+    def table_location(self, schema: str, name: str) -> Path:
+        return self.schema_path(schema) / name.lower()
+
+    def contains(self, path: Path) -> bool:
+        return self.root in path.resolve().parents
+
+    def schemas(self) -> List[str]:
+        if not self.root.is_dir():
+            return []
+        return sorted(p.name for p in self.root.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+    def tables(self, schema: str) -> Iterator[PersistedTable]:
+        for path in sorted(self.schema_path(schema).iterdir()):
+            if path.is_dir() and (path / DELTA_LOG).is_dir() and any((path / DELTA_LOG).glob("*.json")):
+                yield PersistedTable(schema, path.name, path)
+
+    def views(self, schema: str) -> List[Tuple[str, str]]:
+        folder = self.schema_path(schema) / VIEWS_DIR
+        if not folder.is_dir():
+            return []
+        return [(p.stem, p.read_text()) for p in sorted(folder.glob("*.sql"))]
+
+    # -- bookkeeping after DDL -------------------------------------------------------------------
+
+    def create_schema(self, schema: str) -> None:
+        self.schema_path(schema).mkdir(parents=True, exist_ok=True)
+
+    def save_view(self, schema: str, name: str, statement: str) -> None:
+        folder = self.schema_path(schema) / VIEWS_DIR
+        folder.mkdir(parents=True, exist_ok=True)
+        # Write then rename, so a crash never leaves half a view definition behind.
+        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
+        with os.fdopen(fd, "w") as handle:
+            handle.write(statement)
+        os.replace(tmp, folder / f"{name.lower()}.sql")
+
+    def drop_view(self, schema: str, name: str) -> None:
+        (self.schema_path(schema) / VIEWS_DIR / f"{name.lower()}.sql").unlink(missing_ok=True)
+
+    def drop_table(self, location: Path) -> None:
+        """Delete a dropped table's files: Sail leaves them, and a later table at the same
+        location would otherwise inherit the old history."""
+        if self.contains(location):
+            shutil.rmtree(location, ignore_errors=True)
+
+    def drop_schema(self, schema: str) -> None:
+        shutil.rmtree(self.schema_path(schema), ignore_errors=True)
+
+    # -- start-up --------------------------------------------------------------------------------
+
+    def attach(self, spark: "SparkSession") -> "AttachReport":
+        """Re-create the catalog of a fresh session from what is persisted."""
+        report = AttachReport()
+        pending_views: List[Tuple[str, str, str]] = []
+        for schema in self.schemas():
+            spark.sql(f"CREATE SCHEMA IF NOT EXISTS {quote(schema)}")
+            for table in self.tables(schema):
+                spark.sql(table.create_statement())
+                report.tables += 1
+            pending_views.extend((schema, name, stmt) for name, stmt in self.views(schema))
+        # Views may read other views: create them in rounds until no more succeed.
+        errors: dict = {}
+        while pending_views:
+            failed = []
+            for schema, name, statement in pending_views:
+                try:
+                    spark.sql(statement)
+                    report.views += 1
+                except Exception as exc:  # noqa: BLE001 - reported below, never swallowed
+                    errors[(schema, name)] = str(exc).splitlines()[0]
+                    failed.append((schema, name, statement))
+            if len(failed) == len(pending_views):
+                break
+            pending_views = failed
+        else:
+            failed = []
+        report.broken_views = [(f"{s}.{n}", errors[(s, n)]) for s, n, _ in failed]
+        return report
+
+
+@dataclass
+class AttachReport:
+    tables: int = 0
+    views: int = 0
+    broken_views: Optional[List[Tuple[str, str]]] = None
