@@ -1,0 +1,12 @@
+from dbt.adapters.base import AdapterPlugin
+
+from dbt.adapters.dyntable.connections import DyntableConnectionManager, DyntableCredentials  # noqa: F401
+from dbt.adapters.dyntable.impl import DyntableAdapter
+from dbt.include import dyntable
+
+Plugin = AdapterPlugin(
+    adapter=DyntableAdapter,  # type: ignore[arg-type]
+    credentials=DyntableCredentials,
+    include_path=dyntable.PACKAGE_PATH,
+    dependencies=["spark"],
+)

@@ -55,3 +55,7 @@ class Engine(ABC):
         override this, so no caller ever special-cases an engine.
         """
         return self.spark.sql(statement)
+
+    def explain_failure(self, error: Exception) -> str:
+        """One clear message for a failed statement; engines add what only they know."""
+        return str(error).strip()

@@ -77,6 +77,7 @@ class EmbeddedEngine(Engine):
                 "engine pick one."
             )
         os.environ.setdefault(SESSION_TIMEOUT_ENV, str(DEFAULT_SESSION_TIMEOUT_SECS))
+        os.environ.setdefault("RUST_LOG", "warn")  # Sail logs every session at INFO otherwise
         try:
             from pysail.spark import SparkConnectServer
             from pyspark.sql import SparkSession
@@ -101,6 +102,9 @@ class EmbeddedEngine(Engine):
             spark = SparkSession.builder.remote(remote).getOrCreate()
             spark.conf.set("spark.sql.warehouse.dir", str(self.warehouse.root))
             spark.conf.set("spark.sql.ansi.enabled", "false")
+            # Sail types `timestamp` columns with the session zone, and Delta stores them as UTC:
+            # re-attaching under another zone name ("Etc/UTC") is refused as a schema mismatch.
+            spark.conf.set("spark.sql.session.timeZone", "UTC")
             self._spark = spark
             report = self.warehouse.attach(spark)
         except Exception:
@@ -134,6 +138,16 @@ class EmbeddedEngine(Engine):
                 pass
         if server is not None:
             server.stop()
+
+    def explain_failure(self, error: Exception) -> str:
+        message = str(error).strip()
+        if "UNAVAILABLE" in message or "failed to connect" in message.lower():
+            return (
+                f"The embedded engine at {self.address} stopped responding ({message.splitlines()[0]}). "
+                "Its server runs inside this process; rerun the command. If it keeps happening, "
+                "check memory and the `warehouse` directory's disk space."
+            )
+        return message
 
     # -- statements ------------------------------------------------------------------------------
 

@@ -1,0 +1,2 @@
+{{ config(materialized='ephemeral') }}
+select distinct status from {{ ref('stg_orders') }}
