@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Union, List
+from typing import TYPE_CHECKING, Any, List, Optional, Union
 
 from dbt.adapters.spark.impl import SparkAdapter, SparkConfig
 
 from dbt.adapters.dyntable.connections import DyntableConnectionManager, EngineRegistry
+
+if TYPE_CHECKING:
+    import agate
+
+#: `Provider: DELTA` as Sail writes it; dbt-spark looks for `Provider: delta`.
+_PROVIDER_LINE = re.compile(r"^(Provider: )(\S+)$", re.MULTILINE)
 
 
 @dataclass
@@ -36,3 +43,14 @@ class DyntableAdapter(SparkAdapter):
     @classmethod
     def type(cls) -> str:
         return "dyntable"
+
+    def _get_relation_information(self, row: "agate.Row") -> Any:
+        """`SHOW TABLE EXTENDED` information with the provider lower-cased.
+
+        Table formats are case-insensitive names; Sail reports `DELTA` where Spark says `delta`,
+        and dbt-spark's case-sensitive check then took Delta tables for another format (snapshots
+        refused to run on them; table models were dropped instead of replaced, losing history).
+        """
+        schema, name, information = super()._get_relation_information(row)
+        information = _PROVIDER_LINE.sub(lambda m: m.group(1) + m.group(2).lower(), information or "")
+        return schema, name, information
