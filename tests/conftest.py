@@ -9,6 +9,30 @@ import pytest
 
 from dbt.adapters.dyntable.engines.embedded import EmbeddedEngine
 
+#: Profiles the functional tests run on (see tests/functional/conftest.py).
+PROFILES = ("embedded", "spark_session")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    # Registered here, not in tests/functional/conftest.py: pytest only reads options from the
+    # conftests it loads before collecting, and a plain `pytest` (testpaths = tests) loads this
+    # file but not tests/functional/conftest.py that early.
+    parser.addoption(
+        "--profile",
+        action="store",
+        default="embedded",
+        choices=PROFILES,
+        help="engine the functional tests run dbt on: embedded (Sail in-process, the default) "
+        "or spark_session (JVM Spark with delta-spark; skipped where Delta's jars cannot be "
+        "resolved, see DYNTABLE_SPARK_JARS)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "skip_profile(*profiles): skip the test when --profile is one of these"
+    )
+
 
 @pytest.fixture(scope="session")
 def embedded_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedEngine]:
