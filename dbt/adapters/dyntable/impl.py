@@ -7,9 +7,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, List, Optional, Union
 
+from dbt.adapters.base import BaseRelation, available
 from dbt.adapters.spark.impl import SparkAdapter, SparkConfig
+from dbt_common.exceptions import CompilationError, DbtRuntimeError
 
 from dbt.adapters.dyntable.connections import DyntableConnectionManager, EngineRegistry
+
+if TYPE_CHECKING:
+    from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
 
 if TYPE_CHECKING:
     import agate
@@ -54,3 +59,68 @@ class DyntableAdapter(SparkAdapter):
         schema, name, information = super()._get_relation_information(row)
         information = _PROVIDER_LINE.sub(lambda m: m.group(1) + m.group(2).lower(), information or "")
         return schema, name, information
+
+    # -- dynamic tables --------------------------------------------------------------------------
+
+    def _dynamic_tables(self) -> "DynamicTableService":
+        from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
+
+        connection = self.connections.get_thread_connection()
+        creds = connection.credentials
+        engine = self.connections.engine_for(connection)
+        key = (id(engine), creds.metadata_schema)
+        service = _SERVICES.get(key)
+        if service is None:
+            warehouse = EngineRegistry.warehouse_of(creds)
+            service = _SERVICES[key] = DynamicTableService(engine, warehouse, creds.metadata_schema)
+        return service
+
+    @available
+    def validate_dynamic_table_config(self, model_name: str, config: Dict[str, Any]) -> str:
+        """Raise a compiler error naming the model, key and accepted forms; return the lag."""
+        from dbt.adapters.dyntable.dynamic_table.config import (
+            DynamicTableConfig,
+            DynamicTableConfigError,
+        )
+
+        try:
+            return str(DynamicTableConfig.from_model(model_name, config).target_lag)
+        except DynamicTableConfigError as exc:
+            raise CompilationError(str(exc)) from None
+
+    @available
+    def refresh_dynamic_table(
+        self,
+        relation: BaseRelation,
+        sql: str,
+        config: Dict[str, Any],
+        full_refresh: bool,
+        data_timestamp: datetime,
+        model_name: str,
+    ) -> Dict[str, Any]:
+        """Refresh one dynamic table at the invocation's data timestamp (the materialization)."""
+        from dbt.adapters.dyntable.dynamic_table.config import DynamicTableConfigError
+        from dbt.adapters.dyntable.dynamic_table.service import dynamic_table_from_model
+
+        try:
+            dt = dynamic_table_from_model(
+                relation.schema, relation.identifier, sql, config, model_name
+            )
+        except DynamicTableConfigError as exc:
+            raise CompilationError(str(exc)) from None
+        try:
+            result = self._dynamic_tables().refresh(dt, data_timestamp, "DBT_RUN", full_refresh)
+        except Exception as exc:  # noqa: BLE001 - one clear error per failed refresh
+            raise DbtRuntimeError(f"Dynamic table {dt.name} (model {model_name}): {exc}") from exc
+        rows = result.rows_inserted + result.rows_deleted
+        return {
+            "action": result.action,
+            "state": result.state,
+            "reason": result.reason,
+            "rows": rows,
+            "message": f"{result.action} +{result.rows_inserted} -{result.rows_deleted}",
+        }
+
+
+#: One dynamic-table service per engine and metadata schema, shared by dbt's threads.
+_SERVICES: Dict[Any, "DynamicTableService"] = {}

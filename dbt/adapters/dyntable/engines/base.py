@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Dict, Optional
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -55,6 +55,34 @@ class Engine(ABC):
         override this, so no caller ever special-cases an engine.
         """
         return self.spark.sql(statement)
+
+    def catalog_entry(self, schema: str, name: str) -> Dict[str, str]:
+        """The catalog's description of one table or view (`SHOW TABLE EXTENDED`'s
+        ``Key: value`` lines, e.g. Type, Location, View Text); empty if it does not exist."""
+        pattern = "'" + name.replace("'", "\\'") + "'"
+        try:
+            rows = self.spark.sql(f"SHOW TABLE EXTENDED IN `{schema}` LIKE {pattern}").collect()
+        except Exception:  # noqa: BLE001 - a missing schema means a missing table
+            return {}
+        entry: Dict[str, str] = {}
+        for row in rows:
+            if row["tableName"].lower() != name.lower():
+                continue
+            for line in (row["information"] or "").splitlines():
+                key, sep, value = line.partition(": ")
+                if sep and key and not key.startswith(" "):
+                    entry.setdefault(key, value.strip())
+        return entry
+
+    def table_location(self, schema: str, name: str) -> Optional[str]:
+        """Where a Delta table keeps its files (a path or URI), or None if it does not exist."""
+        location = self.catalog_entry(schema, name).get("Location")
+        return location.removeprefix("file:") if location and location.startswith("file:/") else location
+
+    def view_definition(self, schema: str, name: str) -> Optional[str]:
+        """A view's SELECT, or None if ``schema.name`` is not a view."""
+        entry = self.catalog_entry(schema, name)
+        return entry.get("View Text") if entry.get("Type") == "VIEW" else None
 
     def explain_failure(self, error: Exception) -> str:
         """One clear message for a failed statement; engines add what only they know."""

@@ -26,7 +26,7 @@ import sqlglot
 from sqlglot import exp
 
 from dbt.adapters.dyntable.engines.base import Capabilities, Engine, EngineError
-from dbt.adapters.dyntable.engines.warehouse import Warehouse, quote
+from dbt.adapters.dyntable.engines.warehouse import PersistedTable, Warehouse, quote
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -99,7 +99,9 @@ class EmbeddedEngine(Engine):
         self.port = port
         remote = f"sc://{host}:{port}/;session_id={uuid.uuid4()}"
         try:
-            spark = SparkSession.builder.remote(remote).getOrCreate()
+            # create(), not getOrCreate(): the latter hands back any Spark Connect session already
+            # open in this process (another engine's, on another server and warehouse).
+            spark = SparkSession.builder.remote(remote).create()
             spark.conf.set("spark.sql.warehouse.dir", str(self.warehouse.root))
             spark.conf.set("spark.sql.ansi.enabled", "false")
             # Sail types `timestamp` columns with the session zone, and Delta stores them as UTC:
@@ -209,7 +211,14 @@ class EmbeddedEngine(Engine):
         query = create.expression
         is_new = not (location / "_delta_log").is_dir()
         if query is None or not is_new:
-            return self.spark.sql(statement)
+            result = self.spark.sql(statement)
+            if query is not None:
+                # CTAS over an existing table keeps its (nullable) Delta schema, but Sail registers
+                # the query's NOT NULL columns in the session's catalog: register it again from the
+                # Delta log, or inserting a NULL fails. Sail's DROP TABLE leaves the files.
+                self.spark.sql(f"DROP TABLE IF EXISTS {quote(schema)}.{quote(table.name)}")
+                self.spark.sql(PersistedTable(schema, table.name, location).create_statement())
+            return result
         # CTAS of a new table: create it empty with nullable columns, then fill it. If filling
         # fails, remove it again so no half-created table is left.
         fields = self.spark.sql(query.sql(dialect="spark")).schema.fields
@@ -232,10 +241,16 @@ class EmbeddedEngine(Engine):
             ),
         )
         self.spark.sql(shell.sql(dialect="spark"))
-        fill = create.copy()
-        fill.set("replace", True)
+        # INSERT, not CREATE OR REPLACE ... AS SELECT: the latter re-registers the table in the
+        # session's catalog with the query's NOT NULL columns, and inserting a NULL then fails.
+        # The query goes in a subquery: Sail rejects `WITH ... INSERT`, and the columns keep
+        # their order for the positional insert.
+        fill = (
+            f"INSERT INTO {table.sql(dialect='spark')} "
+            f"SELECT * FROM ({query.sql(dialect='spark')}) AS ctas_query"
+        )
         try:
-            return self.spark.sql(fill.sql(dialect="spark"))
+            return self.spark.sql(fill)
         except Exception:
             self._drop_quietly(schema, table.name, location)
             raise
@@ -262,27 +277,23 @@ class EmbeddedEngine(Engine):
             self.warehouse.drop_view(schema, target.name)
             return result
         if kind == "TABLE":
-            location = self._table_location(schema, target.name)
+            location = self.table_location(schema, target.name)
             result = self.spark.sql(statement)
             if location is not None:
-                self.warehouse.drop_table(location)
+                self.warehouse.drop_table(Path(location))
             return result
         return self.spark.sql(statement)
 
-    def _table_location(self, schema: str, name: str) -> Optional[Path]:
-        """Where a catalog table keeps its files, read from the catalog (None if absent)."""
-        try:
-            rows = self.spark.sql(
-                f"SHOW TABLE EXTENDED IN {quote(schema)} LIKE {sql_like(name)}"
-            ).collect()
-        except Exception:  # noqa: BLE001 - schema missing: nothing to delete
+    def table_location(self, schema: str, name: str) -> Optional[str]:
+        path = self.warehouse.table_location(schema, name)
+        if (path / "_delta_log").is_dir():
+            return str(path)
+        return super().table_location(schema, name)  # created elsewhere with an explicit LOCATION
+
+    def view_definition(self, schema: str, name: str) -> Optional[str]:
+        statement = self.warehouse.view_statement(schema, name)
+        if statement is None:
             return None
-        for row in rows:
-            for line in (row["information"] or "").splitlines():
-                if line.startswith("Location: "):
-                    return Path(line[len("Location: "):].strip().removeprefix("file://"))
-        return None
+        create = sqlglot.parse_one(statement, read="spark")
+        return create.expression.sql(dialect="spark") if create.expression else None
 
-
-def sql_like(name: str) -> str:
-    return "'" + name.replace("'", "\\'") + "'"

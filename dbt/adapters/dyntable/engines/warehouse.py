@@ -110,6 +110,10 @@ class Warehouse:
             return []
         return [(p.stem, p.read_text()) for p in sorted(folder.glob("*.sql"))]
 
+    def view_statement(self, schema: str, name: str) -> Optional[str]:
+        path = self.schema_path(schema) / VIEWS_DIR / f"{name.lower()}.sql"
+        return path.read_text() if path.is_file() else None
+
     # -- bookkeeping after DDL -------------------------------------------------------------------
 
     def create_schema(self, schema: str) -> None:

@@ -1,0 +1,304 @@
+"""The metadata Delta tables: frontiers, refresh history and graph history.
+
+They are written with the `deltalake` package straight to their locations, not through the engine:
+a NO_DATA refresh then reads its frontier and appends its history row in milliseconds, with no
+engine job. They are also registered in the engine's catalog so users query them with SQL:
+
+    select * from dyntable_meta.dynamic_table_refresh_history where name = 'shop.orders_dt'
+
+``dynamic_table_frontiers`` has one row per dynamic table; its ``pending`` column holds a refresh's
+intent while it runs (DESIGN §6): set before the MERGE, cleared with the new frontier after it.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional
+
+import pyarrow as pa
+from deltalake import DeltaTable, write_deltalake
+from deltalake.exceptions import CommitFailedError, DeltaError
+
+FRONTIERS = "dynamic_table_frontiers"
+REFRESH_HISTORY = "dynamic_table_refresh_history"
+GRAPH_HISTORY = "dynamic_table_graph_history"
+
+TS = pa.timestamp("us", tz="UTC")
+
+SCHEMAS: Dict[str, pa.Schema] = {
+    FRONTIERS: pa.schema(
+        [
+            ("name", pa.string()),
+            ("data_timestamp", TS),
+            ("source_versions", pa.string()),
+            ("dt_version", pa.int64()),
+            ("definition_hash", pa.string()),
+            ("refresh_mode", pa.string()),
+            ("definition", pa.string()),
+            ("pending", pa.string()),
+            ("updated_at", TS),
+        ]
+    ),
+    REFRESH_HISTORY: pa.schema(
+        [
+            ("name", pa.string()),
+            ("refresh_id", pa.string()),
+            ("data_timestamp", TS),
+            ("state", pa.string()),
+            ("state_message", pa.string()),
+            ("refresh_action", pa.string()),
+            ("refresh_trigger", pa.string()),
+            ("reason", pa.string()),
+            ("refresh_start_time", TS),
+            ("refresh_end_time", TS),
+            ("rows_inserted", pa.int64()),
+            ("rows_deleted", pa.int64()),
+            ("source_versions", pa.string()),
+            ("dt_version", pa.int64()),
+        ]
+    ),
+    GRAPH_HISTORY: pa.schema(
+        [
+            ("name", pa.string()),
+            ("recorded_at", TS),
+            ("inputs", pa.string()),
+            ("target_lag", pa.string()),
+            ("effective_target_lag_seconds", pa.int64()),
+            ("scheduling_state", pa.string()),
+            ("consecutive_failures", pa.int64()),
+            ("definition_hash", pa.string()),
+            ("refresh_mode", pa.string()),
+        ]
+    ),
+}
+
+COMMIT_RETRIES = 20
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+@dataclass(frozen=True)
+class Frontier:
+    """How far a dynamic table has consumed its sources, and the DT version that produced."""
+
+    name: str
+    data_timestamp: datetime
+    source_versions: Dict[str, int]
+    dt_version: int
+    definition_hash: str
+    refresh_mode: str
+    definition: str
+    pending: Optional["Intent"] = None
+
+
+@dataclass(frozen=True)
+class Intent:
+    """A refresh about to commit: what the frontier becomes if the DT's commit after
+    ``base_version`` exists."""
+
+    refresh_id: str
+    data_timestamp: datetime
+    source_versions: Dict[str, int]
+    base_version: int
+    definition_hash: str
+    refresh_mode: str
+    definition: str
+    action: str
+
+    def to_json(self) -> str:
+        body = dict(self.__dict__)
+        body["data_timestamp"] = self.data_timestamp.isoformat()
+        return json.dumps(body, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "Intent":
+        body = json.loads(text)
+        body["data_timestamp"] = datetime.fromisoformat(body["data_timestamp"])
+        return cls(**body)
+
+
+@dataclass
+class HistoryRow:
+    name: str
+    refresh_id: str
+    data_timestamp: Optional[datetime]
+    state: str
+    refresh_action: Optional[str]
+    refresh_trigger: str
+    refresh_start_time: datetime
+    refresh_end_time: datetime
+    reason: Optional[str] = None
+    state_message: Optional[str] = None
+    rows_inserted: int = 0
+    rows_deleted: int = 0
+    source_versions: Dict[str, int] = field(default_factory=dict)
+    dt_version: Optional[int] = None
+
+
+@dataclass
+class GraphRow:
+    name: str
+    inputs: List[str]
+    target_lag: str
+    effective_target_lag_seconds: Optional[int]
+    scheduling_state: str
+    consecutive_failures: int
+    definition_hash: str
+    refresh_mode: str
+    recorded_at: datetime = field(default_factory=utcnow)
+
+
+class MetadataStore:
+    """Reads and writes the three metadata tables under ``root`` (one folder per table)."""
+
+    _write_lock = threading.Lock()
+
+    def __init__(self, root: Path, schema: str) -> None:
+        self.root = root
+        self.schema = schema
+
+    def location(self, table: str) -> Path:
+        return self.root / table
+
+    def ensure(self, register: Optional[Any] = None) -> None:
+        """Create missing tables; ``register(schema, table, location)`` adds them to a catalog."""
+        for table, schema in SCHEMAS.items():
+            path = self.location(table)
+            if not DeltaTable.is_deltatable(str(path)):
+                path.mkdir(parents=True, exist_ok=True)
+                try:
+                    DeltaTable.create(str(path), schema=schema, mode="ignore")
+                except DeltaError:
+                    pass  # another process created it first
+            if register is not None:
+                register(self.schema, table, path)
+
+    # -- frontiers -------------------------------------------------------------------------------
+
+    def frontier(self, name: str) -> Optional[Frontier]:
+        rows = self._rows(FRONTIERS, name)
+        if not rows:
+            return None
+        row = max(rows, key=lambda r: r["updated_at"])
+        return Frontier(
+            name=row["name"],
+            data_timestamp=row["data_timestamp"],
+            source_versions=json.loads(row["source_versions"] or "{}"),
+            dt_version=row["dt_version"],
+            definition_hash=row["definition_hash"],
+            refresh_mode=row["refresh_mode"],
+            definition=row["definition"] or "",
+            pending=Intent.from_json(row["pending"]) if row["pending"] else None,
+        )
+
+    def frontiers(self) -> Dict[str, Frontier]:
+        return {name: f for name in self._names(FRONTIERS) if (f := self.frontier(name))}
+
+    def record_intent(self, name: str, current: Optional[Frontier], intent: Intent) -> None:
+        base = current or Frontier(name, intent.data_timestamp, {}, -1, "", "", "")
+        self._upsert_frontier(base, pending=intent.to_json())
+
+    def commit_intent(self, name: str, intent: Intent, dt_version: int) -> Frontier:
+        frontier = Frontier(
+            name=name,
+            data_timestamp=intent.data_timestamp,
+            source_versions=intent.source_versions,
+            dt_version=dt_version,
+            definition_hash=intent.definition_hash,
+            refresh_mode=intent.refresh_mode,
+            definition=intent.definition,
+        )
+        self._upsert_frontier(frontier, pending=None)
+        return frontier
+
+    def discard_intent(self, current: Frontier) -> None:
+        self._upsert_frontier(current, pending=None)
+
+    def forget(self, name: str) -> None:
+        """Drop a DT's frontier (its table was dropped or is rebuilt from scratch)."""
+        self._commit(lambda: DeltaTable(str(self.location(FRONTIERS))).delete(_eq("name", name)))
+
+    def _upsert_frontier(self, frontier: Frontier, pending: Optional[str]) -> None:
+        row = {
+            "name": frontier.name,
+            "data_timestamp": frontier.data_timestamp,
+            "source_versions": json.dumps(frontier.source_versions, sort_keys=True),
+            "dt_version": frontier.dt_version,
+            "definition_hash": frontier.definition_hash,
+            "refresh_mode": frontier.refresh_mode,
+            "definition": frontier.definition,
+            "pending": pending,
+            "updated_at": utcnow(),
+        }
+        data = pa.Table.from_pylist([row], schema=SCHEMAS[FRONTIERS])
+        # One commit replaces the DT's row: overwrite with a predicate is Delta's replaceWhere.
+        self._commit(
+            lambda: write_deltalake(
+                str(self.location(FRONTIERS)), data, mode="overwrite",
+                predicate=_eq("name", frontier.name),
+            )
+        )
+
+    # -- histories -------------------------------------------------------------------------------
+
+    def append_history(self, row: HistoryRow) -> None:
+        record = dict(row.__dict__)
+        record["source_versions"] = json.dumps(row.source_versions, sort_keys=True)
+        self._append(REFRESH_HISTORY, [record])
+
+    def history(self, name: Optional[str] = None) -> List[Dict[str, Any]]:
+        rows = self._rows(REFRESH_HISTORY, name)
+        return sorted(rows, key=lambda r: r["refresh_start_time"])
+
+    def append_graph(self, row: GraphRow) -> None:
+        record = dict(row.__dict__)
+        record["inputs"] = json.dumps(sorted(row.inputs))
+        self._append(GRAPH_HISTORY, [record])
+
+    def graph(self, name: Optional[str] = None) -> Dict[str, Dict[str, Any]]:
+        """The latest graph row per DT."""
+        latest: Dict[str, Dict[str, Any]] = {}
+        for row in sorted(self._rows(GRAPH_HISTORY, name), key=lambda r: r["recorded_at"]):
+            row["inputs"] = json.loads(row["inputs"] or "[]")
+            latest[row["name"]] = row
+        return latest
+
+    # -- plumbing --------------------------------------------------------------------------------
+
+    def _rows(self, table: str, name: Optional[str]) -> List[Dict[str, Any]]:
+        dataset = DeltaTable(str(self.location(table))).to_pyarrow_dataset()
+        import pyarrow.dataset as ds
+
+        selected = dataset.to_table(filter=ds.field("name") == name) if name else dataset.to_table()
+        return selected.to_pylist()
+
+    def _names(self, table: str) -> List[str]:
+        dataset = DeltaTable(str(self.location(table))).to_pyarrow_dataset()
+        return sorted(set(dataset.to_table(columns=["name"]).column("name").to_pylist()))
+
+    def _append(self, table: str, records: List[Dict[str, Any]]) -> None:
+        data = pa.Table.from_pylist(records, schema=SCHEMAS[table])
+        self._commit(lambda: write_deltalake(str(self.location(table)), data, mode="append"))
+
+    def _commit(self, write: Any) -> None:
+        """Run a metadata write, retrying when another process committed first."""
+        with self._write_lock:
+            for attempt in range(COMMIT_RETRIES):
+                try:
+                    write()
+                    return
+                except CommitFailedError:
+                    if attempt == COMMIT_RETRIES - 1:
+                        raise
+                    time.sleep(0.01 * (attempt + 1))
+
+
+def _eq(column: str, value: str) -> str:
+    return f"{column} = '" + value.replace("'", "''") + "'"
