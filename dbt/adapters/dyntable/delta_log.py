@@ -1,0 +1,559 @@
+"""Delta log metadata read straight from a table's location, without asking an engine.
+
+A refresh first asks "did any source change?" and "which version was current at T?". Asking the
+engine costs a query each; reading the transaction log costs a directory listing. That is what
+makes a NO_DATA refresh nearly free (DESIGN §4), so this module answers those questions from the
+log alone:
+
+* versions and commit timestamps come from listing ``_delta_log`` (no snapshot is loaded);
+* snapshots (schema, table id, configuration, live files) come from the ``deltalake`` package;
+* an :class:`Interval` ``(v0, v1]`` is the difference of the two snapshots' file sets (files in
+  both cancel), checked against the interval's own commits for what makes a file-set difference
+  wrong: deletion vectors, schema or table-id changes, cleaned-up log entries, vacuumed files.
+
+Reading the rows of an interval's files is the job of :mod:`.changes`.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import re
+import urllib.parse
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Tuple, Union
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+from deltalake import DeltaTable
+from deltalake.exceptions import DeltaError, TableNotFoundError
+
+if TYPE_CHECKING:
+    from pyspark.sql.types import StructType
+
+LOG_DIR = "_delta_log"
+COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
+#: Classic, multi-part (`.checkpoint.0000000001.0000000003.parquet`) and V2 (`.checkpoint.<uuid>.json`).
+CHECKPOINT_FILE = re.compile(r"^(\d{20})\.checkpoint(?:\.[^.]+|\.\d{10}\.\d{10})?\.(?:parquet|json)$")
+COLUMN_MAPPING_MODE = "delta.columnMapping.mode"
+CHANGE_DATA_FEED = "delta.enableChangeDataFeed"
+#: Snapshots are immutable per version; a refresh touches two or three of them per source.
+SNAPSHOT_CACHE_SIZE = 8
+
+
+class DeltaLogError(RuntimeError):
+    """The log could not answer; the message says which table and why."""
+
+
+class TableNotFound(DeltaLogError):
+    """No Delta table (no ``_delta_log`` with commits) at the location."""
+
+
+class HistoryUnavailable(DeltaLogError):
+    """The log entries needed for a version were cleaned up, or the version does not exist."""
+
+
+class IntervalKind(str, Enum):
+    """The plan shapes of seed 001 §3.2.2, decided from file sets alone."""
+
+    EMPTY = "EMPTY"
+    """No file added or removed: the table's rows did not change."""
+    ADDED_ONLY = "ADDED_ONLY"
+    """Only inserts: read the added files, no consolidation needed."""
+    REMOVED_ONLY = "REMOVED_ONLY"
+    """Only deletes of whole files: read the removed files."""
+    MIXED = "MIXED"
+    """Files added and removed (updates, merges, partial deletes): the MINIMIZE shape."""
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """One live data file of a snapshot (an ``add`` action)."""
+
+    path: str
+    """As recorded in the log: URI-encoded, relative to the table root unless absolute."""
+    uri: str
+    """Absolute URI an engine reads (``file:///...`` for local tables)."""
+    size_bytes: int
+    num_records: Optional[int]
+    """From the file's statistics; None when the writer recorded none."""
+    partition_values: Mapping[str, Any]
+    """Typed Python values (``date``, aware ``datetime`` for timestamps, ``Decimal`` ...)."""
+    has_deletion_vector: bool
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What a version of the table is: identity, schema, configuration and live files."""
+
+    version: int
+    table_id: str
+    schema_json: str
+    """The Delta schema as Spark's StructType JSON."""
+    partition_columns: Tuple[str, ...]
+    configuration: Mapping[str, str]
+    files: Mapping[str, DataFile]
+    """Keyed by :attr:`DataFile.path`."""
+
+    @property
+    def schema(self) -> "StructType":
+        from pyspark.sql.types import StructType
+
+        return StructType.fromJson(json.loads(self.schema_json))
+
+    @property
+    def column_mapping_mode(self) -> str:
+        return (self.configuration.get(COLUMN_MAPPING_MODE) or "none").lower()
+
+
+@dataclass(frozen=True)
+class Interval:
+    """The change of a table over versions ``(v0, v1]`` as added and removed files.
+
+    Rows of ``added`` count +1, rows of ``removed`` -1; a row copied unchanged by a
+    copy-on-write rewrite appears on both sides and cancels when consolidated. Check
+    :attr:`undifferentiable_reason` first: when it is set, the file sets may be incomplete
+    and the consumer must recompute (REINITIALIZE) instead.
+    """
+
+    v0: int
+    v1: int
+    added: Tuple[DataFile, ...] = ()
+    removed: Tuple[DataFile, ...] = ()
+    undifferentiable_reason: Optional[str] = None
+
+    @property
+    def kind(self) -> IntervalKind:
+        if self.added and self.removed:
+            return IntervalKind.MIXED
+        if self.added:
+            return IntervalKind.ADDED_ONLY
+        if self.removed:
+            return IntervalKind.REMOVED_ONLY
+        return IntervalKind.EMPTY
+
+    @property
+    def differentiable(self) -> bool:
+        return self.undifferentiable_reason is None
+
+    @property
+    def added_rows(self) -> Optional[int]:
+        return _total_rows(self.added)
+
+    @property
+    def removed_rows(self) -> Optional[int]:
+        return _total_rows(self.removed)
+
+    @property
+    def added_bytes(self) -> int:
+        return sum(f.size_bytes for f in self.added)
+
+    @property
+    def removed_bytes(self) -> int:
+        return sum(f.size_bytes for f in self.removed)
+
+
+def _total_rows(files: Tuple[DataFile, ...]) -> Optional[int]:
+    counts = [f.num_records for f in files]
+    return None if any(c is None for c in counts) else sum(c for c in counts if c is not None)
+
+
+@dataclass(frozen=True)
+class _Listing:
+    """One listing of ``_delta_log``: commit files with their modification times."""
+
+    commit_mtimes_ms: Mapping[int, int]
+    checkpoints: Tuple[int, ...]
+
+    @property
+    def latest(self) -> Optional[int]:
+        versions = list(self.commit_mtimes_ms) + list(self.checkpoints)
+        return max(versions) if versions else None
+
+    @property
+    def earliest_loadable(self) -> Optional[int]:
+        """The first version a snapshot can be rebuilt for: 0 while its commit exists, else the
+        oldest checkpoint (commits before it were cleaned up)."""
+        if 0 in self.commit_mtimes_ms:
+            return 0
+        if self.checkpoints:
+            return min(self.checkpoints)
+        return min(self.commit_mtimes_ms) if self.commit_mtimes_ms else None
+
+
+@dataclass
+class _Commit:
+    """The actions of one commit file that matter for differentiation."""
+
+    version: int
+    commit_info: Mapping[str, Any]
+    metadata: Optional[Mapping[str, Any]]
+    changes_data: bool
+    """Some add/remove action has ``dataChange`` true (compaction commits have none)."""
+    deletion_vector_paths: List[str] = field(default_factory=list)
+
+
+class DeltaLog:
+    """Read-only view of one Delta table's transaction log.
+
+    Cheap to create. Snapshots and parsed commits are cached per instance because Delta versions
+    are immutable; a table dropped and re-created at the same location is the exception, so keep
+    an instance for one refresh rather than for the life of a process.
+    """
+
+    def __init__(self, location: Union[str, Path]) -> None:
+        text = str(location)
+        if "://" not in text and not text.startswith("file:"):
+            text = str(Path(text).expanduser().resolve())
+        self.location = text.rstrip("/")
+        self._fs, self._root = pafs.FileSystem.from_uri(self.location)
+        self._root = self._root.rstrip("/")
+        local = isinstance(self._fs, pafs.LocalFileSystem)
+        self.root_uri = Path(self._root).as_uri() if local else self.location
+        self._snapshots: "OrderedDict[int, Snapshot]" = OrderedDict()
+        self._commits: Dict[int, _Commit] = {}
+        self._commit_ict: Dict[int, Optional[int]] = {}
+
+    def __repr__(self) -> str:
+        return f"DeltaLog({self.location!r})"
+
+    # -- versions and time ------------------------------------------------------------------------
+
+    def exists(self) -> bool:
+        return self._listing().latest is not None
+
+    def latest_version(self) -> int:
+        """The newest committed version, from one listing of ``_delta_log``."""
+        latest = self._listing().latest
+        if latest is None:
+            raise TableNotFound(f"No Delta table at {self.location} (no commits in {LOG_DIR}).")
+        return latest
+
+    def commit_timestamp(self, version: int) -> int:
+        """When ``version`` was committed, in epoch milliseconds.
+
+        Per the Delta protocol: the commit's in-commit timestamp where the table records one,
+        else the commit file's modification time, made strictly increasing over versions as
+        Delta Spark does, so that "latest version at T" is well defined.
+        """
+        listing = self._listing()
+        if version not in listing.commit_mtimes_ms:
+            raise HistoryUnavailable(
+                f"Version {version} of {self.location} has no commit in {LOG_DIR} "
+                f"(versions {min(listing.commit_mtimes_ms, default='-')}..{listing.latest} remain)."
+            )
+        versions, stamps = self._timeline(listing)
+        return stamps[versions.index(version)]
+
+    def version_at(self, timestamp_ms: int) -> Optional[int]:
+        """The latest version committed at or before ``timestamp_ms``; None if the table did not
+        exist yet. Raises :class:`HistoryUnavailable` if the versions around T were cleaned up.
+
+        A commit being written while T passes can still land with a timestamp at or before T;
+        callers pick a T slightly in the past before relying on the answer being final.
+        """
+        listing = self._listing()
+        if listing.latest is None:
+            raise TableNotFound(f"No Delta table at {self.location} (no commits in {LOG_DIR}).")
+        versions, stamps = self._timeline(listing)
+        position = bisect.bisect_right(stamps, timestamp_ms)
+        if position == 0:
+            if versions and versions[0] == 0:
+                return None
+            raise HistoryUnavailable(
+                f"{self.location}: the log before version {versions[0] if versions else '?'} was "
+                f"cleaned up, so the version current at {timestamp_ms} ms is unknown."
+            )
+        return versions[position - 1]
+
+    def _timeline(self, listing: _Listing) -> Tuple[List[int], List[int]]:
+        """Loadable versions and their monotonised commit timestamps, ascending."""
+        earliest = listing.earliest_loadable
+        versions = sorted(v for v in listing.commit_mtimes_ms if earliest is not None and v >= earliest)
+        use_ict = bool(versions) and self._in_commit_timestamp(versions[-1]) is not None
+        stamps: List[int] = []
+        for version in versions:
+            raw = listing.commit_mtimes_ms[version]
+            if use_ict:
+                raw = self._in_commit_timestamp(version) or raw
+            stamps.append(max(raw, stamps[-1] + 1) if stamps else raw)
+        return versions, stamps
+
+    def _in_commit_timestamp(self, version: int) -> Optional[int]:
+        if version not in self._commit_ict:
+            info = self._read_commit(version).commit_info
+            value = info.get("inCommitTimestamp")
+            self._commit_ict[version] = int(value) if value is not None else None
+        return self._commit_ict[version]
+
+    def _listing(self) -> _Listing:
+        try:
+            infos = self._fs.get_file_info(pafs.FileSelector(f"{self._root}/{LOG_DIR}"))
+        except FileNotFoundError:
+            return _Listing({}, ())
+        commits: Dict[int, int] = {}
+        checkpoints: List[int] = []
+        for info in infos:
+            if match := COMMIT_FILE.match(info.base_name):
+                commits[int(match.group(1))] = info.mtime_ns // 1_000_000 if info.mtime_ns else 0
+            elif match := CHECKPOINT_FILE.match(info.base_name):
+                checkpoints.append(int(match.group(1)))
+        return _Listing(commits, tuple(sorted(set(checkpoints))))
+
+    # -- snapshots --------------------------------------------------------------------------------
+
+    def snapshot(self, version: int) -> Snapshot:
+        """The table at ``version`` (cached); :class:`HistoryUnavailable` if it cannot be rebuilt."""
+        cached = self._snapshots.get(version)
+        if cached is not None:
+            self._snapshots.move_to_end(version)
+            return cached
+        try:
+            table = DeltaTable(self.location, version=version)
+        except (TableNotFoundError, DeltaError) as exc:
+            # deltalake also says "not found" for a version whose log segment was cleaned up.
+            if not self.exists():
+                raise TableNotFound(f"No Delta table at {self.location}: {exc}") from exc
+            raise HistoryUnavailable(
+                f"Version {version} of {self.location} cannot be rebuilt from its log "
+                f"(cleaned up or not committed yet): {exc}"
+            ) from exc
+        snapshot = self._build_snapshot(table, version)
+        self._snapshots[version] = snapshot
+        if len(self._snapshots) > SNAPSHOT_CACHE_SIZE:
+            self._snapshots.popitem(last=False)
+        return snapshot
+
+    def _build_snapshot(self, table: DeltaTable, version: int) -> Snapshot:
+        metadata = table.metadata()
+        actions = pa.table(table.get_add_actions(flatten=False))
+        columns = set(actions.column_names)
+        paths = actions.column("path").to_pylist()
+        sizes = actions.column("size_bytes").to_pylist()
+        records = actions.column("num_records").to_pylist() if "num_records" in columns else [None] * len(paths)
+        partitions = (
+            actions.column("partition").to_pylist() if "partition" in columns else [{}] * len(paths)
+        )
+        with_dv = self._files_with_deletion_vectors(table)
+        files: Dict[str, DataFile] = {}
+        for path, size, count, values in zip(paths, sizes, records, partitions):
+            uri = self._file_uri(path)
+            files[path] = DataFile(
+                path=path,
+                uri=uri,
+                size_bytes=int(size),
+                num_records=None if count is None else int(count),
+                partition_values=dict(values or {}),
+                has_deletion_vector=urllib.parse.unquote(uri) in with_dv,
+            )
+        return Snapshot(
+            version=version,
+            table_id=metadata.id,
+            schema_json=table.schema().to_json(),
+            partition_columns=tuple(metadata.partition_columns),
+            configuration=dict(metadata.configuration),
+            files=files,
+        )
+
+    @staticmethod
+    def _files_with_deletion_vectors(table: DeltaTable) -> frozenset:
+        """Decoded URIs of files carrying a deletion vector. ``get_add_actions`` does not say, and
+        only tables with the deletionVectors reader feature can have any, so only those pay for
+        reading the vectors."""
+        if "deletionVectors" not in (table.protocol().reader_features or []):
+            return frozenset()
+        vectors = pa.table(table.deletion_vectors().read_all())
+        return frozenset(urllib.parse.unquote(u) for u in vectors.column("filepath").to_pylist())
+
+    def _file_uri(self, log_path: str) -> str:
+        """Log paths are URI-encoded and relative to the root unless they carry a scheme."""
+        if re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*:", log_path):
+            return log_path
+        return f"{self.root_uri}/{log_path}"
+
+    def schema_at(self, version: int) -> "StructType":
+        return self.snapshot(version).schema
+
+    def table_id(self, version: int) -> str:
+        """The table's id in its metadata; it changes when the table is re-created."""
+        return self.snapshot(version).table_id
+
+    @property
+    def partition_columns(self) -> Tuple[str, ...]:
+        """Partition columns of the latest version."""
+        return self.snapshot(self.latest_version()).partition_columns
+
+    def files_at(self, version: int) -> Tuple[DataFile, ...]:
+        return tuple(self.snapshot(version).files.values())
+
+    # -- commits ----------------------------------------------------------------------------------
+
+    def _read_commit(self, version: int) -> _Commit:
+        cached = self._commits.get(version)
+        if cached is not None:
+            return cached
+        path = f"{self._root}/{LOG_DIR}/{version:020d}.json"
+        try:
+            with self._fs.open_input_stream(path) as stream:
+                text = stream.read().decode("utf-8")
+        except FileNotFoundError as exc:
+            raise HistoryUnavailable(f"{self.location}: the commit of version {version} is gone.") from exc
+        commit = _Commit(version=version, commit_info={}, metadata=None, changes_data=False)
+        for line in text.splitlines():
+            if not line.strip():
+                continue
+            action = json.loads(line)
+            if "commitInfo" in action:
+                commit.commit_info = action["commitInfo"] or {}
+            elif "metaData" in action:
+                commit.metadata = action["metaData"]
+            for kind in ("add", "remove"):
+                file_action = action.get(kind)
+                if file_action is None:
+                    continue
+                # The protocol defaults dataChange to true where a writer leaves it out.
+                commit.changes_data |= bool(file_action.get("dataChange", True))
+                if file_action.get("deletionVector"):
+                    commit.deletion_vector_paths.append(file_action["path"])
+        self._commits[version] = commit
+        return commit
+
+    def _commits_between(self, v0: int, v1: int) -> Iterator[_Commit]:
+        for version in range(v0 + 1, v1 + 1):
+            yield self._read_commit(version)
+
+    # -- intervals --------------------------------------------------------------------------------
+
+    def interval(self, v0: int, v1: int, *, table_id: Optional[str] = None) -> Interval:
+        """The change over ``(v0, v1]``.
+
+        ``table_id`` is the id recorded when ``v0`` was consumed; passing it detects a table
+        dropped and re-created at the same location, which the log itself cannot show. ``v0 ==
+        v1`` answers without any I/O, which is the NO_DATA fast path, and so skips that check.
+        """
+        if v0 < 0 or v1 < 0:
+            raise ValueError(f"Versions are not negative, got ({v0}, {v1}].")
+        if v0 == v1:
+            return Interval(v0, v1)
+        latest = self.latest_version()
+        if v1 > latest:
+            raise ValueError(f"{self.location} has no version {v1} yet (latest is {latest}).")
+        if v1 < v0:
+            # Versions never go back (RESTORE commits a new one): the log was started anew.
+            return Interval(
+                v0, v1,
+                undifferentiable_reason=(
+                    f"table was re-created: version {v0} was consumed but the log now ends at {latest}"
+                ),
+            )
+        try:
+            before = self.snapshot(v0)
+            commits = list(self._commits_between(v0, v1))
+        except HistoryUnavailable as exc:
+            return Interval(v0, v1, undifferentiable_reason=f"log entries are no longer present: {exc}")
+        if table_id is not None and before.table_id != table_id:
+            return Interval(
+                v0, v1,
+                undifferentiable_reason=(
+                    f"table was re-created: its id is now {before.table_id}, the consumed version "
+                    f"belonged to {table_id}"
+                ),
+            )
+        reason = self._metadata_reason(before, commits) or self._deletion_vector_reason(commits)
+        if reason is None and not any(c.changes_data for c in commits):
+            # Only compaction-like commits (dataChange=false): rewritten files, same rows.
+            return Interval(v0, v1)
+        try:
+            after = self.snapshot(v1)
+        except HistoryUnavailable as exc:
+            return Interval(v0, v1, undifferentiable_reason=f"log entries are no longer present: {exc}")
+        added = tuple(f for p, f in sorted(after.files.items()) if p not in before.files)
+        removed = tuple(f for p, f in sorted(before.files.items()) if p not in after.files)
+        reason = reason or self._file_reason(added, removed)
+        return Interval(v0, v1, added, removed, reason)
+
+    @staticmethod
+    def _metadata_reason(before: Snapshot, commits: List[_Commit]) -> Optional[str]:
+        """Why metadata changes inside the interval rule out a file-set difference."""
+        if before.column_mapping_mode != "none":
+            return (
+                f"column mapping (mode {before.column_mapping_mode}) stores physical column "
+                "names in the data files, which file-set change extraction does not translate"
+            )
+        schema = json.loads(before.schema_json)
+        for commit in commits:
+            meta = commit.metadata
+            if meta is None:
+                continue
+            if meta.get("id") != before.table_id:
+                return f"table was re-created at version {commit.version} (table id changed)"
+            if json.loads(meta.get("schemaString") or "{}") != schema:
+                return f"schema changed at version {commit.version}"
+            if tuple(meta.get("partitionColumns") or ()) != before.partition_columns:
+                return f"partitioning changed at version {commit.version}"
+            mode = ((meta.get("configuration") or {}).get(COLUMN_MAPPING_MODE) or "none").lower()
+            if mode != "none":
+                return f"column mapping was enabled at version {commit.version}"
+        return None
+
+    @staticmethod
+    def _deletion_vector_reason(commits: List[_Commit]) -> Optional[str]:
+        """A deletion vector re-adds a file under the same path with rows masked out, which a
+        path-keyed file-set difference would cancel as unchanged."""
+        for commit in commits:
+            if commit.deletion_vector_paths:
+                return (
+                    f"deletion vectors at version {commit.version} (e.g. "
+                    f"{commit.deletion_vector_paths[0]}): rows are deleted inside files"
+                )
+        return None
+
+    def _file_reason(self, added: Tuple[DataFile, ...], removed: Tuple[DataFile, ...]) -> Optional[str]:
+        """Why the interval's files cannot be read as whole-file +1/-1 rows."""
+        marked = [f for f in added + removed if f.has_deletion_vector]
+        if marked:
+            return f"deletion vectors on files of the interval (e.g. {marked[0].path})"
+        missing = self._missing_files(added + removed)
+        if missing:
+            return (
+                f"{len(missing)} data file(s) of the interval are no longer present (vacuumed?), "
+                f"e.g. {missing[0].path}"
+            )
+        return None
+
+    def _missing_files(self, files: Tuple[DataFile, ...]) -> List[DataFile]:
+        """Files whose data is gone; one batched metadata call per file system."""
+        by_fs: Dict[int, Tuple[pafs.FileSystem, List[Tuple[str, DataFile]]]] = {}
+        for data_file in files:
+            fs, path = self._fs_path(data_file)
+            by_fs.setdefault(id(fs), (fs, []))[1].append((path, data_file))
+        missing: List[DataFile] = []
+        for fs, entries in by_fs.values():
+            infos = fs.get_file_info([path for path, _ in entries])
+            missing.extend(f for info, (_, f) in zip(infos, entries) if info.type == pafs.FileType.NotFound)
+        return missing
+
+    def _fs_path(self, data_file: DataFile) -> Tuple[pafs.FileSystem, str]:
+        if data_file.uri.startswith(self.root_uri + "/"):
+            relative = urllib.parse.unquote(data_file.uri[len(self.root_uri) + 1:])
+            return self._fs, f"{self._root}/{relative}"
+        return pafs.FileSystem.from_uri(data_file.uri)
+
+    def change_data_feed_covers(self, v0: int, v1: int) -> bool:
+        """Whether ``delta.enableChangeDataFeed`` was on for every commit of ``(v0, v1]``, so the
+        engine's change data feed can serve the interval."""
+        try:
+            enabled = _is_true(self.snapshot(v0).configuration.get(CHANGE_DATA_FEED))
+            for commit in self._commits_between(v0, v1):
+                if commit.metadata is not None:
+                    enabled = enabled and _is_true((commit.metadata.get("configuration") or {}).get(CHANGE_DATA_FEED))
+        except HistoryUnavailable:
+            return False
+        return enabled
+
+
+def _is_true(value: Optional[str]) -> bool:
+    return (value or "").strip().lower() == "true"

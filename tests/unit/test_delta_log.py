@@ -1,0 +1,279 @@
+"""DeltaLog on real Delta tables written with `deltalake`: versions, time, snapshots, intervals."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from decimal import Decimal
+from pathlib import Path
+from typing import Dict, List
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+from dbt.adapters.dyntable.delta_log import (
+    DeltaLog,
+    HistoryUnavailable,
+    IntervalKind,
+    TableNotFound,
+)
+
+
+def rows(ids: List[int], value: str = "x") -> pa.Table:
+    return pa.table({"id": pa.array(ids, pa.int64()), "v": pa.array([value] * len(ids), pa.string())})
+
+
+def commit_file(table: Path, version: int) -> Path:
+    return table / "_delta_log" / f"{version:020d}.json"
+
+
+def set_commit_times(table: Path, times_ms: Dict[int, int]) -> None:
+    for version, ms in times_ms.items():
+        os.utime(commit_file(table, version), ns=(ms * 1_000_000, ms * 1_000_000))
+
+
+@pytest.fixture
+def table(tmp_path: Path) -> Path:
+    """Versions: 0 create [1,2,3] | 1 append [4] | 2 append [5,6] | 3 update id=1 | 4 delete id=4."""
+    location = tmp_path / "t"
+    write_deltalake(location, rows([1, 2, 3]))
+    write_deltalake(location, rows([4]), mode="append")
+    write_deltalake(location, rows([5, 6]), mode="append")
+    DeltaTable(location).update(updates={"v": "'y'"}, predicate="id = 1")
+    DeltaTable(location).delete("id = 4")
+    return location
+
+
+# -- versions and time -----------------------------------------------------------------------------
+
+
+def test_latest_version_follows_commits_and_checkpoints(table: Path) -> None:
+    log = DeltaLog(table)
+    assert log.latest_version() == 4 == DeltaTable(table).version()
+    DeltaTable(table).create_checkpoint()
+    write_deltalake(table, rows([7]), mode="append")
+    assert log.latest_version() == 5
+    assert log.exists()
+
+
+def test_missing_table(tmp_path: Path) -> None:
+    log = DeltaLog(tmp_path / "nothing")
+    assert not log.exists()
+    with pytest.raises(TableNotFound):
+        log.latest_version()
+    with pytest.raises(TableNotFound):
+        log.version_at(0)
+
+
+def test_version_at_at_between_and_before_commits(table: Path) -> None:
+    set_commit_times(table, {0: 10_000, 1: 20_000, 2: 30_000, 3: 40_000, 4: 50_000})
+    log = DeltaLog(table)
+    assert log.version_at(9_999) is None  # the table did not exist yet
+    assert log.version_at(10_000) == 0
+    assert log.version_at(19_999) == 0
+    assert log.version_at(20_000) == 1
+    assert log.version_at(35_000) == 2
+    assert log.version_at(50_000) == 4
+    assert log.version_at(10**13) == 4
+    assert [log.commit_timestamp(v) for v in range(5)] == [10_000, 20_000, 30_000, 40_000, 50_000]
+
+
+def test_commit_timestamps_are_made_strictly_increasing(table: Path) -> None:
+    # A clock step back on the writer: version 2's file is older than version 1's.
+    set_commit_times(table, {0: 10_000, 1: 20_000, 2: 15_000, 3: 40_000, 4: 50_000})
+    log = DeltaLog(table)
+    assert log.commit_timestamp(2) == 20_001
+    assert log.version_at(15_000) == 0  # version 2 cannot precede version 1
+    assert log.version_at(20_000) == 1
+    assert log.version_at(20_001) == 2
+
+
+def test_in_commit_timestamps_win_over_file_times(table: Path) -> None:
+    for version in range(5):
+        path = commit_file(table, version)
+        lines = path.read_text().splitlines()
+        info = json.loads(lines[0])
+        info["commitInfo"]["inCommitTimestamp"] = 1_000 * (version + 1)
+        path.write_text("\n".join([json.dumps(info)] + lines[1:]) + "\n")
+    set_commit_times(table, {v: 99_000 for v in range(5)})
+    log = DeltaLog(table)
+    assert [log.commit_timestamp(v) for v in range(5)] == [1_000, 2_000, 3_000, 4_000, 5_000]
+    assert log.version_at(3_500) == 2
+
+
+def test_version_at_before_cleaned_history_raises(table: Path) -> None:
+    DeltaTable(table).create_checkpoint()  # at version 4
+    for version in range(4):
+        commit_file(table, version).unlink()
+    set_commit_times(table, {4: 50_000})
+    log = DeltaLog(table)
+    assert log.version_at(50_000) == 4
+    with pytest.raises(HistoryUnavailable):
+        log.version_at(40_000)
+    with pytest.raises(HistoryUnavailable):
+        log.commit_timestamp(2)
+
+
+# -- snapshots -------------------------------------------------------------------------------------
+
+
+def test_snapshot_schema_files_and_stats(table: Path) -> None:
+    log = DeltaLog(table)
+    schema = log.schema_at(0)
+    assert [(f.name, f.dataType.simpleString()) for f in schema.fields] == [("id", "bigint"), ("v", "string")]
+    files = log.files_at(2)
+    assert sorted(f.num_records for f in files) == [1, 2, 3]
+    assert all(f.uri.startswith("file:///") and f.size_bytes > 0 for f in files)
+    assert not any(f.has_deletion_vector for f in files)
+    assert log.table_id(0) == log.table_id(4) == DeltaTable(table).metadata().id
+    assert log.partition_columns == ()
+
+
+def test_partition_values_are_typed_and_paths_resolve(tmp_path: Path) -> None:
+    location = tmp_path / "p"
+    data = pa.table(
+        {
+            "id": [1, 2, 3],
+            "day": [dt.date(2024, 1, 1), dt.date(2024, 1, 2), None],
+            "name": ["a b", "c/d%e", "f"],
+            "amount": pa.array([Decimal("1.50"), Decimal("2.25"), Decimal("0.00")], pa.decimal128(6, 2)),
+        }
+    )
+    write_deltalake(location, data, partition_by=["day", "name", "amount"])
+    log = DeltaLog(location)
+    assert log.partition_columns == ("day", "name", "amount")
+    values = sorted(
+        (tuple(sorted(f.partition_values.items(), key=lambda kv: kv[0])) for f in log.files_at(0)),
+        key=repr,
+    )
+    assert (("amount", Decimal("2.25")), ("day", dt.date(2024, 1, 2)), ("name", "c/d%e")) in values
+    assert (("amount", Decimal("0.00")), ("day", None), ("name", "f")) in values
+    # Special characters in partition directories do not make live files look vacuumed.
+    write_deltalake(location, data.slice(0, 2), mode="append")
+    interval = log.interval(0, 1)
+    assert interval.differentiable, interval.undifferentiable_reason
+    assert interval.kind is IntervalKind.ADDED_ONLY and len(interval.added) == 2
+
+
+# -- intervals -------------------------------------------------------------------------------------
+
+
+def test_interval_kinds(table: Path) -> None:
+    log = DeltaLog(table)
+    assert log.interval(0, 0).kind is IntervalKind.EMPTY
+    inserts = log.interval(0, 2)
+    assert inserts.kind is IntervalKind.ADDED_ONLY
+    assert (inserts.added_rows, inserts.removed_rows, inserts.removed_bytes) == (3, 0, 0)
+    assert inserts.added_bytes == sum(f.size_bytes for f in inserts.added) > 0
+    update = log.interval(2, 3)
+    assert update.kind is IntervalKind.MIXED
+    assert (update.added_rows, update.removed_rows) == (3, 3)  # copy-on-write rewrote the file
+    delete = log.interval(3, 4)
+    assert delete.kind is IntervalKind.REMOVED_ONLY
+    assert (delete.added_rows, delete.removed_rows) == (0, 1)
+    assert all(i.differentiable for i in (inserts, update, delete))
+
+
+def test_interval_over_several_commits_cancels_transient_files(table: Path) -> None:
+    log = DeltaLog(table)
+    whole = log.interval(0, 4)
+    live0 = {f.path for f in log.files_at(0)}
+    live4 = {f.path for f in log.files_at(4)}
+    assert {f.path for f in whole.added} == live4 - live0
+    assert {f.path for f in whole.removed} == live0 - live4
+    # The file of version 1 (row 4) was added and then removed inside the interval: on neither side.
+    (transient,) = {f.path for f in log.files_at(1)} - live0
+    assert transient not in {f.path for f in whole.added + whole.removed}
+    assert whole.kind is IntervalKind.MIXED and whole.added_rows == 5  # [1 y, 2, 3] and [5, 6]
+
+
+def test_compaction_only_interval_is_empty(table: Path) -> None:
+    DeltaTable(table).optimize.compact()
+    log = DeltaLog(table)
+    compacted = log.interval(4, 5)
+    assert compacted.differentiable and compacted.kind is IntervalKind.EMPTY
+    # With a data change in the same interval, the rewritten files are diffed like any other.
+    assert log.interval(3, 5).kind is IntervalKind.MIXED
+
+
+def test_schema_change_is_undifferentiable(table: Path) -> None:
+    extra = rows([8]).append_column("w", pa.array([1.0]))
+    write_deltalake(table, extra, mode="append", schema_mode="merge")
+    log = DeltaLog(table)
+    assert log.interval(4, 5).undifferentiable_reason == "schema changed at version 5"
+    assert "schema changed" in (log.interval(2, 5).undifferentiable_reason or "")
+    assert log.interval(2, 4).differentiable
+
+
+def test_vacuumed_file_is_undifferentiable(table: Path) -> None:
+    DeltaTable(table).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+    log = DeltaLog(table)
+    reason = log.interval(2, 3).undifferentiable_reason  # the update's removed file is gone
+    assert reason is not None and "no longer present" in reason
+    assert "no longer present" in (log.interval(0, 2).undifferentiable_reason or "")  # row 4's file
+    assert log.interval(1, 2).differentiable  # its added file is still live
+
+
+def test_cleaned_log_is_undifferentiable(table: Path) -> None:
+    DeltaTable(table).create_checkpoint()
+    commit_file(table, 2).unlink()
+    commit_file(table, 1).unlink()
+    commit_file(table, 0).unlink()
+    log = DeltaLog(table)
+    reason = log.interval(1, 4).undifferentiable_reason
+    assert reason is not None and "log entries are no longer present" in reason
+    assert log.interval(3, 4).undifferentiable_reason is not None  # version 3 needs commits 0..3
+    assert log.interval(4, 4).differentiable
+
+
+def test_recreated_table_is_undifferentiable(table: Path, tmp_path: Path) -> None:
+    log = DeltaLog(table)
+    old_id = log.table_id(2)
+    for path in sorted(table.rglob("*"), reverse=True):
+        path.unlink() if path.is_file() else path.rmdir()
+    write_deltalake(table, rows([1]))
+    write_deltalake(table, rows([2]), mode="append")
+    write_deltalake(table, rows([3]), mode="append")
+    fresh = DeltaLog(table)
+    assert "re-created" in (fresh.interval(1, 2, table_id=old_id).undifferentiable_reason or "")
+    assert "re-created" in (fresh.interval(4, 2).undifferentiable_reason or "")
+    assert fresh.interval(1, 2, table_id=fresh.table_id(1)).differentiable
+
+
+def test_deletion_vector_in_interval_is_undifferentiable(table: Path) -> None:
+    """deltalake cannot write deletion vectors, so this commit is crafted the way Delta writers
+    record one: the file is removed and re-added under the same path with a vector."""
+    live = DeltaLog(table).files_at(4)[0]
+    vector = {"storageType": "u", "pathOrInlineDv": "ab^-aqEH.-t@S}K{vb[*k^", "offset": 1,
+              "sizeInBytes": 36, "cardinality": 1}
+    actions = [
+        {"commitInfo": {"timestamp": 1, "operation": "DELETE"}},
+        {"remove": {"path": live.path, "dataChange": True, "deletionTimestamp": 1, "size": live.size_bytes}},
+        {"add": {"path": live.path, "partitionValues": {}, "size": live.size_bytes, "modificationTime": 1,
+                 "dataChange": True, "deletionVector": vector}},
+    ]
+    commit_file(table, 5).write_text("\n".join(json.dumps(a) for a in actions) + "\n")
+    reason = DeltaLog(table).interval(3, 5).undifferentiable_reason
+    assert reason is not None and "deletion vectors at version 5" in reason
+
+
+def test_interval_argument_checks(table: Path) -> None:
+    log = DeltaLog(table)
+    with pytest.raises(ValueError):
+        log.interval(-1, 2)
+    with pytest.raises(ValueError):
+        log.interval(2, 9)
+
+
+def test_change_data_feed_coverage(tmp_path: Path) -> None:
+    location = tmp_path / "cdf"
+    write_deltalake(location, rows([1]), configuration={"delta.enableChangeDataFeed": "true"})
+    write_deltalake(location, rows([2]), mode="append")
+    DeltaTable(location).alter.set_table_properties({"delta.enableChangeDataFeed": "false"})
+    write_deltalake(location, rows([3]), mode="append")
+    log = DeltaLog(location)
+    assert log.change_data_feed_covers(0, 1)
+    assert not log.change_data_feed_covers(0, 2)
+    assert not log.change_data_feed_covers(2, 3)
