@@ -1,0 +1,357 @@
+"""Changes of Delta sources as Spark relations, for any Spark engine.
+
+The differentiation engine asks, per source table, for the table before and after the refresh
+interval and for its changes: the table's columns plus ``_dyn_weight`` (+1 for a row instance
+that appeared, -1 for one that went away). Everywhere, changes come from file sets (DESIGN §4):
+rows of the files added over ``(v0, v1]`` count +1, rows of removed files -1, read with
+``spark.read.parquet`` so Sail and JVM Spark behave alike. Where the engine has a change data feed
+and the table kept it on for the whole interval, updates are read from the feed instead, which
+avoids re-reading every row of a rewritten file.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from functools import reduce
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from sqlglot import exp
+
+from dbt.adapters.dyntable.delta_log import DataFile, DeltaLog, Interval, IntervalKind, Snapshot
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import DataType, StructType
+
+    from dbt.adapters.dyntable.engines.base import Capabilities
+
+WEIGHT = "_dyn_weight"
+_SUM = "_dyn_weight_sum"
+_COPY = "_dyn_weight_copy"
+RESERVED_COLUMNS = frozenset({WEIGHT, _SUM, _COPY})
+#: Change-feed row kinds that add a row instance (+1) and that take one away (-1).
+ADDS = ("insert", "update_postimage")
+REMOVES = ("delete", "update_preimage")
+
+
+class UndifferentiableSource(ValueError):
+    """A source's interval cannot be turned into changes; the refresh must recompute instead."""
+
+    def __init__(self, table: str, reason: str) -> None:
+        super().__init__(f"{table}: {reason}")
+        self.table = table
+        self.reason = reason
+
+
+class ChangeDataFeedUnavailable(RuntimeError):
+    """The engine or the table's configuration cannot serve a change-data-feed read."""
+
+
+def quote(identifier: str) -> str:
+    return "`" + identifier.replace("`", "``") + "`"
+
+
+def _col(name: str) -> "Column":
+    from pyspark.sql import functions as F
+
+    return F.col(quote(name))
+
+
+# -- file sets -------------------------------------------------------------------------------------
+
+
+def changes_dataframe(
+    spark: "SparkSession", log: DeltaLog, interval: Interval, *, minimize: bool = True
+) -> "DataFrame":
+    """The rows of ``interval`` with their weights, as a DataFrame.
+
+    ADDED_ONLY and REMOVED_ONLY intervals read one side only and need no consolidation. A MIXED
+    interval carries every row a copy-on-write rewrite copied on both sides; with ``minimize``
+    those pairs are cancelled here (seed 001's MINIMIZE shape) so that later joins and aggregates
+    see only real changes. Minimising needs all columns groupable, so tables with map columns
+    keep the redundant form, which is still a correct multiset delta.
+    """
+    if interval.undifferentiable_reason is not None:
+        raise UndifferentiableSource(log.location, interval.undifferentiable_reason)
+    after = log.snapshot(interval.v1)
+    schema = after.schema
+    clash = RESERVED_COLUMNS.intersection(f.name for f in schema.fields)
+    if clash:
+        raise UndifferentiableSource(log.location, f"column name(s) {sorted(clash)} are reserved")
+    sides: List["DataFrame"] = []
+    if interval.added:
+        sides.append(_read_files(spark, after, interval.added, +1))
+    if interval.removed:
+        sides.append(_read_files(spark, log.snapshot(interval.v0), interval.removed, -1))
+    if not sides:
+        return spark.createDataFrame([], _with_weight(schema))
+    changes = reduce(lambda left, right: left.unionAll(right), sides)
+    if minimize and interval.kind is IntervalKind.MIXED and all(_groupable(f.dataType) for f in schema.fields):
+        changes = consolidate(changes, [f.name for f in schema.fields])
+    return changes
+
+
+def register_changes(
+    spark: "SparkSession",
+    log: DeltaLog,
+    v0: int,
+    v1: int,
+    view_name: str,
+    *,
+    interval: Optional[Interval] = None,
+    minimize: bool = True,
+) -> str:
+    """Create temp view ``view_name`` with the changes of ``(v0, v1]`` and return its name.
+
+    Pass ``interval`` when it was already computed for the same versions, to skip the log read.
+    """
+    interval = interval or log.interval(v0, v1)
+    if (interval.v0, interval.v1) != (v0, v1):
+        raise ValueError(f"interval ({interval.v0}, {interval.v1}] is not ({v0}, {v1}]")
+    changes_dataframe(spark, log, interval, minimize=minimize).createOrReplaceTempView(view_name)
+    return view_name
+
+
+def consolidate(changes: "DataFrame", columns: Sequence[str]) -> "DataFrame":
+    """Sum the weights of identical rows, drop rows that cancel, and give every remaining row
+    instance its own +1/-1 row, so the result keeps the one-row-per-instance contract."""
+    from pyspark.sql import functions as F
+
+    keys = [_col(c) for c in columns]
+    summed = changes.groupBy(*keys).agg(F.sum(_col(WEIGHT)).alias(_SUM)).where(_col(_SUM) != 0)
+    expanded = summed.select(
+        *keys,
+        F.when(_col(_SUM) > 0, F.lit(1)).otherwise(F.lit(-1)).cast("int").alias(WEIGHT),
+        F.explode(F.sequence(F.lit(1), F.abs(_col(_SUM)).cast("int"))).alias(_COPY),
+    )
+    return expanded.select(*keys, _col(WEIGHT))
+
+
+def _read_files(
+    spark: "SparkSession", snapshot: Snapshot, files: Sequence[DataFile], weight: int
+) -> "DataFrame":
+    """Read ``files`` with the snapshot's schema, adding the partition columns the Parquet files
+    of partitioned tables do not hold: one read per distinct partition, since the values come
+    from the log and differ per file."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
+
+    schema = snapshot.schema
+    partitioned = set(snapshot.partition_columns)
+    file_schema = StructType([f for f in schema.fields if f.name not in partitioned])
+    groups: Dict[Tuple[Any, ...], List[str]] = {}
+    for data_file in files:
+        key = tuple(data_file.partition_values.get(c) for c in snapshot.partition_columns)
+        groups.setdefault(key, []).append(data_file.uri)
+    frames = []
+    for values, uris in groups.items():
+        frame = spark.read.schema(file_schema).parquet(*uris)
+        literals = dict(zip(snapshot.partition_columns, values))
+        columns = [
+            _partition_literal(literals[f.name], f.dataType).alias(f.name) if f.name in partitioned else _col(f.name)
+            for f in schema.fields
+        ]
+        frames.append(frame.select(*columns, F.lit(weight).cast("int").alias(WEIGHT)))
+    return reduce(lambda left, right: left.unionAll(right), frames)
+
+
+def _partition_literal(value: Any, data_type: "DataType") -> "Column":
+    """A typed literal for a partition value as ``deltalake`` parsed it from the log.
+
+    Timestamps travel as text with an explicit offset (or none, for TIMESTAMP_NTZ) so neither the
+    client's nor the session's time zone can shift them; decimals as text to keep their digits.
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import DecimalType, TimestampNTZType, TimestampType
+
+    if value is None:
+        return F.lit(None).cast(data_type)
+    if isinstance(data_type, (TimestampType, TimestampNTZType)) and isinstance(value, datetime):
+        return F.lit(value.isoformat(sep=" ")).cast(data_type)
+    if isinstance(data_type, DecimalType):
+        return F.lit(str(value)).cast(data_type)
+    return F.lit(value).cast(data_type)
+
+
+def _with_weight(schema: "StructType") -> "StructType":
+    from pyspark.sql.types import IntegerType, StructField, StructType
+
+    return StructType(list(schema.fields) + [StructField(WEIGHT, IntegerType(), False)])
+
+
+def _groupable(data_type: "DataType") -> bool:
+    from pyspark.sql.types import ArrayType, MapType, StructType
+
+    if isinstance(data_type, MapType):
+        return False
+    if isinstance(data_type, ArrayType):
+        return _groupable(data_type.elementType)
+    if isinstance(data_type, StructType):
+        return all(_groupable(f.dataType) for f in data_type.fields)
+    return True
+
+
+# -- change data feed ------------------------------------------------------------------------------
+
+
+def register_changes_from_cdf(
+    spark: "SparkSession",
+    capabilities: "Capabilities",
+    log: DeltaLog,
+    v0: int,
+    v1: int,
+    view_name: str,
+) -> str:
+    """Create temp view ``view_name`` with the changes of ``(v0, v1]`` read from the table's change
+    data feed: inserts and post-images +1, deletes and pre-images -1.
+
+    The feed reports each commit's changes, so a row changed twice shows both steps; the weights
+    still sum to the interval's delta. The caller has ruled out schema changes in the interval
+    (see :meth:`DeltaLog.interval`); this checks the engine and the table's configuration.
+    """
+    from pyspark.sql import functions as F
+
+    if not capabilities.change_data_feed:
+        raise ChangeDataFeedUnavailable("this engine has no change data feed; read file sets instead")
+    if not log.change_data_feed_covers(v0, v1):
+        raise ChangeDataFeedUnavailable(
+            f"{log.location}: delta.enableChangeDataFeed was not on for all of ({v0}, {v1}]"
+        )
+    schema = log.schema_at(v1)
+    if v0 == v1:
+        spark.createDataFrame([], _with_weight(schema)).createOrReplaceTempView(view_name)
+        return view_name
+    feed = (
+        spark.read.format("delta")
+        .option("readChangeFeed", "true")
+        .option("startingVersion", v0 + 1)
+        .option("endingVersion", v1)
+        .load(log.location)
+    )
+    change_type = F.col("_change_type")
+    weight = F.when(change_type.isin(*ADDS), F.lit(1)).otherwise(F.lit(-1))
+    feed.where(change_type.isin(*ADDS, *REMOVES)).select(
+        *[_col(f.name) for f in schema.fields], weight.cast("int").alias(WEIGHT)
+    ).createOrReplaceTempView(view_name)
+    return view_name
+
+
+# -- the differentiation engine's source resolver ---------------------------------------------------
+
+
+def _table_key(table: str) -> Tuple[str, ...]:
+    """``s.t``, ``S.T`` and ``` `s`.`t` ``` name the same table (Spark resolves case-insensitively)."""
+    parsed = exp.to_table(table, dialect="spark")
+    return tuple(part.name.lower() for part in parsed.parts)
+
+
+class FileSetResolver:
+    """Answers the differentiation engine's ``SourceResolver`` questions for Delta sources.
+
+    ``sources`` maps each table name, as the query spells it, to its log and the interval
+    ``(v0, v1]`` of this refresh. Change views are registered on first use only, because many
+    plans never need the changes of some inputs (an unchanged side of a join). With
+    ``capabilities`` of an engine that has a change data feed, MIXED and REMOVED_ONLY intervals of
+    tables with the feed enabled are read from it. ``close()`` drops every view this created.
+    """
+
+    def __init__(
+        self,
+        spark: "SparkSession",
+        sources: Mapping[str, Tuple[DeltaLog, int, int]],
+        *,
+        capabilities: Optional["Capabilities"] = None,
+        minimize: bool = True,
+    ) -> None:
+        self.spark = spark
+        self.capabilities = capabilities
+        self.minimize = minimize
+        self._sources: Dict[Tuple[str, ...], Tuple[str, DeltaLog, int, int]] = {}
+        for name, (log, v0, v1) in sources.items():
+            key = _table_key(name)
+            relation = ".".join(quote(part) for part in key)
+            self._sources[key] = (relation, log, v0, v1)
+        self._intervals: Dict[Tuple[str, ...], Interval] = {}
+        self._views: Dict[Tuple[str, ...], str] = {}
+        self._prefix = f"_dyn_changes_{uuid.uuid4().hex[:12]}"
+
+    def _source(self, table: str) -> Tuple[Tuple[str, ...], str, DeltaLog, int, int]:
+        key = _table_key(table)
+        try:
+            relation, log, v0, v1 = self._sources[key]
+        except KeyError:
+            raise KeyError(f"{table} is not a source of this refresh") from None
+        return key, relation, log, v0, v1
+
+    def before(self, table: str) -> str:
+        _, relation, _, v0, _ = self._source(table)
+        return f"{relation} VERSION AS OF {v0}"
+
+    def after(self, table: str) -> str:
+        _, relation, _, _, v1 = self._source(table)
+        return f"{relation} VERSION AS OF {v1}"
+
+    def interval(self, table: str) -> Interval:
+        return self._interval(self._source(table)[0])
+
+    def _interval(self, key: Tuple[str, ...]) -> Interval:
+        if key not in self._intervals:
+            _, log, v0, v1 = self._sources[key]
+            self._intervals[key] = log.interval(v0, v1)
+        return self._intervals[key]
+
+    def undifferentiable(self) -> Dict[str, str]:
+        """Sources whose interval cannot be differentiated, with the reason: the refresh should
+        become REINITIALIZE before any change is read."""
+        reasons = {}
+        for key, (relation, *_) in self._sources.items():
+            reason = self._interval(key).undifferentiable_reason
+            if reason is not None:
+                reasons[relation] = reason
+        return reasons
+
+    def is_unchanged(self, table: str) -> bool:
+        interval = self.interval(table)
+        return interval.differentiable and interval.kind is IntervalKind.EMPTY
+
+    def is_insert_only(self, table: str) -> bool:
+        interval = self.interval(table)
+        return interval.differentiable and interval.kind in (IntervalKind.EMPTY, IntervalKind.ADDED_ONLY)
+
+    def changes(self, table: str) -> str:
+        """A temp view name: the table's columns plus ``_dyn_weight``."""
+        key, relation, log, v0, v1 = self._source(table)
+        if key in self._views:
+            return self._views[key]
+        interval = self.interval(table)
+        if interval.undifferentiable_reason is not None:
+            raise UndifferentiableSource(relation, interval.undifferentiable_reason)
+        view = f"{self._prefix}_{len(self._views)}"
+        if self._use_change_data_feed(log, interval):
+            assert self.capabilities is not None
+            register_changes_from_cdf(self.spark, self.capabilities, log, v0, v1, view)
+        else:
+            register_changes(self.spark, log, v0, v1, view, interval=interval, minimize=self.minimize)
+        self._views[key] = view
+        return view
+
+    def _use_change_data_feed(self, log: DeltaLog, interval: Interval) -> bool:
+        """The feed pays off where files were rewritten; appends read the same added files."""
+        return (
+            self.capabilities is not None
+            and self.capabilities.change_data_feed
+            and interval.kind in (IntervalKind.MIXED, IntervalKind.REMOVED_ONLY)
+            and log.change_data_feed_covers(interval.v0, interval.v1)
+        )
+
+    def close(self) -> None:
+        views, self._views = self._views, {}
+        for view in views.values():
+            self.spark.catalog.dropTempView(view)
+
+    def __enter__(self) -> "FileSetResolver":
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
