@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Dict, List, Mapping, Optional, Tuple
 
 from dbt.adapters.dyntable.dynamic_table.apply import DeltaApplier
 from dbt.adapters.dyntable.dynamic_table.config import DynamicTableConfig, definition_hash
+from dbt.adapters.dyntable.dynamic_table.failpoints import failpoint
 from dbt.adapters.dyntable.dynamic_table.locking import RefreshLock
 from dbt.adapters.dyntable.dynamic_table.metadata import (
     Frontier,
@@ -257,7 +258,10 @@ class Refresher:
         base_version = dt_log.latest_version()
         intent = Intent(refresh_id, ts, versions, base_version, action=action, **base)
         self.metadata.record_intent(dt.name, current, intent)
+        failpoint("after_intent")
+        failpoint("during_apply")
         inserted, deleted = applier.overwrite(pinned)
+        failpoint("after_apply")
         dt_version = dt_log.latest_version()
         self.metadata.commit_intent(dt.name, intent, dt_version)
         return RefreshResult(dt.name, action, "SUCCEEDED", reason, ts, inserted, deleted,
@@ -283,7 +287,10 @@ class Refresher:
                                      "sources changed; the query's result did not", ts, 0, 0,
                                      base_version, source_versions=versions)
             self.metadata.record_intent(dt.name, frontier, intent)
+            failpoint("after_intent")
+            failpoint("during_apply")
             inserted, deleted = applier.merge(staged)
+            failpoint("after_apply")
         finally:
             resolver.close()
         dt_version = dt_log.latest_version()
