@@ -1,0 +1,96 @@
+"""How long Delta log questions take on a table with ~200 commits.
+
+A NO_DATA refresh must cost under 50 ms in total, and it asks exactly: "which version was current
+at T?" and "did anything change since the consumed version?". This prints the median latency of
+those calls, of the intervals an incremental refresh computes, and of loading the table with
+`deltalake` (what a listing-based `latest_version()` avoids), on fresh tables in a temp directory.
+
+Interval cost is dominated by rebuilding the two snapshots, i.e. by how many JSON commits follow
+the last checkpoint: Spark and Sail checkpoint every 10 commits, `deltalake` every 100, so the
+script measures both.
+
+    python benchmarks/delta_log_latency.py [--commits 200] [--repeat 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable, List
+
+import pyarrow as pa
+from deltalake import DeltaTable, write_deltalake
+
+from dbt.adapters.dyntable.delta_log import DeltaLog
+
+
+def build_table(location: Path, commits: int, checkpoint_interval: int) -> None:
+    """Appends of 10 rows each, with an update every 20 commits (copy-on-write rewrites)."""
+    config = {"delta.checkpointInterval": str(checkpoint_interval)}
+    for i in range(commits):
+        if i and i % 20 == 0:
+            DeltaTable(location).update(updates={"v": "v + 1"}, predicate=f"id = {i - 1}")
+        else:
+            ids = list(range(i * 10, i * 10 + 10))
+            write_deltalake(location, pa.table({"id": ids, "v": ids}), mode="append", configuration=config)
+
+
+def median_ms(call: Callable[[], object], repeat: int) -> float:
+    samples: List[float] = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        call()
+        samples.append((time.perf_counter() - start) * 1000)
+    return statistics.median(samples)
+
+
+def measure(location: Path, commits: int, checkpoint_interval: int, repeat: int) -> None:
+    build_table(location, commits, checkpoint_interval)
+    log = DeltaLog(location)
+    latest = log.latest_version()
+    now_ms = int(time.time() * 1000)
+    checkpoints = len(list((location / "_delta_log").glob("*.checkpoint*")))
+    print(
+        f"\n{latest + 1} versions, {len(log.files_at(latest))} live files, "
+        f"checkpoint every {checkpoint_interval} commits ({checkpoints} checkpoints)"
+    )
+
+    def no_data_refresh() -> None:
+        fresh = DeltaLog(location)
+        v1 = fresh.version_at(now_ms)
+        assert v1 is not None
+        fresh.interval(v1, v1)
+
+    update = 20 * (commits // 20 - 1)
+    rows = [
+        ("deltalake: DeltaTable(location).version()", lambda: DeltaTable(location).version()),
+        ("latest_version()", lambda: DeltaLog(location).latest_version()),
+        ("version_at(now)", lambda: DeltaLog(location).version_at(now_ms)),
+        ("NO_DATA check: version_at + interval(v, v)", no_data_refresh),
+        ("interval(latest-1, latest), cold (append)", lambda: DeltaLog(location).interval(latest - 1, latest)),
+        (f"interval({update - 1}, {update}), cold (update)", lambda: DeltaLog(location).interval(update - 1, update)),
+        ("interval(0, latest), cold (whole history)", lambda: DeltaLog(location).interval(0, latest)),
+        ("interval(latest-1, latest), warm (cached snapshots)", lambda: log.interval(latest - 1, latest)),
+    ]
+    width = max(len(label) for label, _ in rows)
+    for label, call in rows:
+        print(f"  {label:<{width}}  {median_ms(call, repeat):8.2f} ms")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--commits", type=int, default=200)
+    parser.add_argument("--repeat", type=int, default=20)
+    args = parser.parse_args()
+    if args.commits < 40:
+        parser.error("--commits must be at least 40 (the table gets an update every 20 commits)")
+    with tempfile.TemporaryDirectory() as tmp:
+        for interval in (10, 100):
+            measure(Path(tmp) / f"every_{interval}", args.commits, interval, args.repeat)
+
+
+if __name__ == "__main__":
+    main()
