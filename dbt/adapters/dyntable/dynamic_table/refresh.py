@@ -189,7 +189,7 @@ class Refresher:
         elif frontier.refresh_mode != dt.config.refresh_mode:
             reason = f"refresh mode changed from {frontier.refresh_mode} to {dt.config.refresh_mode}"
 
-        views = self._views(sql, dt.schema)
+        views = self.views_for(sql, dt.schema)
         sources, effective_ts = self._resolve_sources(
             sql, views, dt.schema, data_timestamp, frontier if reason is None else None
         )
@@ -273,7 +273,9 @@ class Refresher:
 
         versions = {s.name: s.end for s in sources}
         resolver = FileSetResolver(
-            self.engine.spark, {s.name: (s.log, s.start, s.end) for s in sources}
+            self.engine.spark,
+            {s.name: (s.log, s.start, s.end) for s in sources},
+            capabilities=self.engine.capabilities,
         )
         try:
             delta = differentiate(plan, resolver)
@@ -308,7 +310,7 @@ class Refresher:
             return None
         return DeltaLog(location)
 
-    def _views(self, sql: str, default_schema: str) -> Dict[str, str]:
+    def views_for(self, sql: str, default_schema: str) -> Dict[str, str]:
         """Definitions of every view the query reads, transitively, keyed ``schema.view``."""
         views: Dict[str, str] = {}
         seen: set = set()
