@@ -163,9 +163,18 @@ class EngineConnectionWrapper(SessionConnectionWrapper):
 
     @classmethod
     def _fix_binding(cls, value: Any) -> Any:
+        """A seed value as a Spark SQL literal (dbt-spark's session method renders it badly)."""
         # dbt-spark renders None as the text 'None', so an empty seed cell failed to cast.
         if value is None:
             return "NULL"
+        # bool is an int to Python: dbt-spark renders True as 1.0, a decimal Sail cannot cast
+        # to boolean.
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        # dbt-spark wraps text in quotes without escaping, so a quote or backslash in a seed
+        # cell broke (or changed) the INSERT.
+        if isinstance(value, str):
+            return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
         return super()._fix_binding(value)
 
 
