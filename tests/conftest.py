@@ -30,7 +30,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "skip_profile(*profiles): skip the test when --profile is one of these"
+        "markers", "skip_profile(*profiles, reason=...): skip the test when --profile is one of these"
+    )
+    config.addinivalue_line(
+        "markers",
+        "xfail_profile(*profiles, reason=...): strict xfail when --profile is one of these "
+        "(an engine gap the test documents)",
     )
 
 

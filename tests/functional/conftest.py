@@ -9,8 +9,9 @@ The profile comes from ``--profile`` (registered in ``tests/conftest.py``):
   named by the environment variable ``DYNTABLE_SPARK_JARS``; where neither works, every test using
   the profile is skipped with the reason.
 
-Tests mark themselves ``@pytest.mark.skip_profile("spark_session", reason=...)`` and the like, as
-dbt-spark's own functional tests do.
+Tests mark themselves ``@pytest.mark.skip_profile("spark_session", reason=...)`` as dbt-spark's own
+functional tests do, and ``@pytest.mark.xfail_profile("embedded", reason=...)`` where an engine
+lacks what a test needs (a strict xfail: it fails once the engine gains the feature).
 """
 
 from __future__ import annotations
@@ -102,8 +103,14 @@ def dbt_profile_target(
 
 @pytest.fixture(autouse=True)
 def skip_by_profile_type(request: pytest.FixtureRequest) -> None:
+    """Apply `skip_profile` / `xfail_profile` markers for the profile this session runs on."""
     profile = request.config.getoption("--profile")
     marker = request.node.get_closest_marker("skip_profile")
     if marker is not None and profile in marker.args:
         reason = marker.kwargs.get("reason")
         pytest.skip(f"skipped on the '{profile}' profile" + (f": {reason}" if reason else ""))
+    for marker in request.node.iter_markers("xfail_profile"):
+        if profile in marker.args:
+            # strict: when the engine gains the feature, the test says so by failing.
+            request.node.add_marker(pytest.mark.xfail(reason=marker.kwargs["reason"], strict=True))
+            break
