@@ -8,22 +8,30 @@ consolidation, whatever DML produced the versions.
 from __future__ import annotations
 
 import itertools
+import os
 import uuid
 from collections import Counter
+from pathlib import Path
 from typing import Dict, Iterator, Tuple
 
+import pyarrow as pa
 import pytest
+from deltalake import DeltaTable, write_deltalake
 
 from dbt.adapters.dyntable.changes import (
     WEIGHT,
+    ChangeDataFeedUnavailable,
     FileSetResolver,
     UndifferentiableSource,
     register_changes,
+    register_changes_from_cdf,
 )
 from dbt.adapters.dyntable.delta_log import DeltaLog, IntervalKind
+from dbt.adapters.dyntable.engines.base import Capabilities, Engine, EngineError
 from dbt.adapters.dyntable.engines.embedded import EmbeddedEngine
 
 SCHEMA = "chx"
+SPARK_JARS_ENV = "DYNTABLE_SPARK_JARS"
 Row = Tuple[object, ...]
 
 
@@ -40,7 +48,7 @@ def new_table(engine: EmbeddedEngine, columns: str, extra: str = "") -> Tuple[st
     return f"{SCHEMA}.{name}", DeltaLog(engine.warehouse.table_location(SCHEMA, name))
 
 
-def truth(engine: EmbeddedEngine, table: str, v0: int, v1: int) -> Dict[Row, int]:
+def truth(engine: Engine, table: str, v0: int, v1: int) -> Dict[Row, int]:
     before = engine.spark.sql(f"select * from {table} version as of {v0}")
     after = engine.spark.sql(f"select * from {table} version as of {v1}")
     delta: Counter = Counter()
@@ -51,7 +59,7 @@ def truth(engine: EmbeddedEngine, table: str, v0: int, v1: int) -> Dict[Row, int
     return {row: n for row, n in delta.items() if n}
 
 
-def view_rows(engine: EmbeddedEngine, view: str) -> Counter:
+def view_rows(engine: Engine, view: str) -> Counter:
     """(row, weight) multiset of a change view."""
     return Counter((tuple(r)[:-1], r[WEIGHT]) for r in engine.spark.sql(f"select * from {view}").collect())
 
@@ -63,8 +71,14 @@ def net(rows: Counter) -> Dict[Row, int]:
     return {row: n for row, n in total.items() if n}
 
 
-def check_interval(engine: EmbeddedEngine, table: str, log: DeltaLog, v0: int, v1: int) -> Counter:
-    view = register_changes(engine.spark, log, v0, v1, f"changes_{uuid.uuid4().hex[:8]}")
+def check_interval(
+    engine: Engine, table: str, log: DeltaLog, v0: int, v1: int, *, from_feed: bool = False
+) -> Counter:
+    name = f"changes_{uuid.uuid4().hex[:8]}"
+    if from_feed:
+        view = register_changes_from_cdf(engine.spark, engine.capabilities, log, v0, v1, name)
+    else:
+        view = register_changes(engine.spark, log, v0, v1, name)
     try:
         columns = engine.spark.table(table).columns
         assert engine.spark.table(view).columns == columns + [WEIGHT]
@@ -257,3 +271,80 @@ def test_resolver_reports_undifferentiable_sources(engine: EmbeddedEngine) -> No
             resolver.changes(table)
         with pytest.raises(KeyError):
             resolver.changes("chx.not_a_source")
+
+
+# -- change data feed ------------------------------------------------------------------------------
+
+
+def test_change_data_feed_is_gated_by_capability_and_table(engine: EmbeddedEngine) -> None:
+    # Sail cannot write tables with the feed enabled; deltalake can, and Sail reads them.
+    name = f"t_{uuid.uuid4().hex[:8]}"
+    location = engine.warehouse.table_location(SCHEMA, name)
+    write_deltalake(location, pa.table({"id": pa.array([1, 2], pa.int32())}),
+                    configuration={"delta.enableChangeDataFeed": "true"})
+    DeltaTable(location).update(updates={"id": "3"}, predicate="id = 2")
+    table, log = f"{SCHEMA}.{name}", DeltaLog(location)
+    engine.execute(f"create table {table} (id int) using delta location '{location}'")
+    assert log.change_data_feed_covers(0, 1)
+    with pytest.raises(ChangeDataFeedUnavailable, match="no change data feed"):
+        register_changes_from_cdf(engine.spark, engine.capabilities, log, 0, 1, "never_created")
+    plain, plain_log = new_table(engine, "id int")
+    engine.execute(f"insert into {plain} values (1)")
+    with_feed = Capabilities(
+        change_data_feed=True, truncate=False, alter_table_columns=False, persistent_catalog=False
+    )
+    with pytest.raises(ChangeDataFeedUnavailable, match="enableChangeDataFeed"):
+        register_changes_from_cdf(engine.spark, with_feed, plain_log, 0, 1, "never_created")
+    # An engine without the feed reads file sets, even for a table that enables it.
+    with FileSetResolver(engine.spark, {table: (log, 0, 1)}, capabilities=engine.capabilities) as resolver:
+        got = net(view_rows(engine, resolver.changes(table)))
+    assert got == truth(engine, table, 0, 1) == {(2,): -1, (3,): 1}
+
+
+@pytest.fixture(scope="module")
+def jvm_engine(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
+    """JVM Spark with Delta, only under ``pytest -m jvm`` in a process of its own (PySpark cannot
+    open a classic session beside the embedded engine's Spark Connect one)."""
+    if "jvm" not in (request.config.getoption("markexpr") or ""):
+        pytest.skip("JVM Spark tests run on their own: pytest -m jvm tests/functional/test_change_extraction.py")
+    from dbt.adapters.dyntable.engines.jvm import JvmSparkEngine
+
+    jars = os.environ.get(SPARK_JARS_ENV)
+    jvm = JvmSparkEngine(
+        tmp_path_factory.mktemp("jvm-warehouse"),
+        spark_jars=Path(jars) if jars else None,
+        spark_conf={"spark.sql.session.timeZone": "UTC", "spark.sql.shuffle.partitions": "2"},
+        start_timeout=120,
+    )
+    try:
+        jvm.start()
+    except EngineError as exc:
+        pytest.skip(
+            f"JVM Delta jars not resolvable: set {SPARK_JARS_ENV} to a folder with delta-spark_2.13 "
+            f"and delta-storage jars, or allow Maven access ({str(exc).splitlines()[0][:90]})"
+        )
+    yield jvm
+    jvm.stop()
+
+
+@pytest.mark.jvm
+def test_change_data_feed_and_file_sets_agree_on_jvm(jvm_engine: Engine, tmp_path: Path) -> None:
+    table = "chx_jvm.cdf"
+    location = tmp_path / "cdf"
+    jvm_engine.execute("create schema if not exists chx_jvm")
+    jvm_engine.execute(
+        f"create table {table} (id int, v string, day date) using delta partitioned by (day) "
+        f"location '{location}' tblproperties (delta.enableChangeDataFeed = true)"
+    )
+    jvm_engine.execute(f"insert into {table} values (1, 'a', date'2024-01-01'), (2, 'b', date'2024-01-02')")
+    jvm_engine.execute(f"insert into {table} values (3, 'c', date'2024-01-01'), (3, 'c', date'2024-01-01')")
+    jvm_engine.execute(f"update {table} set v = 'z', day = date'2024-01-02' where id = 1")
+    jvm_engine.execute(f"delete from {table} where id = 2")
+    log = DeltaLog(location)
+    latest = log.latest_version()
+    for v0, v1 in itertools.combinations(range(1, latest + 1), 2):
+        assert log.change_data_feed_covers(v0, v1)
+        check_interval(jvm_engine, table, log, v0, v1, from_feed=True)
+        check_interval(jvm_engine, table, log, v0, v1)
+    with FileSetResolver(jvm_engine.spark, {table: (log, 2, latest)}, capabilities=jvm_engine.capabilities) as r:
+        assert net(view_rows(jvm_engine, r.changes(table))) == truth(jvm_engine, table, 2, latest)

@@ -116,6 +116,18 @@ def test_version_at_before_cleaned_history_raises(table: Path) -> None:
         log.commit_timestamp(2)
 
 
+def test_commits_before_the_oldest_checkpoint_are_not_loadable(table: Path) -> None:
+    DeltaTable(table).create_checkpoint()  # at version 4; versions 1..3 keep their commits
+    commit_file(table, 0).unlink()
+    set_commit_times(table, {1: 20_000, 2: 30_000, 3: 40_000, 4: 50_000})
+    log = DeltaLog(table)
+    assert log.commit_timestamp(4) == 50_000
+    with pytest.raises(HistoryUnavailable):
+        log.commit_timestamp(2)  # its commit is there, but nothing to replay it onto
+    with pytest.raises(HistoryUnavailable):
+        log.version_at(45_000)
+
+
 # -- snapshots -------------------------------------------------------------------------------------
 
 

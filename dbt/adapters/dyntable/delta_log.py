@@ -239,14 +239,14 @@ class DeltaLog:
         else the commit file's modification time, made strictly increasing over versions as
         Delta Spark does, so that "latest version at T" is well defined.
         """
-        listing = self._listing()
-        if version not in listing.commit_mtimes_ms:
+        versions, stamps = self._timeline(self._listing())
+        position = bisect.bisect_left(versions, version)
+        if position == len(versions) or versions[position] != version:
             raise HistoryUnavailable(
-                f"Version {version} of {self.location} has no commit in {LOG_DIR} "
-                f"(versions {min(listing.commit_mtimes_ms, default='-')}..{listing.latest} remain)."
+                f"Version {version} of {self.location} has no loadable commit in {LOG_DIR} "
+                f"(versions {versions[0] if versions else '-'}..{versions[-1] if versions else '-'} remain)."
             )
-        versions, stamps = self._timeline(listing)
-        return stamps[versions.index(version)]
+        return stamps[position]
 
     def version_at(self, timestamp_ms: int) -> Optional[int]:
         """The latest version committed at or before ``timestamp_ms``; None if the table did not
