@@ -104,7 +104,7 @@ class DeltaApplier:
         return self._count(), before
 
     def _count(self) -> int:
-        return int(self.engine.spark.sql(f"SELECT count(*) AS n FROM {self.dt.relation}").collect()[0]["n"])
+        return int(self.engine.execute(f"SELECT count(*) AS n FROM {self.dt.relation}").collect()[0]["n"])
 
     # -- INCREMENTAL -----------------------------------------------------------------------------
 
@@ -126,7 +126,7 @@ class DeltaApplier:
                    count(*) OVER (PARTITION BY {d_cols}) AS {DUPLICATES}
             FROM delta AS d LEFT JOIN old AS o ON {_null_safe_match("d", "o", columns)}
         """
-        rows = self.engine.spark.sql(query).toArrow()
+        rows = self.engine.execute(query).toArrow()
         self._validate(rows)
         return PreparedDelta(columns, rows.drop_columns([DUPLICATES]))
 

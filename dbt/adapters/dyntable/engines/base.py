@@ -48,12 +48,17 @@ class Engine(ABC):
     def stop(self) -> None:
         """Stop what this engine started; safe to call twice."""
 
-    def execute(self, statement: str) -> "DataFrame":
-        """Run one SQL statement the way this engine needs it run.
+    statements_run: int = 0
+    """Statements this engine ran for the adapter; a NO_DATA refresh must not add to it."""
 
-        The default hands it to Spark unchanged; engines that must adapt DDL (the embedded one)
-        override this, so no caller ever special-cases an engine.
-        """
+    def execute(self, statement: str) -> "DataFrame":
+        """Run one SQL statement (DDL, DML or a query) the way this engine needs it run."""
+        self.statements_run += 1
+        return self._run(statement)
+
+    def _run(self, statement: str) -> "DataFrame":
+        """Hand a statement to Spark unchanged; engines that must adapt DDL (the embedded one)
+        override this, so no caller ever special-cases an engine."""
         return self.spark.sql(statement)
 
     def catalog_entry(self, schema: str, name: str) -> Dict[str, str]:

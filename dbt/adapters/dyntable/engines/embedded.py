@@ -153,7 +153,7 @@ class EmbeddedEngine(Engine):
 
     # -- statements ------------------------------------------------------------------------------
 
-    def execute(self, statement: str) -> "DataFrame":
+    def _run(self, statement: str) -> "DataFrame":
         ddl = self._parse_ddl(statement)
         if ddl is None:
             return self.spark.sql(statement)
