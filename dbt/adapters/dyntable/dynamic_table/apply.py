@@ -4,8 +4,9 @@ A delta arrives in Z-set form: the DT's columns plus ``_dyn_weight`` (+n inserts
 row, -n deletes n copies), one row per distinct tuple. The DT itself holds plain rows with no
 hidden columns, so ``SELECT * FROM dt`` is the query's result as a multiset. A MERGE cannot delete
 "k of n identical rows", so for every tuple the delta touches the merge deletes all its copies and
-inserts back ``old + weight`` of them; ``old`` is read from the DT in the same query that
-materializes the delta.
+inserts back ``old + weight`` of them; ``old`` is read from the DT for the touched tuples only.
+An insert-only delta, the common case for appends through filters and joins, is a plain INSERT
+that never reads the DT.
 
 Before the MERGE (seed 000 §6.1): the delta must be consolidated (no tuple twice) and must never
 delete more copies of a tuple than the DT holds. A violation fails the refresh and leaves the DT
@@ -15,8 +16,9 @@ untouched.
 from __future__ import annotations
 
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, List, Tuple
+from typing import TYPE_CHECKING, Iterator, List, Tuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -29,7 +31,6 @@ if TYPE_CHECKING:
 
 WEIGHT = "_dyn_weight"
 OLD = "_dyn_old"
-DUPLICATES = "_dyn_dups"
 KIND = "_dyn_kind"
 
 
@@ -43,7 +44,7 @@ class DeltaValidationError(RuntimeError):
 @dataclass
 class PreparedDelta:
     columns: List[str]
-    rows: pa.Table  # columns + weight + old multiplicity in the DT
+    rows: pa.Table  # columns + weight + old multiplicity in the DT (0 when not read)
 
     @property
     def is_empty(self) -> bool:
@@ -109,75 +110,88 @@ class DeltaApplier:
     # -- INCREMENTAL -----------------------------------------------------------------------------
 
     def prepare(self, delta_sql: str, columns: List[str]) -> PreparedDelta:
-        """Run the delta query once, with each tuple's current multiplicity in the DT, and
-        validate it."""
-        cols = ", ".join(quote(c) for c in columns)
-        d_cols = ", ".join(f"d.{quote(c)}" for c in columns)
-        query = f"""
-            WITH delta AS (SELECT {cols}, {quote(WEIGHT)} FROM ({delta_sql}) AS q),
-            touched AS (SELECT DISTINCT {cols} FROM delta),
-            old AS (
-                SELECT {", ".join(f"t.{quote(c)} AS {quote(c)}" for c in columns)}, count(*) AS {OLD}
-                FROM {self.dt.relation} AS t JOIN touched AS k ON {_null_safe_match("t", "k", columns)}
-                GROUP BY {", ".join(f"t.{quote(c)}" for c in columns)}
-            )
-            SELECT {d_cols}, d.{quote(WEIGHT)} AS {WEIGHT},
-                   coalesce(o.{OLD}, 0) AS {OLD},
-                   count(*) OVER (PARTITION BY {d_cols}) AS {DUPLICATES}
-            FROM delta AS d LEFT JOIN old AS o ON {_null_safe_match("d", "o", columns)}
-        """
-        rows = self.engine.execute(query).toArrow()
-        self._validate(rows)
-        return PreparedDelta(columns, rows.drop_columns([DUPLICATES]))
-
-    def _validate(self, rows: pa.Table) -> None:
-        name = self.dt.name
-        if rows.num_rows and pc.max(rows.column(DUPLICATES)).as_py() > 1:
+        """Run the delta query once and validate it. Only a delta that deletes reads the DT:
+        an insert-only delta (appends through filters and joins) is applied without a scan."""
+        rows = self.engine.execute(
+            f"SELECT {', '.join(quote(c) for c in columns)}, {quote(WEIGHT)} FROM ({delta_sql}) AS q"
+        ).toArrow()
+        if rows.num_rows == 0:
+            return PreparedDelta(columns, rows.append_column(OLD, pa.array([], pa.int64())))
+        if pc.any(pc.equal(rows.column(WEIGHT), 0)).as_py():
             raise DeltaValidationError(
-                f"Refresh of {name} stopped before touching it: the delta holds a row more than "
-                "once (it was not consolidated). This is a bug in dbt-dyntable's differentiation; "
-                "refresh_mode='full' works around it."
+                f"Refresh of {self.dt.name} stopped before touching it: the delta has rows of weight 0."
             )
-        after = pc.add(rows.column(OLD), rows.column(WEIGHT))
-        if rows.num_rows and pc.min(after).as_py() < 0:
+        with self._local_view(rows) as view:
+            self._check_consolidated(view, columns)
+            if pc.min(rows.column(WEIGHT)).as_py() > 0:
+                return PreparedDelta(columns, rows.append_column(OLD, pa.array([0] * rows.num_rows, pa.int64())))
+            with_old = self.engine.execute(
+                f"""
+                WITH old AS (
+                    SELECT {", ".join(f"t.{quote(c)} AS {quote(c)}" for c in columns)}, count(*) AS {OLD}
+                    FROM {self.dt.relation} AS t
+                    JOIN (SELECT DISTINCT {", ".join(quote(c) for c in columns)} FROM {view}) AS k
+                      ON {_null_safe_match("t", "k", columns)}
+                    GROUP BY {", ".join(f"t.{quote(c)}" for c in columns)}
+                )
+                SELECT {", ".join(f"d.{quote(c)}" for c in columns)}, d.{WEIGHT} AS {WEIGHT},
+                       coalesce(o.{OLD}, 0) AS {OLD}
+                FROM {view} AS d LEFT JOIN old AS o ON {_null_safe_match("d", "o", columns)}
+                """
+            ).toArrow()
+        if pc.min(pc.add(with_old.column(OLD), with_old.column(WEIGHT))).as_py() < 0:
             raise DeltaValidationError(
-                f"Refresh of {name} stopped before touching it: the delta deletes rows the table "
-                "does not hold (the table was changed outside dbt-dyntable, or a delta was lost). "
+                f"Refresh of {self.dt.name} stopped before touching it: the delta deletes rows the "
+                "table does not hold (it was changed outside dbt-dyntable, or a delta was lost). "
                 "Run `dbt run --full-refresh -s <model>` to rebuild it."
             )
-        if rows.num_rows and pc.any(pc.equal(rows.column(WEIGHT), 0)).as_py():
+        return PreparedDelta(columns, with_old)
+
+    def _check_consolidated(self, view: str, columns: List[str]) -> None:
+        cols = ", ".join(quote(c) for c in columns)
+        repeated = self.engine.execute(
+            f"SELECT count(*) AS n FROM (SELECT {cols} FROM {view} GROUP BY {cols} HAVING count(*) > 1) AS r"
+        ).collect()[0]["n"]
+        if repeated:
             raise DeltaValidationError(
-                f"Refresh of {name} stopped before touching it: the delta has rows of weight 0."
+                f"Refresh of {self.dt.name} stopped before touching it: the delta holds {repeated} "
+                "row(s) more than once (it was not consolidated). This is a bug in dbt-dyntable's "
+                "differentiation; refresh_mode='full' works around it."
             )
 
-    def merge(self, delta: PreparedDelta) -> Tuple[int, int]:
-        """One MERGE: delete every copy of each touched tuple, insert back old + weight copies."""
-        rows = delta.rows
-        columns = delta.columns
-        old = rows.column(OLD).to_pylist()
-        weights = rows.column(WEIGHT).to_pylist()
-        deletes = rows.filter(pc.greater(rows.column(OLD), 0)).select(columns)
-        repeat = [max(o + w, 0) for o, w in zip(old, weights)]
-        indices = [i for i, n in enumerate(repeat) for _ in range(n)]
-        inserts = rows.take(pa.array(indices, type=pa.int64())).select(columns)
-        source = pa.concat_tables(
-            [
-                deletes.append_column(KIND, pa.array(["D"] * deletes.num_rows, pa.string())),
-                inserts.append_column(KIND, pa.array(["I"] * inserts.num_rows, pa.string())),
-            ]
-        )
-        view = f"dyntable_merge_{uuid.uuid4().hex[:12]}"
-        spark = self.engine.spark
-        spark.createDataFrame(source).createOrReplaceTempView(view)
+    @contextmanager
+    def _local_view(self, rows: pa.Table) -> Iterator[str]:
+        """A temporary view over rows held here (Arrow), dropped afterwards."""
+        view = f"dyntable_delta_{uuid.uuid4().hex[:12]}"
+        self.engine.spark.createDataFrame(rows).createOrReplaceTempView(view)
         try:
+            yield view
+        finally:
+            self.engine.spark.catalog.dropTempView(view)
+
+    def apply(self, delta: PreparedDelta) -> Tuple[int, int]:
+        """One commit. Insert-only: an INSERT of weight copies. Otherwise one MERGE that deletes
+        every copy of each touched tuple and inserts back old + weight copies."""
+        rows, columns = delta.rows, delta.columns
+        repeat = pc.add(rows.column(OLD), rows.column(WEIGHT)).to_pylist()
+        indices = pa.array([i for i, n in enumerate(repeat) for _ in range(max(n, 0))], pa.int64())
+        inserts = rows.take(indices).select(columns)
+        names = ", ".join(quote(c) for c in columns)
+        if pc.max(rows.column(OLD)).as_py() == 0 and pc.min(rows.column(WEIGHT)).as_py() > 0:
+            with self._local_view(inserts) as view:
+                self.engine.execute(f"INSERT INTO {self.dt.relation} ({names}) SELECT {names} FROM {view}")
+            return delta.inserted, delta.deleted
+        deletes = rows.filter(pc.greater(rows.column(OLD), 0)).select(columns)
+        source = pa.concat_tables([
+            deletes.append_column(KIND, pa.array(["D"] * deletes.num_rows, pa.string())),
+            inserts.append_column(KIND, pa.array(["I"] * inserts.num_rows, pa.string())),
+        ])
+        with self._local_view(source) as view:
             self.engine.execute(
                 f"MERGE INTO {self.dt.relation} AS t USING {view} AS s "
                 f"ON {_null_safe_match('t', 's', columns)} AND s.{KIND} = 'D' "
                 "WHEN MATCHED THEN DELETE "
-                f"WHEN NOT MATCHED AND s.{KIND} = 'I' THEN INSERT "
-                f"({', '.join(quote(c) for c in columns)}) "
+                f"WHEN NOT MATCHED AND s.{KIND} = 'I' THEN INSERT ({names}) "
                 f"VALUES ({', '.join(f's.{quote(c)}' for c in columns)})"
             )
-        finally:
-            spark.catalog.dropTempView(view)
         return delta.inserted, delta.deleted

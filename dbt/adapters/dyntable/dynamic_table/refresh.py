@@ -16,12 +16,13 @@ A refresh at data timestamp T (DESIGN §2, §6):
 from __future__ import annotations
 
 import logging
+import re
 import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Dict, List, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, FrozenSet, List, Mapping, Optional, Set, Tuple
 
 from dbt.adapters.dyntable.dynamic_table.apply import DeltaApplier
 from dbt.adapters.dyntable.dynamic_table.config import DynamicTableConfig, definition_hash
@@ -48,6 +49,11 @@ logger = logging.getLogger(__name__)
 #: query then reads about as much as a recomputation and adds a MERGE on top.
 AUTO_FULL_CHANGE_SHARE = 0.3
 
+#: What ``dyntable.refresh_boundary(ref('x'))`` leaves beside the relation it renders in compiled
+#: SQL (seed 003's DYNAMIC_TABLE_REFRESH_BOUNDARY). A comment survives dbt's compilation, needs no
+#: config, and lets `dbt run` and the runner both see the boundary in the SQL they refresh.
+REFRESH_BOUNDARY_MARKER = re.compile(r"/\*\s*dyntable:refresh_boundary=([^\s*]+)\s*\*/")
+
 
 class RefreshError(RuntimeError):
     """A refresh failed; the DT keeps its last good version. The message names the DT and the fix."""
@@ -67,6 +73,24 @@ class DynamicTable:
     @property
     def relation(self) -> str:
         return f"{quote(self.schema)}.{quote(self.identifier)}"
+
+    @property
+    def refresh_boundaries(self) -> FrozenSet[str]:
+        """Relations (``schema.table``) this DT reads across a refresh boundary."""
+        return refresh_boundaries(self.sql)
+
+
+def refresh_boundaries(sql: str) -> FrozenSet[str]:
+    return frozenset(name.lower() for name in REFRESH_BOUNDARY_MARKER.findall(sql))
+
+
+def boundary_tables(sql: str, views: Mapping[str, str], schema: str) -> Set[str]:
+    """The Delta tables read across a refresh boundary: each marked table, and every table
+    beneath a marked view."""
+    tables: Set[str] = set()
+    for name in refresh_boundaries(sql):
+        tables |= base_tables(f"select * from {name}", views, schema)
+    return tables
 
 
 @dataclass
@@ -291,7 +315,7 @@ class Refresher:
             self.metadata.record_intent(dt.name, frontier, intent)
             failpoint("after_intent")
             failpoint("during_apply")
-            inserted, deleted = applier.merge(staged)
+            inserted, deleted = applier.apply(staged)
             failpoint("after_apply")
         finally:
             resolver.close()
@@ -331,10 +355,16 @@ class Refresher:
         frontier: Optional[Frontier],
     ) -> Tuple[List[SourceState], datetime]:
         """Each source's version as of T. Upstream DTs are read at the version their refresh at T
-        produced; if one has not reached T, T moves back to its data timestamp (DVS)."""
+        produced; if one has not reached T, T moves back to its data timestamp (DVS).
+
+        Across a refresh boundary there is no common T (seed 003): a DT is read at the version
+        its latest refresh produced, a table at its latest version, and neither holds T back."""
         names = sorted(base_tables(sql, views, schema))
+        across = boundary_tables(sql, views, schema)
         upstream = {n: f for n in names if (f := self.metadata.frontier(n)) is not None}
-        effective = min([ts] + [f.data_timestamp for f in upstream.values()])
+        effective = min(
+            [ts] + [f.data_timestamp for n, f in upstream.items() if n not in across]
+        )
         states = []
         for name in names:
             source_schema, source_name = name.split(".", 1)
@@ -346,6 +376,8 @@ class Refresher:
                 )
             if name in upstream:
                 version = upstream[name].dt_version
+            elif name in across:
+                version = log.latest_version()
             else:
                 found = log.version_at(int(effective.timestamp() * 1000))
                 if found is None:
