@@ -1,7 +1,10 @@
 """Engine conformance: every SQL construct and function the generated SQL relies on, per engine.
 
 Each test runs on every engine that can start here: the embedded engine (Sail) always, the JVM
-engine (Spark + Delta) where Delta's jars resolve. This file is the generator's contract:
+engine (Spark + Delta) where Delta's jars resolve. PySpark cannot open a classic JVM session in a
+process that already has a Spark Connect one, so the JVM half runs in a pytest process of its own:
+``pytest -m jvm tests/functional/test_engine_conformance.py``. This file is the generator's
+contract:
 
 * a test that passes everywhere is a construct generated SQL may use;
 * a test marked with :func:`embedded_lacks` is a construct the embedded engine gets wrong or lacks.
@@ -30,11 +33,13 @@ SPARK_JARS_ENV = "DYNTABLE_SPARK_JARS"
 _names = itertools.count()
 
 
-@pytest.fixture(scope="module", params=["embedded", "jvm"])
+@pytest.fixture(scope="module", params=["embedded", pytest.param("jvm", marks=pytest.mark.jvm)])
 def engine(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
     if request.param == "embedded":
         yield request.getfixturevalue("embedded_engine")
         return
+    from pyspark.sql.utils import is_remote
+
     from dbt.adapters.dyntable.engines.jvm import JvmSparkEngine
 
     jars = os.environ.get(SPARK_JARS_ENV)
@@ -47,6 +52,11 @@ def engine(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     try:
         jvm.start()
     except EngineError as exc:
+        if is_remote():
+            pytest.skip(
+                "JVM engine cannot start in a process that already ran the embedded engine: run "
+                "`pytest -m jvm tests/functional/test_engine_conformance.py` on its own"
+            )
         pytest.skip(
             f"JVM Delta jars not resolvable: set {SPARK_JARS_ENV} to a folder with delta-spark_2.13 "
             f"and delta-storage jars, or allow Maven access (engine said: {str(exc).splitlines()[0][:90]})"

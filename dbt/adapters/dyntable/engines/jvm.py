@@ -186,7 +186,8 @@ def launch_driver(conf: "SparkConf", timeout: float) -> "tuple[subprocess.Popen[
             time.sleep(0.05)
         if not os.path.isfile(info_file):
             timed_out = proc.poll() is None
-            _end(proc)
+            # Still resolving or starting: it does not read stdin yet, so only a kill ends it.
+            _end(proc, grace=0)
             raise _launch_error(output.drained(), timed_out, timeout)
         # The driver writes the file whole before PySpark's own launcher reads it; do the same wait.
         time.sleep(0.05)
@@ -212,13 +213,14 @@ def launch_driver(conf: "SparkConf", timeout: float) -> "tuple[subprocess.Popen[
     return proc, gateway, output
 
 
-def _end(proc: "subprocess.Popen[bytes]") -> None:
+def _end(proc: "subprocess.Popen[bytes]", grace: float = 10.0) -> None:
+    """End the driver: closing its stdin makes a running one exit; kill it after `grace` s."""
     if proc.poll() is not None:
         return
     if proc.stdin is not None:
         proc.stdin.close()
     try:
-        proc.wait(timeout=10)
+        proc.wait(timeout=grace)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
@@ -281,6 +283,9 @@ class JvmSparkEngine(Engine):
             "spark.sql.warehouse.dir": str(self.warehouse.root),
             "spark.sql.catalogImplementation": "hive",
             "spark.ui.enabled": "false",
+            # Spark 4 turns ANSI mode on; the embedded engine runs with it off, and generated SQL
+            # must mean the same on both (e.g. a failed cast gives NULL, not an error).
+            "spark.sql.ansi.enabled": "false",
             **DELTA_CONF,
         }
         if self.local:
@@ -312,8 +317,18 @@ class JvmSparkEngine(Engine):
         from pyspark import SparkConf, SparkContext
         from pyspark.sql import SparkSession
 
+        from pyspark.sql.utils import is_remote
+
         find_java()
         conf = self.conf()
+        if is_remote():
+            # PySpark switches the whole process to Spark Connect once a remote session exists
+            # (its functions then build Connect columns), and refuses a classic SparkContext.
+            raise EngineError(
+                "This process already opened a Spark Connect session (the embedded or connect "
+                "engine), and PySpark cannot run a classic JVM session beside it. Run the session "
+                "engine in a process of its own (one `method` per dbt invocation)."
+            )
         if SparkContext._gateway is not None:
             raise EngineError(
                 "A JVM Spark session already runs in this process; stop it before starting the "
@@ -333,11 +348,13 @@ class JvmSparkEngine(Engine):
             self.stop()
             raise
         except Exception as exc:
+            # Read the error before stopping: a Py4J error asks the (then gone) JVM for its text.
+            reason = (str(exc).splitlines() or [repr(exc)])[0]
             output = self._output.drained(0.5) if self._output else ""
             self.stop()
             raise EngineError(
-                f"Spark started but its session failed: {str(exc).splitlines()[0] if str(exc) else exc!r}. "
-                f"Check `master` and `spark_conf`.\nSpark said:\n" + "\n".join(output.splitlines()[-15:])
+                f"Spark started but its session failed: {reason}. Check `master` and `spark_conf`."
+                "\nSpark said:\n" + "\n".join(output.splitlines()[-15:])
             ) from exc
         logger.debug("dyntable: session engine started on %s, warehouse %s", self.master, self.warehouse.root)
         return self
@@ -349,7 +366,11 @@ class JvmSparkEngine(Engine):
             self._spark.sql("SHOW DATABASES").collect()
         except Exception as exc:  # noqa: BLE001 - translated into the setting to fix
             text = str(exc)
-            delta_lines = [line.strip() for line in text.splitlines() if "io.delta" in line]
+            delta_lines = [
+                line.strip()
+                for line in text.splitlines()
+                if "io.delta" in line or "org.apache.spark.sql.delta" in line
+            ]
             if delta_lines:
                 raise EngineError(
                     f"Spark started but Delta Lake's classes are not on its classpath ({delta_lines[0]}). "

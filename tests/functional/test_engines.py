@@ -1,0 +1,383 @@
+"""Engines started the way a profile starts them, including every bad setting a user can give.
+
+Each bad setting must end in one :class:`EngineError` naming the profile setting to fix, within
+seconds, with nothing left running or half-created.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import zipfile
+from pathlib import Path
+from typing import Any, Dict, Iterator, List
+
+import pytest
+
+from dbt.adapters.dyntable.engines import start_engine
+from dbt.adapters.dyntable.engines.base import EngineError
+from dbt.adapters.dyntable.engines.connect import ConnectEngine
+from dbt.adapters.dyntable.engines.embedded import EmbeddedEngine
+from dbt.adapters.dyntable.engines.jvm import JvmSparkEngine, delta_version
+
+# -- factory ------------------------------------------------------------------------------------
+
+
+def test_unknown_method_lists_the_accepted_ones(tmp_path: Path) -> None:
+    with pytest.raises(EngineError, match="'embedded', 'session', 'connect'") as error:
+        start_engine("thrift", warehouse=tmp_path)
+    assert "`method`" in str(error.value)
+    assert not any(tmp_path.iterdir())
+
+
+def test_connect_without_url_names_connect_url(tmp_path: Path) -> None:
+    with pytest.raises(EngineError, match="connect_url"):
+        start_engine("connect", warehouse=tmp_path)
+
+
+def test_factory_starts_the_embedded_engine(tmp_path: Path) -> None:
+    engine = start_engine("embedded", warehouse=tmp_path / "wh")
+    try:
+        assert isinstance(engine, EmbeddedEngine)
+        assert engine.spark.sql("SELECT 40 + 2 AS answer").collect()[0]["answer"] == 42
+    finally:
+        engine.stop()
+    engine.stop()  # stopping twice is allowed
+
+
+# -- embedded engine ----------------------------------------------------------------------------
+
+
+def test_embedded_warehouse_not_writable_names_warehouse(tmp_path: Path) -> None:
+    # Below a regular file no directory can be made, whoever runs the test (root ignores modes).
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    with pytest.raises(EngineError, match="`warehouse`"):
+        EmbeddedEngine(blocker / "warehouse").start()
+
+
+def test_embedded_port_taken_names_port(tmp_path: Path) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(EngineError, match="`port`"):
+            EmbeddedEngine(tmp_path / "wh", port=port).start()
+
+
+def test_embedded_listens_on_loopback_only(tmp_path: Path) -> None:
+    engine = EmbeddedEngine(tmp_path / "wh").start()
+    try:
+        assert engine.address.startswith("127.0.0.1:")
+    finally:
+        engine.stop()
+
+
+def test_two_embedded_engines_in_one_process_keep_their_own_sessions(tmp_path: Path) -> None:
+    first = EmbeddedEngine(tmp_path / "one").start()
+    second = EmbeddedEngine(tmp_path / "two").start()
+    try:
+        assert first.spark is not second.spark
+        first.execute("CREATE TABLE only_in_one (a INT) USING delta")
+        assert first.spark.catalog.tableExists("only_in_one")
+        assert not second.spark.catalog.tableExists("only_in_one")
+    finally:
+        second.stop()
+        first.stop()
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+#: Set by PySpark once a Spark Connect session exists in this process; a child inheriting them
+#: would believe it is in Spark Connect mode too.
+CONNECT_MODE_VARIABLES = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE")
+
+
+def _run_python(code: str) -> str:
+    env = {k: v for k, v in os.environ.items() if k not in CONNECT_MODE_VARIABLES}
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True, text=True, timeout=120, cwd=ROOT, env=env,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout.strip().splitlines()[-1]
+
+
+def test_a_second_process_sees_tables_views_and_history(tmp_path: Path) -> None:
+    warehouse = tmp_path / "shared"
+    _run_python(
+        f"""
+        from pathlib import Path
+        from dbt.adapters.dyntable.engines.embedded import EmbeddedEngine
+        engine = EmbeddedEngine(Path({str(warehouse)!r})).start()
+        engine.execute("CREATE SCHEMA sales")
+        engine.execute("CREATE TABLE sales.orders (id INT, amount INT) USING delta")
+        engine.spark.sql("INSERT INTO sales.orders VALUES (1, 10), (2, 20)").collect()
+        engine.spark.sql("UPDATE sales.orders SET amount = 0 WHERE id = 1").collect()
+        engine.execute("CREATE TABLE sales.totals USING delta AS SELECT sum(amount) AS total FROM sales.orders")
+        engine.execute("CREATE VIEW sales.big AS SELECT id FROM sales.orders WHERE amount > 5")
+        engine.stop()
+        print("written")
+        """
+    )
+    seen = json.loads(
+        _run_python(
+            f"""
+            import json
+            from pathlib import Path
+            from dbt.adapters.dyntable.engines.embedded import EmbeddedEngine
+            engine = EmbeddedEngine(Path({str(warehouse)!r})).start()
+            sql = lambda q: [list(r) for r in engine.spark.sql(q).collect()]
+            print(json.dumps({{
+                "now": sql("SELECT id, amount FROM sales.orders ORDER BY id"),
+                "v1": sql("SELECT id, amount FROM sales.orders VERSION AS OF 1 ORDER BY id"),
+                "totals": sql("SELECT total FROM sales.totals"),
+                "view": sql("SELECT id FROM sales.big"),
+                "columns": [[f.name, f.nullable] for f in engine.spark.table("sales.totals").schema.fields],
+            }}))
+            engine.stop()
+            """
+        )
+    )
+    assert seen == {
+        "now": [[1, 0], [2, 20]],
+        "v1": [[1, 10], [2, 20]],
+        "totals": [[20]],
+        "view": [[2]],
+        "columns": [["total", True]],
+    }
+
+
+# -- connect engine -----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def connect_server() -> Iterator[str]:
+    """A Spark Connect server on 127.0.0.1 (Sail), stopped after the test."""
+    from pysail.spark import SparkConnectServer
+
+    server = SparkConnectServer("127.0.0.1", 0)
+    server.start(background=True)
+    host, port = server.listening_address
+    yield f"sc://{host}:{port}"
+    server.stop()
+
+
+def test_connect_engine_runs_queries(connect_server: str, tmp_path: Path) -> None:
+    engine = start_engine("connect", warehouse=tmp_path, connect_url=connect_server)
+    try:
+        assert isinstance(engine, ConnectEngine)
+        assert not engine.capabilities.change_data_feed
+        assert engine.spark.sql("SELECT 1 AS one").collect()[0]["one"] == 1
+    finally:
+        engine.stop()
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:15002", "127.0.0.1:15002", "sc://"])
+def test_connect_bad_url_names_connect_url(url: str) -> None:
+    with pytest.raises(EngineError, match="`connect_url`"):
+        ConnectEngine(url).start()
+
+
+def test_connect_nothing_listening_fails_fast() -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # free once closed: nothing listens there
+    started = time.monotonic()
+    with pytest.raises(EngineError, match="connect_url"):
+        ConnectEngine(f"sc://127.0.0.1:{port}").start()
+    assert time.monotonic() - started < 10
+
+
+# -- JVM engine: what can be checked without Delta's jars --------------------------------------
+
+
+def spark_drivers() -> List[int]:
+    """Pids of Spark drivers (SparkSubmit JVMs) that are children of this process."""
+    pids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(fields[1]) == os.getpid() and b"SparkSubmit" in cmdline:
+            pids.append(int(stat.parent.name))
+    return pids
+
+
+needs_proc = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc to see child JVMs")
+
+
+def test_jvm_without_java_says_install_java_or_set_java_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    with pytest.raises(EngineError, match="JAVA_HOME") as error:
+        JvmSparkEngine(tmp_path / "wh").start()
+    assert "Java 17" in str(error.value)
+    assert not (tmp_path / "wh").exists()
+
+
+def test_jvm_java_home_without_java_names_java_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "no-jdk"))
+    with pytest.raises(EngineError, match="JAVA_HOME is set to .*no-jdk.* no bin/java"):
+        JvmSparkEngine(tmp_path / "wh").start()
+
+
+def test_jvm_spark_jars_missing_folder_names_spark_jars(tmp_path: Path) -> None:
+    with pytest.raises(EngineError, match="`spark_jars`.*not a folder"):
+        JvmSparkEngine(tmp_path / "wh", spark_jars=tmp_path / "nowhere").start()
+    assert not (tmp_path / "wh").exists()
+
+
+def test_jvm_spark_jars_without_delta_names_spark_jars_and_the_jars(tmp_path: Path) -> None:
+    jars = tmp_path / "jars"
+    jars.mkdir()
+    (jars / "delta-spark_2.12-3.2.0.jar").write_bytes(b"")  # wrong Scala version for Spark 4
+    with pytest.raises(EngineError) as error:
+        start_engine("session", warehouse=tmp_path / "wh", spark_jars=jars)
+    message = str(error.value)
+    version = delta_version()
+    assert "`spark_jars`" in message
+    assert f"delta-spark_2.13-{version}.jar" in message and f"delta-storage-{version}.jar" in message
+    assert not (tmp_path / "wh").exists()
+
+
+def _fake_jar(path: Path) -> None:
+    with zipfile.ZipFile(path, "w") as jar:
+        jar.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\n")
+
+
+def start_jvm_in_own_process(arguments: str) -> Dict[str, Any]:
+    """Start `JvmSparkEngine(<arguments>)` in a fresh Python process (this one may already hold
+    a Spark Connect session, beside which PySpark cannot start a classic one) and report how it
+    failed: the message, the seconds it took, and whether a JVM or PySpark state was left."""
+    return json.loads(
+        _run_python(
+            f"""
+            import json, time
+            from pathlib import Path
+            from pyspark import SparkContext
+            from dbt.adapters.dyntable.engines.base import EngineError
+            from dbt.adapters.dyntable.engines.jvm import JvmSparkEngine
+            from tests.functional.test_engines import spark_drivers
+            started = time.monotonic()
+            try:
+                JvmSparkEngine({arguments}).start()
+                message = None
+            except EngineError as exc:
+                message = str(exc)
+            print(json.dumps({{
+                "message": message,
+                "seconds": time.monotonic() - started,
+                "drivers_left": spark_drivers(),
+                "pyspark_reset": SparkContext._gateway is None and SparkContext._active_spark_context is None,
+            }}))
+            """
+        )
+    )
+
+
+@needs_proc
+def test_jvm_jars_that_are_not_delta_fail_at_start_and_leave_no_jvm(tmp_path: Path) -> None:
+    jars = tmp_path / "jars"
+    jars.mkdir()
+    version = delta_version()
+    _fake_jar(jars / f"delta-spark_2.13-{version}.jar")
+    _fake_jar(jars / f"delta-storage-{version}.jar")
+    outcome = start_jvm_in_own_process(f"Path({str(tmp_path / 'wh')!r}), spark_jars=Path({str(jars)!r})")
+    assert outcome["message"] is not None and "`spark_jars`" in outcome["message"]
+    assert "Delta Lake's classes are not on its classpath" in outcome["message"]
+    assert outcome["drivers_left"] == []
+    assert outcome["pyspark_reset"]
+
+
+def test_jvm_refuses_to_share_a_process_with_spark_connect(embedded_engine: EmbeddedEngine, tmp_path: Path) -> None:
+    assert embedded_engine.spark.sql("SELECT 1 AS one").collect()
+    with pytest.raises(EngineError, match="process of its own"):
+        JvmSparkEngine(tmp_path / "wh", spark_jars=None).start()
+    assert not (tmp_path / "wh").exists()
+
+
+def _ivy_settings(tmp_path: Path, repository_root: str) -> Path:
+    """Ivy settings whose only repository is `repository_root`, with a cache of their own, so
+    the test gives the same result with or without network access and a warm Ivy cache."""
+    settings = tmp_path / "ivysettings.xml"
+    settings.write_text(
+        f"""<ivysettings>
+  <settings defaultResolver="only"/>
+  <caches defaultCacheDir="{tmp_path / 'ivy-cache'}"/>
+  <resolvers><ibiblio name="only" m2compatible="true" root="{repository_root}"/></resolvers>
+</ivysettings>"""
+    )
+    return settings
+
+
+def _ivy_conf(settings: Path, tmp_path: Path) -> str:
+    return repr({"spark.jars.ivySettings": str(settings), "spark.jars.ivy": str(tmp_path / "ivy")})
+
+
+@needs_proc
+def test_jvm_unresolvable_maven_says_set_spark_jars(tmp_path: Path) -> None:
+    empty_repository = tmp_path / "repository"
+    empty_repository.mkdir()
+    settings = _ivy_settings(tmp_path, empty_repository.as_uri() + "/")
+    outcome = start_jvm_in_own_process(
+        f"Path({str(tmp_path / 'wh')!r}), spark_conf={_ivy_conf(settings, tmp_path)}"
+    )
+    message = outcome["message"]
+    assert message is not None and "could not be resolved from Maven" in message
+    assert "`spark_jars`" in message and f"delta-spark_2.13-{delta_version()}.jar" in message
+    assert outcome["seconds"] < 60
+    assert outcome["drivers_left"] == [] and outcome["pyspark_reset"]
+    assert not (tmp_path / "wh").exists()
+
+
+@pytest.fixture
+def silent_repository() -> Iterator[str]:
+    """An HTTP 'repository' on 127.0.0.1 that accepts connections and never answers: a network
+    that swallows requests, as a firewall dropping packets does."""
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    held: List[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(server.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.getsockname()[1]}/"
+    stop.set()
+    thread.join()
+    for connection in held:
+        connection.close()
+    server.close()
+
+
+@needs_proc
+def test_jvm_start_is_bounded_when_maven_hangs(tmp_path: Path, silent_repository: str) -> None:
+    settings = _ivy_settings(tmp_path, silent_repository)
+    outcome = start_jvm_in_own_process(
+        f"Path({str(tmp_path / 'wh')!r}), spark_conf={_ivy_conf(settings, tmp_path)}, start_timeout=8"
+    )
+    message = outcome["message"]
+    assert message is not None and "did not start within 8 s" in message
+    assert "`spark_jars`" in message
+    assert outcome["seconds"] < 20
+    assert outcome["drivers_left"] == [] and outcome["pyspark_reset"]
