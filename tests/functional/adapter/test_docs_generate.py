@@ -1,0 +1,62 @@
+"""`dbt docs generate` (dbt-tests-adapter's BaseDocsGenerate / BaseDocsGenReferences)."""
+
+import pytest
+
+from dbt.tests.adapter.basic import expected_catalog
+from dbt.tests.adapter.basic.test_docs_generate import BaseDocsGenerate, BaseDocsGenReferences
+
+from tests.functional.adapter.delta import delta_project
+
+
+def zero_based_column_indexes(catalog):
+    """dbt-spark numbers catalog columns from 0 (the position in DESCRIBE); the suite expects 1."""
+    for node in list(catalog["nodes"].values()) + list(catalog["sources"].values()):
+        # New column dicts: the suite shares them between nodes.
+        node["columns"] = {
+            name: {**column, "index": column["index"] - 1} if isinstance(column["index"], int) else column
+            for name, column in node["columns"].items()
+        }
+    return catalog
+
+
+class DeltaDocsProject:
+    @pytest.fixture(scope="class")
+    def project_config_update(self, unique_schema):
+        return delta_project(
+            **{
+                "asset-paths": ["assets", "invalid-asset-paths"],
+                "vars": {"test_schema": unique_schema, "alternate_schema": unique_schema + "_test"},
+                "seeds": {"quote_columns": True},
+            }
+        )
+
+
+class TestDocsGenerate(DeltaDocsProject, BaseDocsGenerate):
+    @pytest.fixture(scope="class")
+    def expected_catalog(self, project):
+        return expected_catalog.base_expected_catalog(
+            project,
+            role=None,
+            id_type="bigint",
+            text_type="string",
+            time_type="timestamp",
+            view_type="view",
+            table_type="table",
+            model_stats=expected_catalog.no_stats(),
+        )
+
+
+class TestDocsGenReferences(DeltaDocsProject, BaseDocsGenReferences):
+    @pytest.fixture(scope="class")
+    def expected_catalog(self, project):
+        return zero_based_column_indexes(expected_catalog.expected_references_catalog(
+            project,
+            role=None,
+            id_type="bigint",
+            text_type="string",
+            time_type="timestamp",
+            bigint_type="bigint",
+            view_type="view",
+            table_type="table",
+            model_stats=expected_catalog.no_stats(),
+        ))
