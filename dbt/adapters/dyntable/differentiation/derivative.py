@@ -1,0 +1,142 @@
+"""Differentiation: push Δ from the root of a plan down to the scans, one rule per operator.
+
+Deltas are Z-sets: a relation with the node's columns plus ``_dyn_weight`` (+n: n copies
+inserted, -n: n copies deleted). Inner deltas may be unconsolidated (a row can appear with +1 and
+-1); every rule is exact on such input, and the final delta is consolidated to at most one row per
+distinct output tuple with a non-zero weight, so ``state(v0) ⊎ Δ = Q(v1)`` as multisets.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Dict, List, Optional, Tuple
+
+from dbt.adapters.dyntable.differentiation import (
+    aggregate,
+    distinct,
+    filter as filter_rule,
+    join,
+    outer_join,
+    project,
+    scan,
+    semi_join,
+    union,
+    window,
+)
+from dbt.adapters.dyntable.differentiation.plan import (
+    Aggregate,
+    Distinct,
+    Filter,
+    Join,
+    Node,
+    OneRow,
+    Plan,
+    Project,
+    Scan,
+    SemiJoin,
+    UnionAll,
+    Window,
+    is_monotone_node,
+)
+from dbt.adapters.dyntable.differentiation.render import render, rename
+from dbt.adapters.dyntable.differentiation.resolver import SourceResolver
+from dbt.adapters.dyntable.differentiation.sqltext import WEIGHT, consolidate, q
+
+
+def rule_for(node: Node) -> Optional[ModuleType]:
+    """The rule module that differentiates ``node`` (None: the node never changes)."""
+    if isinstance(node, Join):
+        return join if node.kind == "inner" else outer_join
+    return {
+        Scan: scan,
+        Project: project,
+        Filter: filter_rule,
+        SemiJoin: semi_join,
+        UnionAll: union,
+        Aggregate: aggregate,
+        Distinct: distinct,
+        Window: window,
+    }.get(type(node))
+
+
+@dataclass(frozen=True)
+class DeltaQuery:
+    """The consolidated delta of a plan over the resolver's interval.
+
+    ``sql`` returns ``columns`` plus ``_dyn_weight`` (BIGINT, never 0), at most one row per
+    distinct tuple (NULLs equal). ``insert_only`` is true when every weight is positive (all
+    sources only gained rows and the plan is monotone), so the delta can be appended.
+    ``row_key`` is the plan's row key, by which -1/+1 pairs become updates.
+    """
+
+    sql: str
+    columns: List[str]
+    row_key: Optional[List[str]]
+    insert_only: bool
+
+
+class Differentiator:
+    """Derivatives and versioned renderings of one plan's nodes, for one resolver."""
+
+    def __init__(self, resolver: SourceResolver) -> None:
+        self.resolver = resolver
+        self._derived: Dict[int, Optional[str]] = {}
+        self._rendered: Dict[Tuple[int, str], str] = {}
+
+    def before(self, node: Node) -> str:
+        """``node`` evaluated on its sources at the start of the interval (Q|I0)."""
+        key = (id(node), "before")
+        if key not in self._rendered:
+            self._rendered[key] = render(node, self.resolver.before)
+        return self._rendered[key]
+
+    def after(self, node: Node) -> str:
+        """``node`` evaluated on its sources at the end of the interval (Q|I1)."""
+        key = (id(node), "after")
+        if key not in self._rendered:
+            self._rendered[key] = render(node, self.resolver.after)
+        return self._rendered[key]
+
+    def unchanged(self, node: Node) -> bool:
+        return all(self.resolver.is_unchanged(t) for t in node.sources())
+
+    def positive(self, node: Node) -> bool:
+        """Whether ``node``'s delta only inserts: its sources only gained rows and every operator
+        below it is monotone."""
+        return all(self.resolver.is_insert_only(t) for t in node.sources()) and all(
+            is_monotone_node(n) for n in node.walk()
+        )
+
+    def derive(self, node: Node) -> Optional[str]:
+        """ΔQ for ``node`` as a SELECT of its columns and ``_dyn_weight``; None if it is empty."""
+        if id(node) not in self._derived:
+            rule = rule_for(node)
+            if rule is None or self.unchanged(node):
+                self._derived[id(node)] = None
+            else:
+                self._derived[id(node)] = rule.derive(node, self)
+        return self._derived[id(node)]
+
+
+def differentiate(plan: Plan, resolver: SourceResolver) -> DeltaQuery:
+    """The consolidated delta of ``plan`` between the resolver's two versions of its sources."""
+    differentiator = Differentiator(resolver)
+    root = plan.root
+    delta = differentiator.derive(root)
+    renamed = rename(root.columns, plan.columns)
+    if delta is None:
+        # Typed, empty: the columns' types come from the query itself.
+        sql = (
+            f"SELECT {renamed}, CAST(0 AS BIGINT) AS {q(WEIGHT)} "
+            f"FROM ({differentiator.after(root)}) AS `_dyn_q` WHERE FALSE"
+        )
+        return DeltaQuery(sql, list(plan.columns), plan.row_key, insert_only=True)
+    positive = differentiator.positive(root)
+    outer = f"SELECT {renamed}, {q(WEIGHT)} AS {q(WEIGHT)} FROM ({delta}) AS `_dyn_q`"
+    return DeltaQuery(
+        consolidate(outer, plan.columns, positive=positive),
+        list(plan.columns),
+        plan.row_key,
+        insert_only=positive,
+    )

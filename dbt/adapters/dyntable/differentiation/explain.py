@@ -1,0 +1,110 @@
+"""``explain``: the plan tree, the rule differentiating each node, and the delta SQL, or the
+reason the query cannot be maintained incrementally."""
+
+from __future__ import annotations
+
+from typing import Any, List, Optional, Union
+
+from dbt.adapters.dyntable.differentiation.derivative import differentiate, rule_for
+from dbt.adapters.dyntable.differentiation.errors import NotIncrementalizable
+from dbt.adapters.dyntable.differentiation.plan import (
+    Aggregate,
+    Join,
+    Node,
+    OneRow,
+    Plan,
+    Project,
+    Scan,
+    SemiJoin,
+    UnionAll,
+    Window,
+    Filter,
+)
+from dbt.adapters.dyntable.differentiation.planner import plan_query
+from dbt.adapters.dyntable.differentiation.resolver import SourceResolver, quoted_table
+from dbt.adapters.dyntable.differentiation.sqltext import expr
+
+
+class SymbolicResolver:
+    """Names each source's versions symbolically (``t@v0``, ``t@v1``, ``t@changes``), for reading
+    a derivative's shape without an engine; every table counts as changed with updates."""
+
+    def before(self, table: str) -> str:
+        return quoted_table(table + "@v0")
+
+    def after(self, table: str) -> str:
+        return quoted_table(table + "@v1")
+
+    def changes(self, table: str) -> str:
+        return quoted_table(table + "@changes")
+
+    def is_unchanged(self, table: str) -> bool:
+        return False
+
+    def is_insert_only(self, table: str) -> bool:
+        return False
+
+
+def describe(node: Node) -> str:
+    """One line naming the operator and its arguments."""
+    if isinstance(node, Scan):
+        read = ", ".join(f"{s or '1'} AS {o}" for s, o in zip(node.source_columns, node.output_columns))
+        return f"Scan {node.table} [{read}]"
+    if isinstance(node, OneRow):
+        return "OneRow"
+    if isinstance(node, Project):
+        return "Project " + ", ".join(f"{n} := {expr(e)}" for e, n in zip(node.expressions, node.names))
+    if isinstance(node, Filter):
+        return f"Filter {expr(node.condition)}"
+    if isinstance(node, Join):
+        condition = expr(node.condition) if node.condition is not None else "TRUE"
+        return f"Join {node.kind.upper()} ON {condition}"
+    if isinstance(node, SemiJoin):
+        return f"{'AntiJoin' if node.anti else 'SemiJoin'} ON {expr(node.condition)}"
+    if isinstance(node, UnionAll):
+        return "UnionAll -> " + ", ".join(node.names)
+    if isinstance(node, Aggregate):
+        keys = ", ".join(f"{n} := {expr(e)}" for n, e in node.keys) or "()"
+        aggregates = ", ".join(f"{n} := {expr(e)}" for n, e in node.aggregates)
+        return f"Aggregate BY {keys} COMPUTE {aggregates}"
+    if isinstance(node, Window):
+        return f"Window {node.name} := {expr(node.function)}"
+    return type(node).__name__
+
+
+def tree(node: Node, depth: int = 0) -> List[str]:
+    rule = rule_for(node)
+    formula = getattr(rule, "RULE", "constant: Δ = ∅")
+    lines = [f"{'  ' * depth}{describe(node)}", f"{'  ' * depth}  rule: {formula}"]
+    for child in node.children:
+        lines.extend(tree(child, depth + 1))
+    return lines
+
+
+def explain(
+    sql_or_plan: Union[str, Plan], resolver: Optional[SourceResolver] = None, **plan_options: Any
+) -> str:
+    """A readable report of how ``sql_or_plan`` is differentiated. ``plan_options`` are passed to
+    :func:`plan_query`; without ``resolver``, sources are named symbolically."""
+    if isinstance(sql_or_plan, Plan):
+        plan = sql_or_plan
+    else:
+        try:
+            plan = plan_query(sql_or_plan, **plan_options)
+        except NotIncrementalizable as error:
+            return (
+                "NOT INCREMENTALIZABLE\n"
+                f"  operator: {error.operator}\n  reason: {error.reason}\n  fragment: {error.fragment}"
+            )
+    delta = differentiate(plan, resolver or SymbolicResolver())
+    lines = [
+        f"columns: {', '.join(plan.columns)}",
+        f"row key: {', '.join(plan.row_key) if plan.row_key is not None else '(none: rows are a multiset)'}",
+        f"sources: {', '.join(plan.sources)}",
+        f"insert only: {delta.insert_only}",
+        "plan:",
+        *tree(plan.root, 1),
+        "delta SQL:",
+        delta.sql,
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,309 @@
+"""The small relational plan a query is lowered to: scan, project, filter, join, semi/anti join,
+union all, aggregate, distinct, window.
+
+Every column a node produces has a name unique in the whole plan (``c7_amount``), minted once by
+the node that computes it and passed through unchanged by the nodes above. Expressions are sqlglot
+trees over those names, so any node renders as ``SELECT ... FROM (<child>) AS q`` with no
+qualification, and the two inputs of a join never share a column name.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import FrozenSet, Iterator, List, Optional, Tuple
+
+from sqlglot import exp
+
+JOIN_KINDS = ("inner", "left", "right", "full")
+
+
+class Node:
+    """A relational operator. ``columns`` are the plan-unique names of its output."""
+
+    @property
+    def columns(self) -> List[str]:
+        raise NotImplementedError
+
+    @property
+    def children(self) -> List["Node"]:
+        return []
+
+    @property
+    def row_key(self) -> Optional[List[str]]:
+        """Columns (a subset of ``columns``) that identify an output row, if the plan proves one."""
+        return None
+
+    def sources(self) -> FrozenSet[str]:
+        found: FrozenSet[str] = frozenset()
+        for child in self.children:
+            found |= child.sources()
+        return found
+
+    def walk(self) -> Iterator["Node"]:
+        yield self
+        for child in self.children:
+            yield from child.walk()
+
+
+@dataclass(eq=False)
+class Scan(Node):
+    """A base table; ``source_columns[i]`` is read as ``output_columns[i]`` (None: the constant 1,
+    for a table read only to count its rows)."""
+
+    table: str
+    source_columns: List[Optional[str]] = field(default_factory=list)
+    output_columns: List[str] = field(default_factory=list)
+    unique_key: Optional[List[str]] = None  # source column names
+
+    @property
+    def columns(self) -> List[str]:
+        return self.output_columns
+
+    @property
+    def row_key(self) -> Optional[List[str]]:
+        if not self.unique_key:
+            return None
+        by_source = {
+            s.lower(): o for s, o in zip(self.source_columns, self.output_columns) if s is not None
+        }
+        if not all(k.lower() in by_source for k in self.unique_key):
+            return None
+        return [by_source[k.lower()] for k in self.unique_key]
+
+    def sources(self) -> FrozenSet[str]:
+        return frozenset({self.table})
+
+
+@dataclass(eq=False)
+class OneRow(Node):
+    """The single row a SELECT without FROM reads (one constant column); it never changes."""
+
+    name: str
+
+    @property
+    def columns(self) -> List[str]:
+        return [self.name]
+
+    @property
+    def row_key(self) -> Optional[List[str]]:
+        return []
+
+
+@dataclass(eq=False)
+class Project(Node):
+    child: Node
+    expressions: List[exp.Expression]
+    names: List[str]
+
+    @property
+    def columns(self) -> List[str]:
+        return self.names
+
+    @property
+    def children(self) -> List[Node]:
+        return [self.child]
+
+    @property
+    def row_key(self) -> Optional[List[str]]:
+        key = self.child.row_key
+        if key is None:
+            return None
+        passed = {}
+        for name, expression in zip(self.names, self.expressions):
+            if isinstance(expression, exp.Column) and expression.name not in passed:
+                passed[expression.name] = name
+        if not all(k in passed for k in key):
+            return None
+        return [passed[k] for k in key]
+
+
+@dataclass(eq=False)
+class Filter(Node):
+    child: Node
+    condition: exp.Expression
+
+    @property
+    def columns(self) -> List[str]:
+        return self.child.columns
+
+    @property
+    def children(self) -> List[Node]:
+        return [self.child]
+
+    @property
+    def row_key(self) -> Optional[List[str]]:
+        return self.child.row_key
+
+
+@dataclass(eq=False)
+class Join(Node):
+    """``kind`` is one of inner/left/right/full; ``condition`` None means a cross join."""
+
+    kind: str
+    left: Node
+    right: Node
+    condition: Optional[exp.Expression]
+
+    @property
+    def columns(self) -> List[str]:
+        return self.left.columns + self.right.columns
+
+    @property
+    def children(self) -> List[Node]:
+        return [self.left, self.right]
+
+    @property
+    def row_key(self) -> Optional[List[str]]:
+        left, right = self.left.row_key, self.right.row_key
+        if left is None or right is None:
+            return None
+        return left + right
+
+
+@dataclass(eq=False)
+class SemiJoin(Node):
+    """Rows of ``left`` with (``anti``: without) a row of ``right`` satisfying ``condition``."""
+
+    left: Node
+    right: Node
+    condition: exp.Expression
+    anti: bool
+
+    @property
+    def columns(self) -> List[str]:
+        return self.left.columns
+
+    @property
+    def children(self) -> List[Node]:
+        return [self.left, self.right]
+
+    @property
+    def row_key(self) -> Optional[List[str]]:
+        return self.left.row_key
+
+
+@dataclass(eq=False)
+class UnionAll(Node):
+    """Bag union; input ``i`` column ``j`` becomes output column ``names[j]``."""
+
+    inputs: List[Node]
+    names: List[str]
+
+    @property
+    def columns(self) -> List[str]:
+        return self.names
+
+    @property
+    def children(self) -> List[Node]:
+        return list(self.inputs)
+
+
+@dataclass(eq=False)
+class Aggregate(Node):
+    """GROUP BY ``keys`` (expressions over the child) computing ``aggregates``; with no keys, a
+    global aggregate: exactly one row, even over an empty input."""
+
+    child: Node
+    keys: List[Tuple[str, exp.Expression]]
+    aggregates: List[Tuple[str, exp.Expression]]
+
+    @property
+    def columns(self) -> List[str]:
+        return [name for name, _ in self.keys] + [name for name, _ in self.aggregates]
+
+    @property
+    def children(self) -> List[Node]:
+        return [self.child]
+
+    @property
+    def row_key(self) -> Optional[List[str]]:
+        return [name for name, _ in self.keys]
+
+
+@dataclass(eq=False)
+class Distinct(Node):
+    child: Node
+
+    @property
+    def columns(self) -> List[str]:
+        return self.child.columns
+
+    @property
+    def children(self) -> List[Node]:
+        return [self.child]
+
+    @property
+    def row_key(self) -> Optional[List[str]]:
+        return self.child.row_key or list(self.child.columns)
+
+
+@dataclass(eq=False)
+class Window(Node):
+    """Appends ``name`` = ``function`` (an ``exp.Window`` over the child's columns) to each row."""
+
+    child: Node
+    name: str
+    function: exp.Window
+
+    @property
+    def partition_by(self) -> List[exp.Expression]:
+        return list(self.function.args.get("partition_by") or [])
+
+    @property
+    def columns(self) -> List[str]:
+        return self.child.columns + [self.name]
+
+    @property
+    def children(self) -> List[Node]:
+        return [self.child]
+
+    @property
+    def row_key(self) -> Optional[List[str]]:
+        return self.child.row_key
+
+
+@dataclass(eq=False)
+class Plan:
+    """A lowered query: ``root`` computes the columns named ``columns`` (in order)."""
+
+    sql: str
+    root: Node
+    columns: List[str]
+
+    @property
+    def sources(self) -> List[str]:
+        return sorted(self.root.sources())
+
+    @property
+    def row_key(self) -> Optional[List[str]]:
+        key = self.root.row_key
+        if key is None:
+            return None
+        output = dict(zip(self.root.columns, self.columns))
+        return [output[k] for k in key] if all(k in output for k in key) else None
+
+    def is_monotone(self) -> bool:
+        """Inserts into the sources only ever insert into the result (no deletes, no updates)."""
+        return all(is_monotone_node(node) for node in self.root.walk())
+
+
+def is_monotone_node(node: Node) -> bool:
+    """Whether the operator alone maps inserted input rows to inserted output rows only."""
+    if isinstance(node, Join):
+        return node.kind == "inner"
+    if isinstance(node, SemiJoin):
+        return not node.anti
+    return not isinstance(node, (Aggregate, Window))
+
+
+class Names:
+    """Mints plan-unique column names that still say which column they came from."""
+
+    def __init__(self) -> None:
+        self._count = 0
+
+    def mint(self, hint: str) -> str:
+        self._count += 1
+        readable = re.sub(r"[^a-z0-9_]+", "_", hint.lower()).strip("_")[:24] or "expr"
+        return f"c{self._count}_{readable}"

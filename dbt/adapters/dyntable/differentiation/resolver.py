@@ -1,0 +1,87 @@
+"""How a derivative reads its sources: the protocol, and a reference resolver by version diff.
+
+The plan names base tables (``schema.table``, lower case); a resolver turns each into SQL relation
+text at the interval's start (``before``), at its end (``after``) and as its changes: the table's
+columns plus ``_dyn_weight`` (+1/-1 per row instance, possibly unconsolidated). The same plan
+works with any resolver, e.g. the file-set resolver of ``dbt.adapters.dyntable.changes``.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Mapping, Optional, Protocol, Set, Tuple, runtime_checkable
+
+from sqlglot import exp
+
+from dbt.adapters.dyntable.differentiation.sqltext import WEIGHT, q
+
+
+@runtime_checkable
+class SourceResolver(Protocol):
+    def before(self, table: str) -> str:
+        """Relation text for ``table`` at the start of the interval."""
+
+    def after(self, table: str) -> str:
+        """Relation text for ``table`` at the end of the interval."""
+
+    def changes(self, table: str) -> str:
+        """Relation text: ``table``'s columns plus ``_dyn_weight`` (+1/-1 per row instance)."""
+
+    def is_unchanged(self, table: str) -> bool:
+        """No change in the interval: its delta branches are pruned."""
+
+    def is_insert_only(self, table: str) -> bool:
+        """Only inserts in the interval: append-only specialisations apply."""
+
+
+def quoted_table(table: str) -> str:
+    return ".".join(q(part.name) for part in exp.to_table(table, dialect="spark").parts)
+
+
+class VersionDiffResolver:
+    """Reads Delta tables ``VERSION AS OF`` each end of the interval and computes their changes as
+    ``(v1 EXCEPT ALL v0) → +1  UNION ALL  (v0 EXCEPT ALL v1) → -1`` (already consolidated).
+
+    ``versions`` maps each table to ``(v0, v1)``. The engine is never consulted: ``is_unchanged``
+    is ``v0 == v1``, and a table counts as insert-only only if listed in ``insert_only``, since
+    knowing it needs the table's log.
+    """
+
+    def __init__(
+        self, versions: Mapping[str, Tuple[int, int]], insert_only: Optional[Set[str]] = None
+    ) -> None:
+        self.versions: Dict[str, Tuple[int, int]] = {
+            _normal(table): span for table, span in versions.items()
+        }
+        self.insert_only = {_normal(t) for t in insert_only or ()}
+
+    def _span(self, table: str) -> Tuple[int, int]:
+        try:
+            return self.versions[_normal(table)]
+        except KeyError:
+            raise KeyError(f"{table} has no versions in this resolver") from None
+
+    def before(self, table: str) -> str:
+        return f"{quoted_table(table)} VERSION AS OF {self._span(table)[0]}"
+
+    def after(self, table: str) -> str:
+        return f"{quoted_table(table)} VERSION AS OF {self._span(table)[1]}"
+
+    def changes(self, table: str) -> str:
+        before, after = self.before(table), self.after(table)
+        return (
+            f"(SELECT *, CAST(1 AS BIGINT) AS {q(WEIGHT)} FROM "
+            f"(SELECT * FROM {after} EXCEPT ALL SELECT * FROM {before}) AS `_dyn_ins` "
+            f"UNION ALL SELECT *, CAST(-1 AS BIGINT) AS {q(WEIGHT)} FROM "
+            f"(SELECT * FROM {before} EXCEPT ALL SELECT * FROM {after}) AS `_dyn_del`)"
+        )
+
+    def is_unchanged(self, table: str) -> bool:
+        v0, v1 = self._span(table)
+        return v0 == v1
+
+    def is_insert_only(self, table: str) -> bool:
+        return self.is_unchanged(table) or _normal(table) in self.insert_only
+
+
+def _normal(table: str) -> str:
+    return ".".join(part.name.lower() for part in exp.to_table(table, dialect="spark").parts)

@@ -1,0 +1,156 @@
+"""Check a derivative on the embedded engine: state(v0) ⊎ Δ == Q(v1) as multisets.
+
+A scenario creates Delta tables with rows at v0, evaluates the query (the engine's own answer,
+never the differentiation engine's rendering), commits DML to reach v1, evaluates the query
+again, and applies the delta computed by ``differentiate`` to the first answer. Views named in
+a scenario are created in the engine too, so the engine's answer reads them as views while the
+planner inlines them.
+"""
+
+from __future__ import annotations
+
+import decimal
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
+
+from dbt.adapters.dyntable.changes import FileSetResolver
+from dbt.adapters.dyntable.delta_log import DeltaLog
+from dbt.adapters.dyntable.differentiation import (
+    DeltaQuery,
+    VersionDiffResolver,
+    differentiate,
+    plan_query,
+)
+from dbt.adapters.dyntable.engines.embedded import EmbeddedEngine
+
+WEIGHT = "_dyn_weight"
+
+
+def hashable(value: Any) -> Any:
+    """Rows as comparable values: floats rounded (sums may associate differently), nested types
+    as tuples."""
+    if isinstance(value, float):
+        return round(value, 6)
+    if isinstance(value, decimal.Decimal):
+        return value.normalize()
+    if isinstance(value, (list, tuple)):
+        return tuple(hashable(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((k, hashable(v)) for k, v in value.items()))
+    if hasattr(value, "asDict"):
+        return tuple(hashable(v) for v in value)
+    return value
+
+
+def multiset(rows: Iterable[Sequence[Any]]) -> Counter:
+    return Counter(tuple(hashable(v) for v in row) for row in rows)
+
+
+@dataclass
+class Outcome:
+    sql: str
+    delta: DeltaQuery
+    before: Counter
+    after: Counter
+    delta_rows: List[Tuple[Tuple[Any, ...], int]]
+    applied: Counter
+
+    def report(self, dml: Sequence[str]) -> str:
+        missing = self.after - self.applied
+        extra = self.applied - self.after
+        return (
+            f"query: {self.sql}\nDML: {list(dml)}\nstate(v0): {dict(self.before)}\n"
+            f"delta: {self.delta_rows}\nexpected Q(v1): {dict(self.after)}\n"
+            f"got state(v0)+delta: {dict(self.applied)}\nmissing: {dict(missing)}\n"
+            f"extra: {dict(extra)}"
+        )
+
+
+@dataclass
+class Warehouse:
+    """One schema of Delta tables on the embedded engine, unique per test."""
+
+    engine: EmbeddedEngine
+    schema: str = field(default_factory=lambda: f"dd_{uuid.uuid4().hex[:10]}")
+    tables: List[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.engine.execute(f"create schema if not exists {self.schema}")
+
+    def table(self, name: str, columns: str, rows: Sequence[str] = ()) -> str:
+        """Create ``schema.name`` with ``columns`` and insert ``rows`` (SQL tuples)."""
+        qualified = f"{self.schema}.{name}"
+        self.engine.execute(f"create table {qualified} ({columns}) using delta")
+        if rows:
+            self.engine.execute(f"insert into {qualified} values {', '.join(rows)}")
+        self.tables.append(qualified)
+        return qualified
+
+    def view(self, name: str, sql: str) -> str:
+        qualified = f"{self.schema}.{name}"
+        self.engine.execute(f"create or replace view {qualified} as {sql}")
+        return qualified
+
+    def version(self, table: str) -> int:
+        schema, name = table.split(".")
+        location = self.engine.table_location(schema, name)
+        assert location is not None, table
+        return DeltaLog(location).latest_version()
+
+    def rows(self, sql: str) -> Counter:
+        return multiset(self.engine.execute(sql).collect())
+
+    def check(
+        self,
+        sql: str,
+        dml: Sequence[str],
+        *,
+        views: Optional[Mapping[str, str]] = None,
+        unique_keys: Optional[Mapping[str, List[str]]] = None,
+        insert_only: Optional[Set[str]] = None,
+        file_sets: bool = False,
+    ) -> Outcome:
+        """Run the scenario; ``insert_only`` names tables the resolver may treat as append-only
+        (only true when ``dml`` only inserts into them); ``file_sets`` reads changes with the
+        production file-set resolver instead of the version-diff one."""
+        plan = plan_query(sql, views=views or {}, unique_keys=unique_keys or {})
+        start = {t: self.version(t) for t in plan.sources}
+        before = self.rows(sql)
+        for statement in dml:
+            self.engine.execute(statement)
+        end = {t: self.version(t) for t in plan.sources}
+        after = self.rows(sql)
+        if file_sets:
+            logs = {}
+            for table in plan.sources:
+                schema, name = table.split(".")
+                logs[table] = (DeltaLog(self.engine.table_location(schema, name)), start[table], end[table])
+            with FileSetResolver(self.engine.spark, logs) as resolver:
+                delta = differentiate(plan, resolver)
+                collected = self.engine.execute(delta.sql).collect()
+        else:
+            resolver = VersionDiffResolver(
+                {t: (start[t], end[t]) for t in plan.sources}, insert_only=insert_only
+            )
+            delta = differentiate(plan, resolver)
+            collected = self.engine.execute(delta.sql).collect()
+        assert delta.columns == plan.columns
+        delta_rows = []
+        for row in collected:
+            values = tuple(hashable(v) for v in row)
+            delta_rows.append((values[:-1], row[-1]))
+        applied = Counter(before)
+        for values, weight in delta_rows:
+            applied[values] += weight
+        outcome = Outcome(sql, delta, before, after, delta_rows, +applied)
+        negative = {k: v for k, v in applied.items() if v < 0}
+        assert not negative, f"delta deletes rows that are not there: {negative}\n" + outcome.report(dml)
+        tuples = [values for values, _ in delta_rows]
+        assert len(tuples) == len(set(tuples)), "delta is not consolidated\n" + outcome.report(dml)
+        assert all(w != 0 for _, w in delta_rows), "zero weight in delta\n" + outcome.report(dml)
+        if delta.insert_only:
+            assert all(w > 0 for _, w in delta_rows), outcome.report(dml)
+        assert outcome.applied == after, outcome.report(dml)
+        return outcome
