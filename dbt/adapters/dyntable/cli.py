@@ -1,0 +1,505 @@
+"""The `dyntable` command: keeps a dbt project's dynamic tables within their target lag.
+
+    dyntable run [--once | --for 2m] [--time-scale 0.05]     the scheduler
+    dyntable refresh MODEL                                    a manual refresh (upstream DTs too)
+    dyntable suspend|resume MODEL
+    dyntable status | graph | history MODEL | explain MODEL | report
+
+It works on a dbt project as dbt does (--project-dir, --profiles-dir, --target, --select), parses
+and compiles it once through dbt's Python API, then refreshes through one warm engine.
+
+Exit codes: 0 success; 1 a refresh failed; 2 bad input (project, profile, graph, model name),
+in which case nothing was refreshed.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import threading
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, NoReturn, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from typing_extensions import Annotated
+
+from dbt.adapters.dyntable.dynamic_table.config import TargetLag
+from dbt.adapters.dyntable.runner.graph import CANONICAL_UNIT_MS, DynamicTableGraph, GraphError, build_graph
+from dbt.adapters.dyntable.runner.project import LoadedProject, ProjectError, ProjectOptions, load_project
+from dbt.adapters.dyntable.runner.scheduler import (
+    FAILED,
+    MANUAL,
+    SUCCEEDED,
+    UPSTREAM_FAILED,
+    Outcome,
+    Scheduler,
+    TickPlan,
+)
+
+app = typer.Typer(
+    name="dyntable",
+    help="Keep a dbt project's dynamic tables within their target lag.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+console = Console()
+errors = Console(stderr=True)
+
+EXIT_FAILED = 1
+EXIT_BAD_INPUT = 2
+DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+ProjectDir = Annotated[Path, typer.Option("--project-dir", help="The dbt project directory.")]
+ProfilesDir = Annotated[
+    Optional[Path], typer.Option("--profiles-dir", help="Where profiles.yml is (dbt's default if unset).")
+]
+Target = Annotated[Optional[str], typer.Option("--target", "-t", help="The profile target.")]
+Select = Annotated[
+    Optional[List[str]],
+    typer.Option("--select", "-s", help="dbt selection syntax: the dynamic tables to keep fresh."),
+]
+TimeScale = Annotated[
+    float,
+    typer.Option(
+        "--time-scale",
+        help="Shrink the canonical period unit (48 s) by this factor, for demos and tests.",
+        min=0.0001,
+        max=1.0,
+    ),
+]
+
+
+# -- helpers ---------------------------------------------------------------------------------------
+
+
+def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
+    errors.print(f"[bold red]Error:[/] {message}", highlight=False)
+    raise typer.Exit(code)
+
+
+def parse_duration(text: str) -> float:
+    """'90' or '90s', '2m', '1h', '500ms' → seconds."""
+    match = DURATION.match(text)
+    if not match:
+        fail(f"--for {text!r} is not a duration. Use e.g. 30s, 2m or 1h.")
+    return float(match.group(1)) * DURATION_UNITS[match.group(2) or "s"]
+
+
+def load(
+    project_dir: Path,
+    profiles_dir: Optional[Path],
+    target: Optional[str],
+    select: Optional[List[str]] = None,
+    time_scale: float = 1.0,
+) -> tuple[LoadedProject, DynamicTableGraph]:
+    """The project and its DT graph; bad input exits with one message before anything runs."""
+    options = ProjectOptions(project_dir, profiles_dir, target, tuple(select or ()))
+    try:
+        with console.status("Parsing and compiling the dbt project…"):
+            loaded = load_project(options)
+        graph = build_graph(loaded.nodes, unit_ms=max(1, round(CANONICAL_UNIT_MS * time_scale)))
+    except (ProjectError, GraphError) as exc:
+        fail(str(exc))
+    return loaded, graph
+
+
+def start_service(loaded: LoadedProject) -> None:
+    try:
+        with console.status(f"Starting the {loaded.credentials.method} engine…"):
+            loaded.service()
+    except ProjectError as exc:
+        fail(str(exc))
+
+
+def node_or_fail(graph: DynamicTableGraph, model: str):
+    try:
+        return graph.by_model(model)
+    except GraphError as exc:
+        fail(str(exc))
+
+
+def clock_text(moment: Optional[datetime]) -> str:
+    if moment is None:
+        return "-"
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+
+def seconds_text(seconds: Optional[float]) -> str:
+    if seconds is None:
+        return "-"
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f} h"
+    if seconds >= 120:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds:.1f} s"
+
+
+def lag_text(graph: DynamicTableGraph, name: str) -> str:
+    declared = graph.nodes[name].dt.config.target_lag
+    if not declared.is_downstream:
+        return str(declared)
+    effective = graph.effective_lag[name]
+    if effective is None:
+        return "downstream (no consumer: on demand)"
+    return f"downstream → {TargetLag(effective)}"
+
+
+def period_text(graph: DynamicTableGraph, name: str) -> str:
+    period = graph.period_ms[name]
+    return "-" if period is None else seconds_text(period / 1000)
+
+
+STATE_STYLES = {
+    SUCCEEDED: "green",
+    FAILED: "bold red",
+    UPSTREAM_FAILED: "red",
+    "SKIPPED": "yellow",
+    "SUSPENDED": "magenta",
+}
+
+
+def styled(state: Optional[str]) -> str:
+    if not state:
+        return "-"
+    style = STATE_STYLES.get(state)
+    return f"[{style}]{state}[/]" if style else state
+
+
+def outcome_table(title: str, outcomes: List[Outcome]) -> Table:
+    table = Table(title=title, title_justify="left", show_edge=False)
+    for column in ("dynamic table", "state", "action", "data timestamp", "seconds", "detail"):
+        table.add_column(column, overflow="fold")
+    for o in outcomes:
+        table.add_row(o.model, styled(o.state), o.action or "-", clock_text(o.data_timestamp),
+                      f"{o.seconds:.2f}", o.message)
+    return table
+
+
+def schedule_table(graph: DynamicTableGraph, chosen: List[str]) -> Table:
+    table = Table(title="Schedule", title_justify="left", show_edge=False)
+    for column in ("dynamic table", "target lag", "period", "refresh mode", "reads (pipeline)",
+                   "reads across a boundary"):
+        table.add_column(column, overflow="fold")
+    for name in graph.order:
+        node = graph.nodes[name]
+        if name not in chosen:
+            continue
+        table.add_row(
+            node.model, lag_text(graph, name), period_text(graph, name), node.dt.config.refresh_mode,
+            ", ".join(sorted(graph.model(u) for u in node.upstream)) or "-",
+            ", ".join(sorted(node.boundary_inputs)) or "-",
+        )
+    return table
+
+
+# -- run -------------------------------------------------------------------------------------------
+
+
+class InterruptibleClock:
+    """The system clock, whose sleep ends early when the runner is asked to stop (Ctrl-C)."""
+
+    def __init__(self, stop: threading.Event) -> None:
+        self.stop = stop
+
+    def now(self) -> float:
+        return time.time()
+
+    def sleep(self, seconds: float) -> None:
+        self.stop.wait(seconds)
+
+
+@app.command()
+def run(
+    project_dir: ProjectDir = Path("."),
+    profiles_dir: ProfilesDir = None,
+    target: Target = None,
+    select: Select = None,
+    once: Annotated[bool, typer.Option("--once", help="Run a single tick, then exit.")] = False,
+    run_for: Annotated[
+        Optional[str], typer.Option("--for", help="Stop by itself after this long (e.g. 2m).")
+    ] = None,
+    time_scale: TimeScale = 1.0,
+) -> None:
+    """The scheduler: refresh every due dynamic table at each tick, in dependency order."""
+    duration = parse_duration(run_for) if run_for else None
+    loaded, graph = load(project_dir, profiles_dir, target, select, time_scale)
+    from dbt.adapters.dyntable.runner.backend import ServiceBackend
+
+    scheduler_selected = loaded.selected
+    chosen = graph.closure(
+        [n for n in graph.scheduled if scheduler_selected is None or n in scheduler_selected]
+    )
+    if not chosen:
+        console.print("Nothing to schedule: no dynamic table has a target lag of its own.")
+        return
+    start_service(loaded)
+    scheduler = Scheduler(graph, ServiceBackend(loaded.service()), scheduler_selected)
+    console.print(schedule_table(graph, chosen))
+    stop = threading.Event()
+    previous_handler = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, lambda *_: stop.set())
+    failures: List[Outcome] = []
+    print_lock = threading.Lock()
+
+    def report_tick(plan: TickPlan, outcomes: List[Outcome]) -> None:
+        with print_lock:
+            failures.extend(o for o in outcomes if o.state in (FAILED, UPSTREAM_FAILED))
+            if outcomes:
+                console.print(outcome_table(f"tick {clock_text(plan.data_timestamp)}", outcomes))
+            else:
+                console.print(f"tick {clock_text(plan.data_timestamp)}: nothing due", style="dim")
+
+    stop_at = time.time() + duration if duration is not None else None
+    until = f" until {clock_text(datetime.fromtimestamp(stop_at, tz=timezone.utc))}" if stop_at else ""
+    console.print(
+        f"Running {'one tick' if once else f'every {seconds_text((graph.tick_ms or 0) / 1000)}{until}'}"
+        " (Ctrl-C stops after the refreshes in flight)."
+    )
+    try:
+        ticks = scheduler.run(InterruptibleClock(stop), stop_at=stop_at, once=once,
+                              on_tick=report_tick, should_stop=stop.is_set)
+    finally:
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, previous_handler)
+    console.print(f"Stopped after {ticks} tick{'s' if ticks != 1 else ''}.")
+    if failures:
+        raise typer.Exit(EXIT_FAILED)
+
+
+# -- refresh, suspend, resume ----------------------------------------------------------------------
+
+
+@app.command()
+def refresh(
+    model: Annotated[str, typer.Argument(help="The dynamic table (model name or schema.table).")],
+    project_dir: ProjectDir = Path("."),
+    profiles_dir: ProfilesDir = None,
+    target: Target = None,
+) -> None:
+    """Refresh one dynamic table now, at a new data timestamp, with the DTs it reads."""
+    from dbt.adapters.dyntable.runner.backend import ServiceBackend
+
+    loaded, graph = load(project_dir, profiles_dir, target)
+    node = node_or_fail(graph, model)
+    start_service(loaded)
+    scheduler = Scheduler(graph, ServiceBackend(loaded.service()))
+    plan = scheduler.dispatch(int(time.time() * 1000), trigger=MANUAL, roots=[node.name])
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                  TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
+                  console=console, transient=True) as progress:
+        task = progress.add_task(f"Refreshing {node.model}", total=len(plan.members))
+        outcomes = scheduler.execute(
+            plan, on_outcome=lambda o: progress.update(task, advance=1, description=o.model)
+        )
+    console.print(outcome_table(f"Manual refresh at {clock_text(plan.data_timestamp)}", outcomes))
+    mine = next(o for o in outcomes if o.name == node.name)
+    if mine.state != SUCCEEDED:
+        raise typer.Exit(EXIT_FAILED)
+
+
+@app.command()
+def suspend(
+    model: Annotated[str, typer.Argument(help="The dynamic table to suspend.")],
+    project_dir: ProjectDir = Path("."),
+    profiles_dir: ProfilesDir = None,
+    target: Target = None,
+) -> None:
+    """Stop scheduled refreshes of a dynamic table (manual refreshes still work)."""
+    loaded, graph = load(project_dir, profiles_dir, target)
+    node = node_or_fail(graph, model)
+    start_service(loaded)
+    loaded.service().suspend(node.dt)
+    console.print(f"Suspended {node.model}: runners skip it until `dyntable resume {node.model}`.")
+
+
+@app.command()
+def resume(
+    model: Annotated[str, typer.Argument(help="The dynamic table to resume.")],
+    project_dir: ProjectDir = Path("."),
+    profiles_dir: ProfilesDir = None,
+    target: Target = None,
+) -> None:
+    """Schedule a suspended dynamic table again, with a clean failure count."""
+    loaded, graph = load(project_dir, profiles_dir, target)
+    node = node_or_fail(graph, model)
+    start_service(loaded)
+    loaded.service().resume(node.dt)
+    console.print(f"Resumed {node.model}: the next due tick refreshes it.")
+
+
+# -- status, history, graph ------------------------------------------------------------------------
+
+
+def _latest_history(history: List[Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
+    latest: Dict[str, Dict[str, Any]] = {}
+    for row in history:
+        latest[row["name"]] = row
+    return latest
+
+
+@app.command()
+def status(
+    project_dir: ProjectDir = Path("."),
+    profiles_dir: ProfilesDir = None,
+    target: Target = None,
+    time_scale: TimeScale = 1.0,
+) -> None:
+    """Every dynamic table: lag, chosen period, data timestamp, state, last action, failures."""
+    loaded, graph = load(project_dir, profiles_dir, target, time_scale=time_scale)
+    metadata = loaded.metadata()
+    frontiers = metadata.frontiers()
+    graph_rows = metadata.graph()
+    latest = _latest_history(metadata.history())
+    now = datetime.now(timezone.utc)
+    table = Table(title="Dynamic tables", title_justify="left", show_edge=False)
+    for column in ("dynamic table", "target lag", "period", "data timestamp", "current lag",
+                   "state", "last action", "failures"):
+        table.add_column(column, overflow="fold")
+    for name in graph.order:
+        frontier, row, last = frontiers.get(name), graph_rows.get(name, {}), latest.get(name)
+        lag: Optional[float] = None
+        if frontier is not None:
+            lag = (now - frontier.data_timestamp).total_seconds()
+        target_seconds = graph.effective_lag[name]
+        lag_cell = seconds_text(lag)
+        if lag is not None and target_seconds is not None:
+            lag_cell = f"[{'red' if lag > target_seconds else 'green'}]{lag_cell}[/]"
+        last_cell = "-"
+        if last is not None:
+            last_cell = f"{last['refresh_action'] or '-'} {styled(last['state'])}"
+        table.add_row(
+            graph.model(name),
+            lag_text(graph, name),
+            period_text(graph, name),
+            clock_text(frontier.data_timestamp if frontier else None),
+            lag_cell if frontier else "[dim]not initialized[/]",
+            styled(row.get("scheduling_state") or "ACTIVE"),
+            last_cell,
+            str(row.get("consecutive_failures") or 0),
+        )
+    if not graph.nodes:
+        console.print("This project has no dynamic tables (materialized='dynamic_table').")
+        return
+    console.print(table)
+
+
+@app.command()
+def history(
+    model: Annotated[str, typer.Argument(help="The dynamic table.")],
+    project_dir: ProjectDir = Path("."),
+    profiles_dir: ProfilesDir = None,
+    target: Target = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", help="Most recent rows to show.")] = 20,
+) -> None:
+    """The refresh history of one dynamic table, newest last."""
+    loaded, graph = load(project_dir, profiles_dir, target)
+    node = node_or_fail(graph, model)
+    rows = loaded.metadata().history(node.name)[-limit:]
+    table = Table(title=f"Refresh history of {node.model} ({node.name})", title_justify="left",
+                  show_edge=False)
+    for column in ("started", "trigger", "action", "state", "data timestamp", "seconds", "+rows",
+                   "-rows", "reason / message"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        seconds = (row["refresh_end_time"] - row["refresh_start_time"]).total_seconds()
+        detail = "; ".join(t for t in (row["reason"], row["state_message"]) if t)
+        table.add_row(clock_text(row["refresh_start_time"]), row["refresh_trigger"],
+                      row["refresh_action"] or "-", styled(row["state"]),
+                      clock_text(row["data_timestamp"]), f"{seconds:.2f}",
+                      str(row["rows_inserted"] or 0), str(row["rows_deleted"] or 0), detail)
+    if not rows:
+        console.print(f"No refresh of {node.model} recorded yet.")
+        return
+    console.print(table)
+
+
+@app.command(name="graph")
+def graph_command(
+    project_dir: ProjectDir = Path("."),
+    profiles_dir: ProfilesDir = None,
+    target: Target = None,
+) -> None:
+    """The graph history's latest row per dynamic table, with the project's pipeline edges."""
+    loaded, graph = load(project_dir, profiles_dir, target)
+    rows = loaded.metadata().graph()
+    table = Table(title="Dynamic-table graph", title_justify="left", show_edge=False)
+    for column in ("dynamic table", "state", "failures", "target lag", "inputs (tables read)",
+                   "pipeline upstream", "across a boundary", "recorded"):
+        table.add_column(column, overflow="fold")
+    names = list(graph.order) + sorted(set(rows) - set(graph.nodes))
+    for name in names:
+        row: Mapping[str, Any] = rows.get(name, {})
+        node = graph.nodes.get(name)
+        table.add_row(
+            node.model if node else f"{name} [dim](not in project)[/]",
+            styled(row.get("scheduling_state")),
+            str(row.get("consecutive_failures") or 0) if row else "-",
+            row.get("target_lag") or (str(node.dt.config.target_lag) if node else "-"),
+            ", ".join(row.get("inputs") or []) or "-",
+            ", ".join(sorted(graph.model(u) for u in node.upstream)) if node else "-",
+            ", ".join(sorted(node.boundary_inputs)) if node else "-",
+            clock_text(row.get("recorded_at")),
+        )
+    console.print(table)
+
+
+# -- explain, report -------------------------------------------------------------------------------
+
+
+@app.command()
+def explain(
+    model: Annotated[str, typer.Argument(help="The dynamic table.")],
+    project_dir: ProjectDir = Path("."),
+    profiles_dir: ProfilesDir = None,
+    target: Target = None,
+) -> None:
+    """How a dynamic table refreshes: its differentiation plan, or why it refreshes FULL."""
+    loaded, graph = load(project_dir, profiles_dir, target)
+    node = node_or_fail(graph, model)
+    dt = node.dt
+    if dt.config.refresh_mode == "full":
+        console.print(
+            f"{node.model} refreshes FULL: its refresh_mode is 'full', so every refresh whose "
+            "sources changed recomputes the whole query (unchanged sources: NO_DATA)."
+        )
+        return
+    from dbt.adapters.dyntable.differentiation import explain as explain_plan
+    from dbt.adapters.dyntable.dynamic_table.pinning import expand_views
+
+    start_service(loaded)
+    views = loaded.service().refresher.views_for(dt.sql, dt.schema)
+    console.print(explain_plan(expand_views(dt.sql, views, dt.schema).sql(dialect="spark")))
+
+
+@app.command()
+def report(
+    project_dir: ProjectDir = Path("."),
+    profiles_dir: ProfilesDir = None,
+    target: Target = None,
+    output: Annotated[
+        Optional[Path], typer.Option("--output", "-o", help="Where to write the page.")
+    ] = None,
+) -> None:
+    """Write an HTML page: lag over time against target lag, and refresh durations, per DT."""
+    from dbt.adapters.dyntable.runner.report import render_report
+
+    loaded, _ = load(project_dir, profiles_dir, target)
+    metadata = loaded.metadata()
+    page = render_report(metadata.history(), metadata.graph())
+    path = output or (loaded.options.project_dir / "target" / "dyntable_report.html")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(page)
+    console.print(f"Wrote {path}")
+
+
+if __name__ == "__main__":
+    app()

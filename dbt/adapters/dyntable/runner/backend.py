@@ -1,0 +1,45 @@
+"""The scheduler's backend on the real refresh service: one engine, one metadata store."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Dict
+
+from dbt.adapters.dyntable.dynamic_table.refresh import DynamicTable, RefreshResult
+from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
+from dbt.adapters.dyntable.runner.scheduler import ACTIVE, DynamicTableState
+
+
+class ServiceBackend:
+    def __init__(self, service: DynamicTableService) -> None:
+        self.service = service
+
+    def states(self) -> Dict[str, DynamicTableState]:
+        """Data timestamps, scheduling states and failure counts, read fresh for each tick so a
+        `dyntable suspend|resume` or a `dbt run` from another process is seen at once."""
+        metadata = self.service.metadata
+        frontiers = metadata.frontiers()
+        graph = metadata.graph()
+        states: Dict[str, DynamicTableState] = {}
+        for name in set(frontiers) | set(graph):
+            frontier, row = frontiers.get(name), graph.get(name)
+            states[name] = DynamicTableState(
+                data_timestamp=frontier.data_timestamp if frontier else None,
+                scheduling_state=(row or {}).get("scheduling_state") or ACTIVE,
+                consecutive_failures=(row or {}).get("consecutive_failures") or 0,
+            )
+        return states
+
+    def refresh(self, dt: DynamicTable, data_timestamp: datetime, trigger: str) -> RefreshResult:
+        return self.service.refresh(dt, data_timestamp, trigger)
+
+    def record_not_refreshed(
+        self, dt: DynamicTable, data_timestamp: datetime, trigger: str, state: str, message: str
+    ) -> None:
+        self.service.record_not_refreshed(dt, data_timestamp, trigger, state, message)
+
+    def record_failure(self, dt: DynamicTable) -> int:
+        return self.service.record_failure(dt)
+
+    def suspend(self, dt: DynamicTable) -> None:
+        self.service.suspend(dt)

@@ -1,0 +1,246 @@
+"""Loading a dbt project for the runner: parse and compile once, through dbt's Python API.
+
+The runner needs what dbt knows (compiled SQL, configs, depends_on, the profile) but must not
+invoke dbt per refresh: it parses and compiles the dynamic-table models once at start, then
+refreshes through one warm engine (EngineRegistry) and one DynamicTableService.
+
+Every way this can go wrong ends in one :class:`ProjectError` whose message says what to fix.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Set, Tuple
+
+from dbt.adapters.dyntable.dynamic_table.config import DynamicTableConfig, DynamicTableConfigError
+from dbt.adapters.dyntable.dynamic_table.refresh import DynamicTable, refresh_boundaries
+from dbt.adapters.dyntable.runner.graph import GraphNode
+
+if TYPE_CHECKING:
+    from dbt.adapters.dyntable.connections import DyntableCredentials
+    from dbt.adapters.dyntable.dynamic_table.metadata import MetadataStore
+    from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
+    from dbt.adapters.dyntable.engines.base import Engine
+
+DYNAMIC_TABLE = "dynamic_table"
+DBT_SELECTOR = f"config.materialized:{DYNAMIC_TABLE}"
+
+
+class ProjectError(RuntimeError):
+    """The project, its profile or its dynamic tables cannot be used; nothing was refreshed."""
+
+
+@dataclass(frozen=True)
+class ProjectOptions:
+    project_dir: Path
+    profiles_dir: Optional[Path] = None
+    target: Optional[str] = None
+    select: Tuple[str, ...] = ()
+
+    def dbt_args(self, command: str, *extra: str) -> List[str]:
+        args = [command, "--project-dir", str(self.project_dir), "--log-level", "none"]
+        if self.profiles_dir is not None:
+            args += ["--profiles-dir", str(self.profiles_dir)]
+        if self.target:
+            args += ["--target", self.target]
+        return args + list(extra)
+
+
+@dataclass
+class LoadedProject:
+    options: ProjectOptions
+    credentials: "DyntableCredentials"
+    nodes: List[GraphNode]
+    selected: Optional[Set[str]] = None
+    """Relation names picked by --select (None: every dynamic table)."""
+    _engine: Optional["Engine"] = field(default=None, repr=False)
+    _service: Optional["DynamicTableService"] = field(default=None, repr=False)
+
+    @property
+    def warehouse(self) -> Path:
+        from dbt.adapters.dyntable.connections import EngineRegistry
+
+        return EngineRegistry.warehouse_of(self.credentials)
+
+    @property
+    def metadata_schema(self) -> str:
+        return self.credentials.metadata_schema
+
+    def metadata(self) -> "MetadataStore":
+        """The metadata tables, read with `deltalake` alone: no engine needed."""
+        from dbt.adapters.dyntable.dynamic_table.metadata import MetadataStore
+
+        schema = self.metadata_schema
+        store = MetadataStore(self.warehouse / schema.lower(), schema)
+        store.ensure()
+        return store
+
+    def engine(self) -> "Engine":
+        """The profile's engine, started once for this process (shared with dbt's adapter)."""
+        from dbt.adapters.dyntable.connections import SPARK_METHODS, EngineRegistry
+        from dbt.adapters.dyntable.engines.base import EngineError
+
+        if self._engine is None:
+            creds = self.credentials
+            if creds.method in SPARK_METHODS:
+                raise ProjectError(
+                    f"The profile uses `method: {creds.method}`, which only runs SQL; dynamic "
+                    "tables need a Spark session. Use `method: embedded`, `session` or `connect`."
+                )
+            try:
+                self._engine = EngineRegistry.get(creds)
+            except EngineError as exc:
+                raise ProjectError(f"Cannot connect with the profile's target: {exc}") from exc
+            except Exception as exc:  # noqa: BLE001 - any start failure is a connection failure
+                raise ProjectError(
+                    f"Cannot connect with the profile's target (method: {creds.method}): "
+                    f"{str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}"
+                ) from exc
+        return self._engine
+
+    def service(self) -> "DynamicTableService":
+        from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
+
+        if self._service is None:
+            self._service = DynamicTableService(self.engine(), self.warehouse, self.metadata_schema)
+        return self._service
+
+
+def load_project(options: ProjectOptions) -> LoadedProject:
+    """Parse the project, read its profile, compile its dynamic tables (no engine is started)."""
+    from dbt.adapters.dyntable.connections import EngineRegistry
+    from dbt.cli.main import dbtRunner
+
+    project_dir = options.project_dir.expanduser().resolve()
+    options = ProjectOptions(project_dir, options.profiles_dir, options.target, options.select)
+    if not (project_dir / "dbt_project.yml").is_file():
+        raise ProjectError(
+            f"No dbt project in {project_dir} (no dbt_project.yml). Pass --project-dir."
+        )
+    # A relative `warehouse` in the profile is relative to the project, as in dbt.
+    EngineRegistry.project_root = project_dir
+
+    parsed = dbtRunner().invoke(options.dbt_args("parse"))
+    if not parsed.success or parsed.result is None:
+        raise ProjectError(f"The dbt project in {project_dir} does not parse: {_why(parsed)}")
+    manifest = parsed.result
+    credentials = _credentials(options)
+
+    dt_nodes = {
+        uid: node for uid, node in manifest.nodes.items()
+        if node.resource_type == "model" and node.config.materialized == DYNAMIC_TABLE
+    }
+    compiled: Dict[str, str] = {}
+    if dt_nodes:
+        # --no-populate-cache: compiling plain SELECTs needs no engine, so status and friends
+        # start none; the runner starts one when it refreshes.
+        result = dbtRunner(manifest=manifest).invoke(options.dbt_args(
+            "compile", "--no-populate-cache", "--select", DBT_SELECTOR,
+            "--indirect-selection", "empty",
+        ))
+        if not result.success or result.result is None:
+            raise ProjectError(f"The dynamic-table models do not compile: {_why(result)}")
+        compiled = {r.node.unique_id: r.node.compiled_code for r in result.result.results}
+
+    nodes = [_graph_node(manifest, uid, node, compiled.get(uid)) for uid, node in dt_nodes.items()]
+    selected = _select(manifest, options, dt_nodes) if options.select else None
+    return LoadedProject(options, credentials, nodes, selected)
+
+
+def _why(result: Any) -> str:
+    if result.exception is not None:
+        text = str(result.exception).strip()
+        return " ".join(text.split()) if text else type(result.exception).__name__
+    failures = [
+        f"{r.node.name}: {' '.join(str(r.message).split())}"
+        for r in getattr(result.result, "results", []) or []
+        if str(getattr(r, "status", "")).lower() in ("error", "fail")
+    ]
+    return "; ".join(failures) or "dbt reported a failure (run dbt with the same arguments to see it)"
+
+
+def _credentials(options: ProjectOptions) -> "DyntableCredentials":
+    from dbt.config.runtime import load_profile
+
+    from dbt.adapters.dyntable.connections import DyntableCredentials
+
+    try:
+        profile = load_profile(str(options.project_dir), {}, None, options.target, None)
+    except Exception as exc:  # noqa: BLE001 - dbt raises several types for a bad profile
+        raise ProjectError(f"The profile cannot be loaded: {' '.join(str(exc).split())}") from exc
+    creds = profile.credentials
+    if not isinstance(creds, DyntableCredentials):
+        raise ProjectError(
+            f"The profile's target '{profile.target_name}' is of type '{creds.type}'; the dyntable "
+            "runner needs `type: dyntable`."
+        )
+    return creds
+
+
+def _graph_node(manifest: Any, uid: str, node: Any, sql: Optional[str]) -> GraphNode:
+    if sql is None:
+        raise ProjectError(f"Model '{node.name}' was not compiled; run `dbt compile` to see why.")
+    try:
+        config = DynamicTableConfig.from_model(node.name, node.config.to_dict())
+    except DynamicTableConfigError as exc:
+        raise ProjectError(str(exc)) from None
+    dt = DynamicTable(node.schema, node.alias or node.name, sql, config)
+    boundaries = refresh_boundaries(sql)
+    upstream: Set[str] = set()
+    others: Set[str] = set()
+    # Walk depends_on through non-DT models (views, ephemerals, tables) down to the DTs and
+    # sources beneath: reading a view of a DT still reads the DT (the refresh expands views).
+    pending = list(node.depends_on.nodes)
+    seen: Set[str] = set()
+    while pending:
+        parent_id = pending.pop()
+        if parent_id in seen:
+            continue
+        seen.add(parent_id)
+        parent = manifest.nodes.get(parent_id) or manifest.sources.get(parent_id)
+        if parent is None:
+            continue
+        relation = _relation_name(parent)
+        if relation in boundaries:
+            continue
+        if parent_id in manifest.nodes and parent.config.materialized == DYNAMIC_TABLE:
+            upstream.add(relation)
+            continue
+        if parent.resource_type in ("model", "snapshot", "seed", "source"):
+            others.add(relation)
+        pending.extend(getattr(getattr(parent, "depends_on", None), "nodes", []) or [])
+    return GraphNode(
+        model=node.name,
+        dt=dt,
+        upstream=frozenset(upstream),
+        boundary_inputs=frozenset(boundaries),
+        other_inputs=frozenset(others),
+    )
+
+
+def _relation_name(node: Any) -> str:
+    identifier = getattr(node, "alias", None) or getattr(node, "identifier", None) or node.name
+    return f"{node.schema}.{identifier}".lower()
+
+
+def _select(manifest: Any, options: ProjectOptions, dt_nodes: Dict[str, Any]) -> Set[str]:
+    """Relation names of the dynamic tables that dbt's selection syntax picks."""
+    from dbt.cli.main import dbtRunner
+
+    listed = dbtRunner(manifest=manifest).invoke(options.dbt_args(
+        "ls", "--select", *options.select, "--resource-type", "model",
+        "--output", "json", "--output-keys", "unique_id",
+    ))
+    if not listed.success:
+        raise ProjectError(f"--select {' '.join(options.select)}: {_why(listed)}")
+    ids = {json.loads(line)["unique_id"] for line in listed.result or []}
+    chosen = {_relation_name(dt_nodes[uid]) for uid in ids if uid in dt_nodes}
+    if not chosen:
+        raise ProjectError(
+            f"--select {' '.join(options.select)} picks no dynamic table. Dynamic tables: "
+            + ", ".join(sorted(n.name for n in dt_nodes.values()))
+        )
+    return chosen
+

@@ -1,0 +1,330 @@
+"""The scheduler: which dynamic tables refresh at which data timestamp, and what happens when one
+cannot.
+
+A tick has one data timestamp T, a multiple of the graph's smallest period (seed 000 §5.2: one
+constant phase, so periods that are powers of two apart always meet). A scheduled DT is *due* at T
+when its data timestamp is older than its own latest period boundary ``floor(T, period)`` and it
+has not been attempted for that boundary yet: in a steady run that is exactly "T is a multiple of
+its period", and after a restart or a skip it catches up at the next tick instead of waiting a
+whole period. Every due DT brings along the DTs it reads in the same pipeline, so one tick
+refreshes a closed set of DTs at one T, in dependency order (DESIGN §2.2).
+
+What stops a DT from advancing at T (seed 000 §3.3.3, seed 003):
+
+* its previous refresh is still running → SKIPPED (history row), the next refresh covers the gap;
+* a DT it reads failed at T → UPSTREAM_FAILED; it was skipped or is suspended → SKIPPED;
+* its own refresh fails → FAILED; the fifth consecutive failure suspends it. Skips and upstream
+  failures do not count, a success resets the count.
+
+:meth:`Scheduler.dispatch` decides a tick (cheap, on the scheduling thread); :meth:`execute` runs
+it (on a worker). Keeping them apart is what lets a slow tick overlap the next one, and what lets
+the unit tests drive both sides with a fake clock and a fake backend.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Protocol, Set, Tuple
+
+from dbt.adapters.dyntable.dynamic_table.locking import RefreshLocked
+from dbt.adapters.dyntable.dynamic_table.refresh import DynamicTable, RefreshResult
+from dbt.adapters.dyntable.runner.graph import DynamicTableGraph
+
+ACTIVE = "ACTIVE"
+SUSPENDED = "SUSPENDED"
+SUCCEEDED = "SUCCEEDED"
+FAILED = "FAILED"
+UPSTREAM_FAILED = "UPSTREAM_FAILED"
+SKIPPED = "SKIPPED"
+SCHEDULED = "SCHEDULED"
+MANUAL = "MANUAL"
+
+#: Seed 003: five consecutive failures suspend a dynamic table.
+MAX_CONSECUTIVE_FAILURES = 5
+
+
+@dataclass(frozen=True)
+class DynamicTableState:
+    """What the metadata tables say about a DT when a tick is decided."""
+
+    data_timestamp: Optional[datetime] = None
+    scheduling_state: str = ACTIVE
+    consecutive_failures: int = 0
+
+
+class RefreshBackend(Protocol):
+    """The scheduler's view of the refresh service (a fake one in the unit tests)."""
+
+    def states(self) -> Mapping[str, DynamicTableState]: ...
+
+    def refresh(self, dt: DynamicTable, data_timestamp: datetime, trigger: str) -> RefreshResult: ...
+
+    def record_not_refreshed(
+        self, dt: DynamicTable, data_timestamp: datetime, trigger: str, state: str, message: str
+    ) -> None: ...
+
+    def record_failure(self, dt: DynamicTable) -> int: ...
+
+    def suspend(self, dt: DynamicTable) -> None: ...
+
+
+class Clock(Protocol):
+    def now(self) -> float:
+        """Seconds since the epoch."""
+
+    def sleep(self, seconds: float) -> None: ...
+
+
+class SystemClock:
+    def now(self) -> float:
+        return time.time()
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+
+@dataclass
+class Outcome:
+    """What one DT did in one tick."""
+
+    name: str
+    model: str
+    state: str
+    data_timestamp: datetime
+    action: Optional[str] = None
+    message: str = ""
+    seconds: float = 0.0
+    suspended: bool = False
+
+
+@dataclass
+class TickPlan:
+    data_timestamp: datetime
+    trigger: str
+    members: List[str]
+    """Every DT of the tick, in dependency order."""
+    not_run: Dict[str, Tuple[str, str]] = field(default_factory=dict)
+    """DTs decided at dispatch not to run: name → (SKIPPED | SUSPENDED, why)."""
+    states: Mapping[str, DynamicTableState] = field(default_factory=dict)
+
+    @property
+    def tick_ms(self) -> int:
+        return to_ms(self.data_timestamp)
+
+
+def to_ms(moment: datetime) -> int:
+    return int(round(moment.timestamp() * 1000))
+
+
+def from_ms(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+
+
+def first_line(error: BaseException) -> str:
+    text = str(error).strip() or type(error).__name__
+    return text.splitlines()[0]
+
+
+class Scheduler:
+    def __init__(
+        self,
+        graph: DynamicTableGraph,
+        backend: RefreshBackend,
+        selected: Optional[Iterable[str]] = None,
+        max_failures: int = MAX_CONSECUTIVE_FAILURES,
+    ) -> None:
+        self.graph = graph
+        self.backend = backend
+        self.max_failures = max_failures
+        chosen = set(selected) if selected is not None else None
+        #: DTs with a schedule of their own that this runner keeps fresh (dependency order).
+        self.selected = [n for n in graph.scheduled if chosen is None or n in chosen]
+        self._busy: Set[str] = set()
+        self._attempted: Dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    # -- deciding a tick -------------------------------------------------------------------------
+
+    def boundary_ms(self, name: str, tick_ms: int) -> Optional[int]:
+        period = self.graph.period_ms[name]
+        return None if period is None else tick_ms - tick_ms % period
+
+    def is_due(self, name: str, tick_ms: int, state: Optional[DynamicTableState]) -> bool:
+        boundary = self.boundary_ms(name, tick_ms)
+        if boundary is None:
+            return False
+        if state is not None and state.scheduling_state == SUSPENDED:
+            return False
+        if self._attempted.get(name, -1) >= boundary:
+            return False
+        stamp = state.data_timestamp if state is not None else None
+        return stamp is None or to_ms(stamp) < boundary
+
+    def dispatch(
+        self, tick_ms: int, trigger: str = SCHEDULED, roots: Optional[Iterable[str]] = None
+    ) -> TickPlan:
+        """Decide tick ``tick_ms``: its DTs, and those that cannot run (busy, suspended).
+
+        ``roots`` (a manual refresh) replaces the due DTs; suspension is then not in the way:
+        asking for a refresh is the user's decision.
+        """
+        states = self.backend.states()
+        scheduled = trigger == SCHEDULED
+        if roots is None:
+            roots = [n for n in self.selected if self.is_due(n, tick_ms, states.get(n))]
+        members = self.graph.closure(roots)
+        plan = TickPlan(from_ms(tick_ms), trigger, members, states=states)
+        with self._lock:
+            for name in members:
+                state = states.get(name)
+                if scheduled:
+                    boundary = self.boundary_ms(name, tick_ms)
+                    self._attempted[name] = tick_ms if boundary is None else boundary
+                if scheduled and state is not None and state.scheduling_state == SUSPENDED:
+                    plan.not_run[name] = (SUSPENDED, "suspended")
+                elif name in self._busy:
+                    plan.not_run[name] = (SKIPPED, "its previous refresh is still running")
+                else:
+                    self._busy.add(name)
+        return plan
+
+    # -- running a tick --------------------------------------------------------------------------
+
+    def execute(
+        self, plan: TickPlan, on_outcome: Optional[Callable[[Outcome], None]] = None
+    ) -> List[Outcome]:
+        outcomes: List[Outcome] = []
+
+        def emit(outcome: Outcome) -> None:
+            outcomes.append(outcome)
+            if on_outcome is not None:
+                on_outcome(outcome)
+
+        # DTs that did not reach T in this tick, and how they stopped.
+        stalled: Dict[str, str] = {}
+        for name in plan.members:
+            node = self.graph.nodes[name]
+            if name in plan.not_run:
+                state, message = plan.not_run[name]
+                stalled[name] = state
+                if state == SKIPPED:
+                    self.backend.record_not_refreshed(
+                        node.dt, plan.data_timestamp, plan.trigger, state, message
+                    )
+                    emit(Outcome(name, node.model, state, plan.data_timestamp, None, message))
+                continue
+            try:
+                blockers = sorted(u for u in node.upstream if u in stalled)
+                if blockers:
+                    outcome = self._blocked(plan, name, blockers, stalled)
+                else:
+                    outcome = self._refresh(plan, name)
+            finally:
+                with self._lock:
+                    self._busy.discard(name)
+            if outcome.state != SUCCEEDED:
+                stalled[name] = outcome.state
+            emit(outcome)
+        return outcomes
+
+    def _blocked(
+        self, plan: TickPlan, name: str, blockers: List[str], stalled: Mapping[str, str]
+    ) -> Outcome:
+        node = self.graph.nodes[name]
+        failed = [u for u in blockers if stalled[u] in (FAILED, UPSTREAM_FAILED)]
+        models = lambda names: ", ".join(self.graph.model(u) for u in names)  # noqa: E731
+        if failed:
+            state = UPSTREAM_FAILED
+            message = f"upstream {models(failed)} failed; kept its last consistent version"
+        else:
+            state = SKIPPED
+            message = f"upstream {models(blockers)} did not refresh at this data timestamp"
+        self.backend.record_not_refreshed(node.dt, plan.data_timestamp, plan.trigger, state, message)
+        return Outcome(name, node.model, state, plan.data_timestamp, None, message)
+
+    def _refresh(self, plan: TickPlan, name: str) -> Outcome:
+        node = self.graph.nodes[name]
+        started = time.monotonic()
+        try:
+            result = self.backend.refresh(node.dt, plan.data_timestamp, plan.trigger)
+        except RefreshLocked as exc:
+            # Another runner (or dbt run) is refreshing it: that refresh covers this tick.
+            message = str(exc)
+            self.backend.record_not_refreshed(
+                node.dt, plan.data_timestamp, plan.trigger, SKIPPED, message
+            )
+            return Outcome(name, node.model, SKIPPED, plan.data_timestamp, None, message,
+                           time.monotonic() - started)
+        except Exception as exc:  # noqa: BLE001 - a failed refresh is an outcome, not a crash
+            failures = self.backend.record_failure(node.dt)
+            message = first_line(exc)
+            state = plan.states.get(name)
+            suspend = failures >= self.max_failures and (
+                state is None or state.scheduling_state != SUSPENDED
+            )
+            if suspend:
+                self.backend.suspend(node.dt)
+                message += (
+                    f" [suspended after {failures} consecutive failures: fix the cause, then "
+                    f"`dyntable resume {node.model}`]"
+                )
+            return Outcome(name, node.model, FAILED, plan.data_timestamp, None, message,
+                           time.monotonic() - started, suspended=suspend)
+        return Outcome(name, node.model, result.state, result.data_timestamp or plan.data_timestamp,
+                       result.action, result.reason or result.message,
+                       time.monotonic() - started)
+
+    # -- the loop --------------------------------------------------------------------------------
+
+    def run(
+        self,
+        clock: Clock,
+        stop_at: Optional[float] = None,
+        once: bool = False,
+        on_tick: Optional[Callable[[TickPlan, List[Outcome]], None]] = None,
+        executor: Optional[Executor] = None,
+        should_stop: Callable[[], bool] = lambda: False,
+    ) -> int:
+        """Dispatch ticks until ``stop_at`` (epoch seconds), once, or ``should_stop()``; wait for
+        the ticks still running; return how many ticks ran."""
+        tick = self.graph.tick_ms
+        if tick is None or not self.selected:
+            return 0
+        pool = executor or ThreadPoolExecutor(max_workers=4, thread_name_prefix="dyntable-tick")
+        running: List["Future[List[Outcome]]"] = []
+        ticks = 0
+
+        def work(plan: TickPlan) -> List[Outcome]:
+            outcomes = self.execute(plan)
+            if on_tick is not None:
+                on_tick(plan, outcomes)
+            return outcomes
+
+        # The first tick is the current boundary: a runner that starts late catches up at once.
+        next_ms = int(clock.now() * 1000) // tick * tick
+        try:
+            while not should_stop():
+                if stop_at is not None and next_ms / 1000 > stop_at:
+                    break
+                wait = next_ms / 1000 - clock.now()
+                if wait > 0:
+                    clock.sleep(wait)
+                    if should_stop():
+                        break
+                running.append(pool.submit(work, self.dispatch(next_ms)))
+                running = [f for f in running if not f.done() or f.exception() is not None]
+                ticks += 1
+                if once:
+                    break
+                # Ticks missed while the machine was busy are not replayed: the due rule catches up.
+                next_ms = max(next_ms + tick, int(clock.now() * 1000) // tick * tick)
+        finally:
+            for future in running:
+                future.result()
+            if executor is None:
+                pool.shutdown(wait=True)
+        return ticks

@@ -1,0 +1,226 @@
+"""The scheduler with a fake clock and a fake refresh backend: ticks, alignment, skips,
+UPSTREAM_FAILED, auto-suspend, boundaries, manual refreshes, locks (seed 000 §3.3.3, §5.2;
+seed 003)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime, timedelta, timezone
+from typing import Dict, List
+
+from dbt.adapters.dyntable.runner.graph import build_graph
+from dbt.adapters.dyntable.runner.scheduler import (
+    FAILED,
+    MANUAL,
+    SKIPPED,
+    SUCCEEDED,
+    SUSPENDED,
+    UPSTREAM_FAILED,
+    Outcome,
+    Scheduler,
+    from_ms,
+    to_ms,
+)
+from tests.unit.runner.fakes import FakeBackend, FakeClock, InlineExecutor, name, node
+
+S = 1000
+UNIT = 48 * S
+#: A start that is not on any period boundary.
+START = 1_800_000_000.0 + 7.3
+
+
+def pipeline():
+    """raw → orders (1 min, 48 s) → daily (5 min, 96 s); lookup (1 h) across a boundary."""
+    return build_graph([
+        node("orders", "1 minute"),
+        node("enriched", "downstream", reads=["orders"]),
+        node("daily", "5 minutes", reads=["enriched"], across=["lookup"]),
+        node("lookup", "1 hour"),
+    ], UNIT)
+
+
+def states_by(outcomes: List[Outcome]) -> Dict[str, str]:
+    return {o.model: o.state for o in outcomes}
+
+
+def test_run_keeps_every_dt_within_its_period_and_aligns_data_timestamps():
+    graph = pipeline()
+    backend = FakeBackend()
+    clock = FakeClock(START)
+    ticks: List[List[Outcome]] = []
+    ran = Scheduler(graph, backend).run(
+        clock, stop_at=START + 20 * 60, on_tick=lambda plan, out: ticks.append(out),
+        executor=InlineExecutor(),
+    )
+    assert ran == len(ticks) > 20
+    refreshed = defaultdict(list)
+    for table, ts, trigger in backend.calls:
+        assert trigger == "SCHEDULED"
+        refreshed[table].append(to_ms(ts))
+    # the first tick catches everything up at once, on the current boundary
+    first = int(START * 1000) // UNIT * UNIT
+    assert {t for t, stamps in refreshed.items() if stamps[0] == first} == set(graph.nodes)
+    # afterwards each DT refreshes exactly on its own period's boundaries
+    for table, stamps in refreshed.items():
+        period = graph.period_ms[table]
+        assert all(s % period == 0 for s in stamps[1:]), table
+        assert all(b - a == period for a, b in zip(stamps[1:], stamps[2:])), table
+    # DVS alignment: whenever a DT refreshed at T, everything it reads in its pipeline did too
+    for table, stamps in refreshed.items():
+        for up in graph.nodes[table].upstream:
+            assert set(stamps) <= set(refreshed[up]), (table, up)
+    # the boundary input keeps its own, slower schedule
+    assert len(refreshed[name("lookup")]) == 1
+    assert abs(len(refreshed[name("orders")]) - 2 * len(refreshed[name("daily")])) <= 1
+
+
+def test_downstream_without_consumers_refreshes_only_when_asked():
+    graph = build_graph([node("a", "1 minute"), node("lonely", "downstream", reads=["a"])], UNIT)
+    backend = FakeBackend()
+    Scheduler(graph, backend).run(FakeClock(START), stop_at=START + 600, executor=InlineExecutor())
+    assert {t for t, _, _ in backend.calls} == {name("a")}
+    scheduler = Scheduler(graph, backend)
+    outcomes = scheduler.execute(scheduler.dispatch(to_ms(datetime.now(timezone.utc)), MANUAL,
+                                                    roots=[name("lonely")]))
+    assert states_by(outcomes) == {"a": SUCCEEDED, "lonely": SUCCEEDED}
+
+
+def test_a_dt_still_refreshing_is_skipped_for_the_next_tick():
+    graph = pipeline()
+    backend = FakeBackend()
+    scheduler = Scheduler(graph, backend)
+    t1 = 37_500 * UNIT * 2  # on every boundary of orders and daily
+    backend.data_ts[name("lookup")] = from_ms(t1)  # lookup is fresh: not part of these ticks
+    slow = scheduler.dispatch(t1)  # its refreshes have not finished when the next tick comes
+    assert [graph.model(n) for n in slow.members] == ["orders", "enriched", "daily"]
+    t2 = t1 + UNIT
+    fast = scheduler.dispatch(t2)
+    assert fast.not_run == {name("orders"): (SKIPPED, "its previous refresh is still running")}
+    outcomes = scheduler.execute(fast)
+    assert states_by(outcomes) == {"orders": SKIPPED}
+    assert backend.not_refreshed[0][:3] == (name("orders"), fast.data_timestamp, SKIPPED)
+    # the slow tick completes at its own timestamp; the skip cost one data timestamp, no more
+    assert set(states_by(scheduler.execute(slow)).values()) == {SUCCEEDED}
+    assert backend.data_ts[name("orders")] == slow.data_timestamp
+    again = scheduler.execute(scheduler.dispatch(t2 + UNIT))
+    assert states_by(again) == {"orders": SUCCEEDED, "enriched": SUCCEEDED, "daily": SUCCEEDED}
+    assert backend.failures.get(name("orders"), 0) == 0  # a skip is not a failure
+
+
+def test_skip_of_an_upstream_skips_its_consumers_at_that_timestamp():
+    graph = pipeline()
+    backend = FakeBackend()
+    scheduler = Scheduler(graph, backend)
+    t1 = 37_500 * UNIT * 2
+    for table in ("orders", "enriched", "daily"):
+        backend.data_ts[name(table)] = from_ms(t1 - 2 * UNIT)
+    backend.data_ts[name("lookup")] = from_ms(t1)
+    assert scheduler.dispatch(t1 - UNIT).members == [name("orders")]  # still busy at t1
+    outcomes = scheduler.execute(scheduler.dispatch(t1))
+    assert states_by(outcomes) == {"orders": SKIPPED, "enriched": SKIPPED, "daily": SKIPPED}
+    assert "upstream orders did not refresh" in outcomes[1].message
+    assert not backend.calls
+
+
+def failing_run(graph, backend, scheduler, ticks: int, start_ms: int):
+    results = []
+    for i in range(ticks):
+        results.append(states_by(scheduler.execute(scheduler.dispatch(start_ms + i * 2 * UNIT))))
+    return results
+
+
+def test_failure_marks_downstream_upstream_failed_and_five_failures_suspend():
+    graph = pipeline()
+    backend = FakeBackend(failing={name("orders")})
+    scheduler = Scheduler(graph, backend)
+    start = 37_500 * UNIT * 2
+    results = failing_run(graph, backend, scheduler, 5, start)
+    for result in results:
+        assert result["orders"] == FAILED
+        assert result["enriched"] == UPSTREAM_FAILED and result["daily"] == UPSTREAM_FAILED
+    assert backend.failures[name("orders")] == 5
+    assert backend.scheduling[name("orders")] == SUSPENDED
+    # upstream failures do not count against the DTs downstream
+    assert backend.failures.get(name("daily"), 0) == 0
+    assert name("daily") not in backend.data_ts  # they never advanced past the failure
+    upstream_failed = [r for r in backend.not_refreshed if r[2] == UPSTREAM_FAILED]
+    assert len(upstream_failed) == 10 and "upstream orders failed" in upstream_failed[0][3]
+
+    # suspended: not attempted any more, and its pipeline cannot advance
+    calls = len(backend.calls)
+    sixth = states_by(scheduler.execute(scheduler.dispatch(start + 5 * 2 * UNIT)))
+    assert len(backend.calls) == calls
+    assert sixth == {"enriched": SKIPPED, "daily": SKIPPED}
+
+    # resume once the cause is fixed: the next due tick refreshes the whole pipeline
+    backend.failing.clear()
+    backend.resume(name("orders"))
+    resumed = states_by(scheduler.execute(scheduler.dispatch(start + 6 * 2 * UNIT)))
+    assert resumed == {"orders": SUCCEEDED, "enriched": SUCCEEDED, "daily": SUCCEEDED}
+    assert backend.failures[name("orders")] == 0
+
+
+def test_skips_do_not_count_towards_suspension():
+    graph = build_graph([node("a", "1 minute")], UNIT)
+    backend = FakeBackend(failing={name("a")})
+    scheduler = Scheduler(graph, backend)
+    start = 37_500 * UNIT * 2
+    for i in range(4):
+        scheduler.execute(scheduler.dispatch(start + i * UNIT))
+    busy = scheduler.dispatch(start + 4 * UNIT)  # a refresh in flight ...
+    assert states_by(scheduler.execute(scheduler.dispatch(start + 5 * UNIT))) == {"a": SKIPPED}
+    assert backend.failures[name("a")] == 4 and name("a") not in backend.scheduling
+    outcome = scheduler.execute(busy)[0]  # ... which fails: the fifth consecutive failure
+    assert outcome.state == FAILED and outcome.suspended
+    assert "suspended after 5 consecutive failures" in outcome.message
+    assert "dyntable resume a" in outcome.message
+
+
+def test_a_boundary_decouples_schedules_and_failures():
+    graph = pipeline()
+    backend = FakeBackend(failing={name("lookup")})
+    scheduler = Scheduler(graph, backend)
+    start = 37_500 * 1536 * S  # a boundary of every period, lookup's included
+    outcomes = states_by(scheduler.execute(scheduler.dispatch(start)))
+    assert outcomes["lookup"] == FAILED
+    assert outcomes["daily"] == SUCCEEDED  # reads lookup's last version, failure or not
+    later = scheduler.dispatch(start + 2 * UNIT)
+    assert name("lookup") not in later.members  # not dragged into daily's ticks
+
+
+def test_manual_refresh_brings_upstream_dts_to_the_same_new_timestamp():
+    graph = pipeline()
+    backend = FakeBackend()
+    backend.scheduling[name("orders")] = SUSPENDED  # a manual refresh is the user's call
+    scheduler = Scheduler(graph, backend)
+    now = datetime(2027, 1, 15, 10, 0, 3, 250000, tzinfo=timezone.utc)
+    outcomes = scheduler.execute(scheduler.dispatch(to_ms(now), MANUAL, roots=[name("daily")]))
+    assert [o.model for o in outcomes] == ["orders", "enriched", "daily"]
+    assert {(t, ts, trig) for t, ts, trig in backend.calls} == {
+        (name("orders"), now, MANUAL), (name("enriched"), now, MANUAL), (name("daily"), now, MANUAL)
+    }
+
+
+def test_a_dt_locked_by_another_runner_is_skipped_naming_the_holder():
+    graph = build_graph([node("a", "1 minute"), node("b", "downstream", reads=["a"]),
+                         node("c", "1 minute", reads=["b"])], UNIT)
+    holder = "process 4242 on host-1 (dyntable run, since 2027-01-15T10:00:00Z)"
+    backend = FakeBackend(locked={name("a"): holder})
+    scheduler = Scheduler(graph, backend)
+    outcomes = scheduler.execute(scheduler.dispatch(37_500 * UNIT))
+    assert states_by(outcomes) == {"a": SKIPPED, "b": SKIPPED, "c": SKIPPED}
+    assert holder in outcomes[0].message
+    assert backend.failures.get(name("a"), 0) == 0
+
+
+def test_an_uninitialized_dt_refreshes_at_the_first_tick_then_on_its_period():
+    graph = build_graph([node("a", "5 minutes")], UNIT)  # 96 s
+    backend = FakeBackend()
+    scheduler = Scheduler(graph, backend)
+    t0 = 37_500 * 96 * S + UNIT  # between two of a's boundaries
+    assert states_by(scheduler.execute(scheduler.dispatch(t0))) == {"a": SUCCEEDED}
+    assert scheduler.dispatch(t0 + UNIT).members == [name("a")]  # its next boundary
+    old = datetime.fromtimestamp(t0 / 1000, tz=timezone.utc) - timedelta(days=1)
+    backend.data_ts[name("a")] = old
+    fresh = Scheduler(graph, backend)  # a restarted runner catches up at once
+    assert fresh.dispatch(t0).members == [name("a")]
