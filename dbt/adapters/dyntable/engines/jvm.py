@@ -248,7 +248,8 @@ class JvmSparkEngine(Engine):
     name: ClassVar[str] = "session"
     capabilities: ClassVar[Capabilities] = Capabilities(
         change_data_feed=True,
-        truncate=True,
+        # Delta 4.0's tables do not implement TRUNCATE (Spark rejects it); DELETE FROM empties them.
+        truncate=False,
         alter_table_columns=True,
         persistent_catalog=True,
     )
