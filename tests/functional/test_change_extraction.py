@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import random
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -139,6 +140,35 @@ def test_every_interval_of_a_mixed_history(engine: EmbeddedEngine) -> None:
     latest = log.latest_version()
     assert latest == 6
     for v0, v1 in itertools.combinations_with_replacement(range(latest + 1), 2):
+        check_interval(engine, table, log, v0, v1)
+
+
+@pytest.mark.parametrize("seed", [7, 11])
+def test_random_histories(engine: EmbeddedEngine, seed: int) -> None:
+    """Random DML on a partitioned table with duplicates and NULLs; every interval is checked."""
+    rng = random.Random(seed)
+    table, log = new_table(engine, "id int, v int, p string", "partitioned by (p)")
+    parts = ["'a'", "'b'", "null"]
+    for _ in range(8):
+        ids = [rng.randrange(8) for _ in range(rng.randrange(1, 5))]
+        statement = rng.choice(["insert", "insert", "update", "move", "delete", "merge"])
+        if statement == "insert":
+            values = ", ".join(f"({i}, {rng.randrange(3)}, {rng.choice(parts)})" for i in ids)
+            engine.execute(f"insert into {table} values {values}")
+        elif statement == "update":
+            engine.execute(f"update {table} set v = v + 1 where id in ({ids[0]}, {ids[-1]})")
+        elif statement == "move":
+            engine.execute(f"update {table} set p = {rng.choice(parts)} where id = {ids[0]}")
+        elif statement == "delete":
+            engine.execute(f"delete from {table} where id = {ids[0]}")
+        else:
+            engine.execute(
+                f"merge into {table} as t using (select {ids[0]} as id, 9 as v, 'b' as p) as s "
+                "on t.id = s.id when matched then update set v = s.v when not matched then insert *"
+            )
+    pairs = list(itertools.combinations(range(log.latest_version() + 1), 2))
+    assert IntervalKind.MIXED in {log.interval(v0, v1).kind for v0, v1 in pairs}
+    for v0, v1 in pairs:
         check_interval(engine, table, log, v0, v1)
 
 
