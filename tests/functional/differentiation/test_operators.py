@@ -21,3 +21,283 @@ def test_projection_and_filter_with_moves_in_and_out(wh: Warehouse) -> None:
          f"update {t} set v = 'candy' where id is null",  # moves into it
          f"delete from {t} where id = 5"],
     )
+
+
+def _orders_customers(wh: Warehouse) -> tuple[str, str]:
+    customers = wh.table("customers", "id bigint, name string, country string", [
+        "(1, 'ann', 'fr')", "(2, 'bob', 'de')", "(3, 'cy', null)", "(null, 'nobody', 'fr')",
+    ])
+    orders = wh.table("orders", "oid bigint, cid bigint, amount bigint", [
+        "(10, 1, 100)", "(11, 1, 50)", "(12, 1, 50)", "(13, 2, 70)", "(14, null, 5)", "(15, 9, 1)",
+        "(11, 1, 50)",
+    ])
+    return orders, customers
+
+
+def _join_dml(orders: str, customers: str) -> list[str]:
+    return [
+        f"delete from {customers} where id = 1",  # joined to many orders
+        f"insert into {customers} values (9, 'zed', 'it'), (2, 'bob2', 'de')",  # duplicate key
+        f"update {orders} set cid = 3 where oid = 13",
+        f"insert into {orders} values (16, null, 7), (17, 3, 8)",
+        f"delete from {orders} where oid = 14",
+    ]
+
+
+def test_inner_join(wh: Warehouse) -> None:
+    orders, customers = _orders_customers(wh)
+    wh.check(
+        f"select o.oid, o.amount, c.name from {orders} o join {customers} c on o.cid = c.id",
+        _join_dml(orders, customers),
+    )
+
+
+def test_left_join(wh: Warehouse) -> None:
+    orders, customers = _orders_customers(wh)
+    wh.check(
+        f"select o.oid, c.name, c.country from {orders} o left join {customers} c on o.cid = c.id",
+        _join_dml(orders, customers),
+    )
+
+
+def test_right_join(wh: Warehouse) -> None:
+    orders, customers = _orders_customers(wh)
+    wh.check(
+        f"select o.oid, c.id, c.name from {orders} o right join {customers} c on o.cid = c.id",
+        _join_dml(orders, customers),
+    )
+
+
+def test_full_outer_join(wh: Warehouse) -> None:
+    orders, customers = _orders_customers(wh)
+    wh.check(
+        f"select o.oid, o.cid, c.id, c.name from {orders} o full outer join {customers} c on o.cid = c.id",
+        _join_dml(orders, customers),
+    )
+
+
+def test_full_outer_join_file_set_resolver(wh: Warehouse) -> None:
+    orders, customers = _orders_customers(wh)
+    wh.check(
+        f"select o.oid, o.cid, c.id, c.name from {orders} o full outer join {customers} c on o.cid = c.id",
+        _join_dml(orders, customers),
+        file_sets=True,
+    )
+
+
+def test_non_equi_left_join(wh: Warehouse) -> None:
+    orders, customers = _orders_customers(wh)
+    wh.check(
+        f"""select o.oid, c.name from {orders} o
+            left join {customers} c on o.cid >= c.id and o.amount > 40""",
+        _join_dml(orders, customers),
+    )
+
+
+def test_several_joins_and_self_join(wh: Warehouse) -> None:
+    orders, customers = _orders_customers(wh)
+    wh.check(
+        f"""select o.oid, c.name, o2.oid as other, c2.name as same_country
+            from {orders} o
+            join {customers} c on o.cid = c.id
+            left join {orders} o2 on o2.cid = o.cid and o2.oid <> o.oid
+            left join {customers} c2 on c2.country = c.country and c2.id <> c.id""",
+        _join_dml(orders, customers),
+    )
+
+
+def test_inner_join_insert_only_specialisation(wh: Warehouse) -> None:
+    orders, customers = _orders_customers(wh)
+    outcome = wh.check(
+        f"select o.oid, c.name from {orders} o join {customers} c on o.cid = c.id",
+        [f"insert into {orders} values (20, 1, 1), (20, 1, 1)", f"insert into {customers} values (1, 'ann2', 'fr')"],
+        insert_only={orders, customers},
+    )
+    assert outcome.delta.insert_only
+    assert all(weight > 0 for _, weight in outcome.delta_rows)
+
+
+def test_semi_and_anti_joins(wh: Warehouse) -> None:
+    orders, customers = _orders_customers(wh)
+    dml = _join_dml(orders, customers)
+    wh.check(f"select id, name from {customers} where id in (select cid from {orders})", dml)
+
+
+def test_exists_correlated(wh: Warehouse) -> None:
+    orders, customers = _orders_customers(wh)
+    wh.check(
+        f"""select c.id, c.name from {customers} c
+            where exists (select 1 from {orders} o where o.cid = c.id and o.amount >= 50)""",
+        _join_dml(orders, customers),
+    )
+
+
+def test_not_exists(wh: Warehouse) -> None:
+    orders, customers = _orders_customers(wh)
+    wh.check(
+        f"""select c.id, c.name from {customers} c
+            where not exists (select 1 from {orders} o where o.cid = c.id)""",
+        _join_dml(orders, customers),
+    )
+
+
+def test_not_in_with_nulls(wh: Warehouse) -> None:
+    """NOT IN is three-valued: a NULL in the subquery empties the result; it comes back when
+    the NULL row is deleted."""
+    orders, customers = _orders_customers(wh)
+    query = f"select id, name from {customers} where id not in (select cid from {orders} where amount < 60)"
+    first = wh.check(query, [f"delete from {orders} where cid is null"])
+    assert first.before == {} and first.after != {}
+    wh.check(query, [f"insert into {orders} values (30, null, 1)"])
+    wh.check(query, [f"delete from {orders} where cid is null", f"insert into {customers} values (null, 'x', 'y')"])
+
+
+def test_semi_join_insert_only_specialisation(wh: Warehouse) -> None:
+    orders, customers = _orders_customers(wh)
+    wh.check(
+        f"select id, name from {customers} where id in (select cid from {orders})",
+        [f"insert into {orders} values (40, 3, 1)", f"insert into {customers} values (3, 'cy2', 'x')"],
+        insert_only={orders, customers},
+    )
+    wh.check(
+        f"select id, name from {customers} c where not exists (select 1 from {orders} o where o.cid = c.id)",
+        [f"insert into {orders} values (41, 9, 1), (42, 2, 1)"],
+        insert_only={orders, customers},
+    )
+
+
+def test_union_all_and_union(wh: Warehouse) -> None:
+    orders, customers = _orders_customers(wh)
+    dml = _join_dml(orders, customers)
+    wh.check(
+        f"""select cid as k, 'order' as src from {orders}
+            union all select id as k, 'customer' as src from {customers}
+            union all select 1 as k, 'constant' as src""",
+        dml,
+    )
+
+
+def test_union_distinct(wh: Warehouse) -> None:
+    orders, customers = _orders_customers(wh)
+    wh.check(f"select cid as k from {orders} union select id as k from {customers}", _join_dml(orders, customers))
+
+
+def test_group_by_aggregates(wh: Warehouse) -> None:
+    orders, customers = _orders_customers(wh)
+    outcome = wh.check(
+        f"""select cid, count(*) as n, count(distinct amount) as amounts, sum(amount) as total,
+                   avg(amount) as mean, min(amount) as lo, max(amount) as hi,
+                   bool_and(amount > 10) as all_big, bool_or(amount > 90) as any_huge
+            from {orders} group by cid""",
+        [*_join_dml(orders, customers), f"update {orders} set cid = 2 where oid = 10"],
+    )
+    assert outcome.delta.row_key == ["cid"]
+
+
+def test_group_by_expression_and_having(wh: Warehouse) -> None:
+    orders, customers = _orders_customers(wh)
+    wh.check(
+        f"""select c.country, count(*) as n, sum(o.amount) as total
+            from {orders} o join {customers} c on o.cid = c.id
+            group by c.country having sum(o.amount) > 60""",
+        _join_dml(orders, customers),
+    )
+    wh.check(
+        f"select amount % 2 as parity, count(*) as n from {orders} group by 1 having n > 1",
+        [f"insert into {orders} values (50, 1, 3), (51, 1, 5)", f"delete from {orders} where amount = 70"],
+    )
+
+
+def test_global_aggregates_over_empty_input(wh: Warehouse) -> None:
+    t = wh.table("t", "id bigint, v bigint")
+    outcome = wh.check(
+        f"select count(*) as n, sum(v) as s, max(v) as m from {t}",
+        [f"insert into {t} values (1, 10), (2, null)"],
+    )
+    assert outcome.before == {(0, None, None): 1}
+    wh.check(f"select count(*) as n, sum(v) as s, max(v) as m from {t}", [f"delete from {t} where id >= 1"])
+
+
+def test_distinct(wh: Warehouse) -> None:
+    orders, customers = _orders_customers(wh)
+    wh.check(
+        f"select distinct cid, amount from {orders}",
+        [*_join_dml(orders, customers), f"delete from {orders} where oid = 11", f"insert into {orders} values (60, null, 5)"],
+    )
+
+
+def test_distinct_insert_only(wh: Warehouse) -> None:
+    orders, _ = _orders_customers(wh)
+    outcome = wh.check(
+        f"select distinct cid from {orders}",
+        [f"insert into {orders} values (61, 1, 1), (62, 77, 1), (63, 77, 2), (64, null, 3)"],
+        insert_only={orders},
+    )
+    assert outcome.delta.insert_only
+
+
+def test_windows_recompute_touched_partitions(wh: Warehouse) -> None:
+    orders, customers = _orders_customers(wh)
+    wh.check(
+        f"""select oid, cid, amount,
+                   row_number() over (partition by cid order by amount, oid) as rn,
+                   rank() over (partition by cid order by amount) as rk,
+                   dense_rank() over (partition by cid order by amount) as drk,
+                   sum(amount) over (partition by cid) as cid_total,
+                   count(*) over (partition by cid) as cid_count,
+                   avg(amount) over (partition by cid) as cid_mean,
+                   lag(amount) over (partition by cid order by amount, oid) as prev,
+                   lead(oid, 1) over (partition by cid order by amount, oid) as next_oid,
+                   first(amount) over (partition by cid order by amount, oid
+                                       rows between unbounded preceding and unbounded following) as lo,
+                   last(amount) over (partition by cid order by amount, oid
+                                      rows between unbounded preceding and unbounded following) as hi
+            from (select distinct oid, cid, amount from {orders}) d""",
+        _join_dml(orders, customers),
+    )
+
+
+def test_top_one_per_partition(wh: Warehouse) -> None:
+    orders, customers = _orders_customers(wh)
+    wh.check(
+        f"""select oid, cid, amount from (
+              select oid, cid, amount,
+                     row_number() over (partition by cid order by amount desc, oid) as rn
+              from {orders}) ranked
+            where rn = 1""",
+        [*_join_dml(orders, customers), f"update {orders} set amount = 500 where oid = 12"],
+    )
+
+
+def test_ctes_subqueries_and_nested_views(wh: Warehouse) -> None:
+    orders, customers = _orders_customers(wh)
+    big = wh.view("big_orders", f"select oid, cid, amount from {orders} where amount >= 50")
+    named = wh.view("named_orders", f"select b.oid, b.amount, c.name from {big} b join {customers} c on b.cid = c.id")
+    views = {
+        big: f"select oid, cid, amount from {orders} where amount >= 50",
+        named: f"select b.oid, b.amount, c.name from {big} b join {customers} c on b.cid = c.id",
+    }
+    wh.check(
+        f"""with per_name as (select name, sum(amount) as total from {named} group by name),
+                 ranked as (select name, total from per_name where total > 0)
+            select r.name, r.total, x.n from ranked r
+            join (select name, count(*) as n from {named} group by name) x on x.name = r.name""",
+        _join_dml(orders, customers),
+        views=views,
+    )
+
+
+def test_declared_unique_keys_propagate(wh: Warehouse) -> None:
+    orders, customers = _orders_customers(wh)
+    outcome = wh.check(
+        f"select o.oid, c.id as customer, o.amount * 2 as doubled from {orders} o join {customers} c on o.cid = c.id",
+        [f"update {orders} set amount = 1 where oid = 10"],
+        unique_keys={orders: ["oid"], customers: ["id"]},
+    )
+    assert outcome.delta.row_key == ["oid", "customer"]
+
+
+def test_unchanged_sources_give_an_empty_typed_delta(wh: Warehouse) -> None:
+    orders, customers = _orders_customers(wh)
+    outcome = wh.check(f"select o.oid, c.name from {orders} o join {customers} c on o.cid = c.id", [])
+    assert outcome.delta_rows == []

@@ -77,26 +77,40 @@ class DeltaQuery:
 
 
 class Differentiator:
-    """Derivatives and versioned renderings of one plan's nodes, for one resolver."""
+    """Derivatives and versioned renderings of one plan's nodes, for one resolver.
+
+    Each derivative and each rendering of a non-scan node becomes a named CTE, referenced as
+    often as rules need it: the SQL grows linearly with the plan, although rules such as the
+    aggregate's read ΔQ twice (inlining would double the text at every level).
+    """
 
     def __init__(self, resolver: SourceResolver) -> None:
         self.resolver = resolver
+        self.ctes: List[Tuple[str, str]] = []
         self._derived: Dict[int, Optional[str]] = {}
         self._rendered: Dict[Tuple[int, str], str] = {}
 
+    def _share(self, kind: str, sql: str) -> str:
+        name = f"_dyn_{kind}{len(self.ctes)}"
+        self.ctes.append((name, sql))
+        return f"SELECT * FROM {q(name)}"
+
+    def _version(self, node: Node, version: str) -> str:
+        key = (id(node), version)
+        if key not in self._rendered:
+            relation = self.resolver.before if version == "v0_" else self.resolver.after
+            sub = self.before if version == "v0_" else self.after
+            sql = render(node, relation, sub)
+            self._rendered[key] = sql if isinstance(node, Scan) else self._share(version, sql)
+        return self._rendered[key]
+
     def before(self, node: Node) -> str:
         """``node`` evaluated on its sources at the start of the interval (Q|I0)."""
-        key = (id(node), "before")
-        if key not in self._rendered:
-            self._rendered[key] = render(node, self.resolver.before)
-        return self._rendered[key]
+        return self._version(node, "v0_")
 
     def after(self, node: Node) -> str:
         """``node`` evaluated on its sources at the end of the interval (Q|I1)."""
-        key = (id(node), "after")
-        if key not in self._rendered:
-            self._rendered[key] = render(node, self.resolver.after)
-        return self._rendered[key]
+        return self._version(node, "v1_")
 
     def unchanged(self, node: Node) -> bool:
         return all(self.resolver.is_unchanged(t) for t in node.sources())
@@ -112,11 +126,15 @@ class Differentiator:
         """ΔQ for ``node`` as a SELECT of its columns and ``_dyn_weight``; None if it is empty."""
         if id(node) not in self._derived:
             rule = rule_for(node)
-            if rule is None or self.unchanged(node):
-                self._derived[id(node)] = None
-            else:
-                self._derived[id(node)] = rule.derive(node, self)
+            delta = None if rule is None or self.unchanged(node) else rule.derive(node, self)
+            self._derived[id(node)] = None if delta is None else self._share("d", delta)
         return self._derived[id(node)]
+
+    def with_ctes(self, sql: str) -> str:
+        if not self.ctes:
+            return sql
+        named = ",\n".join(f"{q(name)} AS ({body})" for name, body in self.ctes)
+        return f"WITH {named}\n{sql}"
 
 
 def differentiate(plan: Plan, resolver: SourceResolver) -> DeltaQuery:
@@ -131,11 +149,11 @@ def differentiate(plan: Plan, resolver: SourceResolver) -> DeltaQuery:
             f"SELECT {renamed}, CAST(0 AS BIGINT) AS {q(WEIGHT)} "
             f"FROM ({differentiator.after(root)}) AS `_dyn_q` WHERE FALSE"
         )
-        return DeltaQuery(sql, list(plan.columns), plan.row_key, insert_only=True)
+        return DeltaQuery(differentiator.with_ctes(sql), list(plan.columns), plan.row_key, insert_only=True)
     positive = differentiator.positive(root)
     outer = f"SELECT {renamed}, {q(WEIGHT)} AS {q(WEIGHT)} FROM ({delta}) AS `_dyn_q`"
     return DeltaQuery(
-        consolidate(outer, plan.columns, positive=positive),
+        differentiator.with_ctes(consolidate(outer, plan.columns, positive=positive)),
         list(plan.columns),
         plan.row_key,
         insert_only=positive,

@@ -68,7 +68,7 @@ def describe(node: Node) -> str:
         aggregates = ", ".join(f"{n} := {expr(e)}" for n, e in node.aggregates)
         return f"Aggregate BY {keys} COMPUTE {aggregates}"
     if isinstance(node, Window):
-        return f"Window {node.name} := {expr(node.function)}"
+        return "Window " + ", ".join(f"{n} := {expr(f)}" for n, f in node.functions)
     return type(node).__name__
 
 

@@ -240,19 +240,19 @@ class Distinct(Node):
 
 @dataclass(eq=False)
 class Window(Node):
-    """Appends ``name`` = ``function`` (an ``exp.Window`` over the child's columns) to each row."""
+    """Appends ``name = function`` for each of ``functions`` (``exp.Window`` over the child's
+    columns, all with the same PARTITION BY) to each row."""
 
     child: Node
-    name: str
-    function: exp.Window
+    functions: List[Tuple[str, exp.Window]]
 
     @property
     def partition_by(self) -> List[exp.Expression]:
-        return list(self.function.args.get("partition_by") or [])
+        return list(self.functions[0][1].args.get("partition_by") or [])
 
     @property
     def columns(self) -> List[str]:
-        return self.child.columns + [self.name]
+        return self.child.columns + [name for name, _ in self.functions]
 
     @property
     def children(self) -> List[Node]:

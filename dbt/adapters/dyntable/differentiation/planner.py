@@ -637,10 +637,14 @@ class Planner:
     def _lower_windows(
         self, node: Node, expressions: List[exp.Expression]
     ) -> Tuple[Node, List[exp.Expression]]:
+        """One Window node per distinct PARTITION BY, so that a touched partition is recomputed
+        once for all the functions over it."""
+        by_partition: Dict[str, Window] = {}
         lowered: List[exp.Expression] = []
         for expression in expressions:
             for window in list(expression.find_all(exp.Window)):
-                if not window.args.get("partition_by"):
+                partition = window.args.get("partition_by")
+                if not partition:
                     raise NotIncrementalizable(
                         "window", sql_of(window),
                         "a window without PARTITION BY spans the whole input: any change "
@@ -655,7 +659,11 @@ class Planner:
                         "window", sql_of(window), f"window function {function.key} is not supported"
                     )
                 name = self.names.mint(function.key)
-                node = Window(node, name, window.copy())
+                key = ", ".join(sql_of(p) for p in partition)
+                if key not in by_partition:
+                    by_partition[key] = Window(node, [])
+                    node = by_partition[key]
+                by_partition[key].functions.append((name, window.copy()))
                 if window is expression:
                     expression = column(name)
                 else:

@@ -34,11 +34,9 @@ def scan_select(node: Scan, relation: str, extra: str = "") -> str:
     return f"SELECT {listed}{extra} FROM {relation} AS `_dyn_t`"
 
 
-def render(node: Node, relation: Callable[[str], str]) -> str:
-    """``node`` as a SELECT of ``node.columns``, reading base table ``t`` as ``relation(t)``."""
-
-    def sub(child: Node) -> str:
-        return render(child, relation)
+def render(node: Node, relation: Callable[[str], str], sub: Callable[[Node], str]) -> str:
+    """``node`` as a SELECT of ``node.columns``, reading base table ``t`` as ``relation(t)`` and
+    each child as the query ``sub(child)``."""
 
     if isinstance(node, Scan):
         return scan_select(node, relation(node.table))
@@ -92,7 +90,5 @@ def aggregate_select(node: Aggregate, child: str) -> str:
 
 
 def window_select(node: Window, child: str) -> str:
-    return (
-        f"SELECT {cols(node.child.columns)}, {expr(node.function)} AS {q(node.name)} "
-        f"FROM ({child}) AS `_dyn_q`"
-    )
+    functions = ", ".join(f"{expr(f)} AS {q(n)}" for n, f in node.functions)
+    return f"SELECT {cols(node.child.columns)}, {functions} FROM ({child}) AS `_dyn_q`"
