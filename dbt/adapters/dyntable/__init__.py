@@ -9,4 +9,7 @@ Plugin = AdapterPlugin(
     credentials=DyntableCredentials,
     include_path=dyntable.PACKAGE_PATH,
     dependencies=["spark"],
+    # The include project's name (dbt_project.yml): dbt treats only the plugin's named project as
+    # an adapter package, and only adapter packages' dyntable__* macros override dispatched ones.
+    project_name="dyntable",
 )
