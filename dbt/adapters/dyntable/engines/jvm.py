@@ -31,7 +31,7 @@ import threading
 import time
 from collections import deque
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Deque, Dict, List, Mapping, Optional
+from typing import IO, TYPE_CHECKING, ClassVar, Deque, Dict, List, Mapping, Optional
 
 from dbt.adapters.dyntable.engines.base import Capabilities, Engine, EngineError
 from dbt.adapters.dyntable.engines.warehouse import Warehouse
@@ -144,12 +144,12 @@ class _DriverOutput:
     The driver's output must not reach dbt's own stdout (it may be structured logs).
     """
 
-    def __init__(self, stream) -> None:  # type: ignore[no-untyped-def] - a binary pipe
+    def __init__(self, stream: IO[bytes]) -> None:
         self.lines: Deque[str] = deque(maxlen=OUTPUT_TAIL_LINES)
         self._thread = threading.Thread(target=self._pump, args=(stream,), daemon=True)
         self._thread.start()
 
-    def _pump(self, stream) -> None:  # type: ignore[no-untyped-def]
+    def _pump(self, stream: IO[bytes]) -> None:
         for raw in iter(stream.readline, b""):
             line = raw.decode("utf-8", "replace").rstrip()
             self.lines.append(line)
@@ -189,8 +189,6 @@ def launch_driver(conf: "SparkConf", timeout: float) -> "tuple[subprocess.Popen[
             # Still resolving or starting: it does not read stdin yet, so only a kill ends it.
             _end(proc, grace=0)
             raise _launch_error(output.drained(), timed_out, timeout)
-        # The driver writes the file whole before PySpark's own launcher reads it; do the same wait.
-        time.sleep(0.05)
         with open(info_file, "rb") as info:
             port = read_int(info)
             secret = UTF8Deserializer().loads(info)
@@ -302,9 +300,17 @@ class JvmSparkEngine(Engine):
         if self.spark_jars is not None:
             conf["spark.jars"] = ",".join(str(jar) for jar in delta_jars(self.spark_jars.expanduser()))
         else:
-            from delta import configure_spark_with_delta_pip
             from pyspark.sql import SparkSession
 
+            try:
+                from delta import configure_spark_with_delta_pip
+            except ImportError as exc:
+                raise EngineError(
+                    f"The session engine needs the delta-spark package ({exc}). Install "
+                    "dbt-dyntable[spark], or set `spark_jars` to a folder of Delta's jars."
+                ) from exc
+            # delta-spark's own helper names the Maven coordinates matching its version; its
+            # builder only collects options, which go to the driver launched below.
             conf.update(configure_spark_with_delta_pip(SparkSession.builder)._options)
         user = dict(self.spark_conf)
         if "spark.driver.extraJavaOptions" in user and "spark.driver.extraJavaOptions" in conf:
@@ -317,7 +323,6 @@ class JvmSparkEngine(Engine):
     def start(self) -> "JvmSparkEngine":
         from pyspark import SparkConf, SparkContext
         from pyspark.sql import SparkSession
-
         from pyspark.sql.utils import is_remote
 
         find_java()
