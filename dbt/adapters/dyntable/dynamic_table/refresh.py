@@ -49,7 +49,7 @@ logger = logging.getLogger(__name__)
 #: query then reads about as much as a recomputation and adds a MERGE on top.
 AUTO_FULL_CHANGE_SHARE = 0.3
 
-#: What ``dyntable.refresh_boundary(ref('x'))`` leaves beside the relation it renders in compiled
+#: What ``refresh_boundary(ref('x'))`` leaves beside the relation it renders in compiled
 #: SQL (seed 003's DYNAMIC_TABLE_REFRESH_BOUNDARY). A comment survives dbt's compilation, needs no
 #: config, and lets `dbt run` and the runner both see the boundary in the SQL they refresh.
 REFRESH_BOUNDARY_MARKER = re.compile(r"/\*\s*dyntable:refresh_boundary=([^\s*]+)\s*\*/")

@@ -3,7 +3,7 @@
 Nodes are dynamic tables keyed by their relation name (``schema.table``, lower case). An edge
 u → d means d reads u in the same pipeline (directly or through views and other non-DT models):
 d's refresh at T needs u's refresh at T (DESIGN §2.2). Inputs read through
-``dyntable.refresh_boundary(...)`` are not edges: they decouple schedules, failures and lags
+``refresh_boundary(ref(...))`` are not edges: they decouple schedules, failures and lags
 (seed 003).
 
 Periods follow seed 000 §5.2: canonical periods ``unit · 2^n`` (unit 48 s, shrunk by the runner's
@@ -105,7 +105,7 @@ class DynamicTableGraph:
                 "The dynamic tables form a cycle: "
                 + " → ".join(self.model(n) for n in self._find_cycle(set(self.nodes) - set(order)))
                 + ". A dynamic table cannot read itself, even through other models; break the "
-                "cycle, or read one side through dyntable.refresh_boundary(ref(...))."
+                "cycle, or read one side through refresh_boundary(ref(...))."
             )
         return order
 
@@ -205,7 +205,7 @@ class DynamicTableGraph:
                 f"Model '{node.model}': {why} is below the {up.dt.config.target_lag} of its "
                 f"upstream dynamic table '{up.model}'. A dynamic table cannot be fresher than what "
                 f"it reads: raise the target_lag to at least {up.dt.config.target_lag}, or read "
-                f"'{up.model}' through dyntable.refresh_boundary(ref('{up.model}'))."
+                f"'{up.model}' through refresh_boundary(ref('{up.model}'))."
             )
 
     def _choose_periods(self) -> None:
