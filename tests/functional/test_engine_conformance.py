@@ -116,6 +116,17 @@ def test_ctas_columns_stay_nullable(engine: Engine) -> None:
     assert sorted_rows(engine, f"SELECT a, b FROM {name}") == [(1, "x"), (None, None)]
 
 
+def test_ctas_run_directly_keeps_columns_nullable(
+    request: pytest.FixtureRequest, engine: Engine, tmp_path: Path
+) -> None:
+    embedded_lacks(
+        request, engine, "nullable columns from a CTAS sent to spark.sql directly (use Engine.execute)"
+    )
+    name = fresh()
+    engine.spark.sql(f"CREATE TABLE {name} USING delta LOCATION '{tmp_path / name}' AS SELECT 1 AS a").collect()
+    assert [f.nullable for f in engine.spark.table(name).schema.fields] == [True]
+
+
 def test_ctas_with_cte_and_partitioning(engine: Engine) -> None:
     name = fresh()
     engine.execute(
