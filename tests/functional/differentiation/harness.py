@@ -79,10 +79,10 @@ class Warehouse:
     def __post_init__(self) -> None:
         self.engine.execute(f"create schema if not exists {self.schema}")
 
-    def table(self, name: str, columns: str, rows: Sequence[str] = ()) -> str:
+    def table(self, name: str, columns: str, rows: Sequence[str] = (), properties: str = "") -> str:
         """Create ``schema.name`` with ``columns`` and insert ``rows`` (SQL tuples)."""
         qualified = f"{self.schema}.{name}"
-        self.engine.execute(f"create table {qualified} ({columns}) using delta")
+        self.engine.execute(f"create table {qualified} ({columns}) using delta {properties}")
         if rows:
             self.engine.execute(f"insert into {qualified} values {', '.join(rows)}")
         self.tables.append(qualified)
