@@ -20,7 +20,9 @@ DT's stored state: not done here, the recomputation is exact for every aggregate
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Optional, Sequence
+
+from sqlglot import exp
 
 from dbt.adapters.dyntable.differentiation.plan import Aggregate
 from dbt.adapters.dyntable.differentiation.render import aggregate_select
@@ -32,14 +34,19 @@ if TYPE_CHECKING:
 RULE = "Δγk(Q) = -γk(Q|I0 ⋉k ΔQ) + γk(Q|I1 ⋉k ΔQ)"
 
 
-def touched_rows(d: "Differentiator", relation: str, child_columns, keys, delta: str) -> str:
-    """Rows of ``relation`` whose values of the ``keys`` expressions occur in ``delta``."""
-    key_names = [f"_dyn_k{i}" for i in range(len(keys))]
-    distinct_keys = ", ".join(f"{expr(e)} AS {q(n)}" for e, n in zip(keys, key_names))
-    match = " AND ".join(f"{expr(e)} <=> `_dyn_k`.{q(n)}" for e, n in zip(keys, key_names))
+def touched_keys(d: "Differentiator", keys: Sequence[exp.Expression], delta: str) -> str:
+    """The distinct values of the ``keys`` expressions in ``delta``, as ``_dyn_k0, _dyn_k1...``;
+    computed once, read for both versions."""
+    distinct_keys = ", ".join(f"{expr(e)} AS {q(f'_dyn_k{i}')}" for i, e in enumerate(keys))
+    return d.share(f"SELECT DISTINCT {distinct_keys} FROM ({delta}) AS `_dyn_d`")
+
+
+def touched_rows(relation: str, columns: Sequence[str], keys: Sequence[exp.Expression], touched: str) -> str:
+    """Rows of ``relation`` whose ``keys`` values are among ``touched`` (NULL-safe)."""
+    match = " AND ".join(f"{expr(e)} <=> `_dyn_k`.{q(f'_dyn_k{i}')}" for i, e in enumerate(keys))
     return (
-        f"SELECT {cols(child_columns)} FROM ({relation}) AS `_dyn_q` LEFT SEMI JOIN "
-        f"(SELECT DISTINCT {distinct_keys} FROM ({delta}) AS `_dyn_d`) AS `_dyn_k` ON {match}"
+        f"SELECT {cols(columns)} FROM ({relation}) AS `_dyn_q` LEFT SEMI JOIN ({touched}) AS `_dyn_k` "
+        f"ON {match}"
     )
 
 
@@ -50,8 +57,9 @@ def derive(node: Aggregate, d: "Differentiator") -> Optional[str]:
     before, after = d.before(node.child), d.after(node.child)
     if node.keys:
         keys = [e for _, e in node.keys]
-        before = touched_rows(d, before, node.child.columns, keys, delta)
-        after = touched_rows(d, after, node.child.columns, keys, delta)
+        touched = touched_keys(d, keys, delta)
+        before = touched_rows(before, node.child.columns, keys, touched)
+        after = touched_rows(after, node.child.columns, keys, touched)
     old = signed(aggregate_select(node, before), node.columns, -1)
     new = signed(aggregate_select(node, after), node.columns, 1)
     combined = union_all([old, new])

@@ -88,7 +88,18 @@ class Differentiator:
         self.resolver = resolver
         self.ctes: List[Tuple[str, str]] = []
         self._derived: Dict[int, Optional[str]] = {}
-        self._rendered: Dict[Tuple[int, str], str] = {}
+        self._rendered: Dict[Tuple[object, str], str] = {}
+
+    def changes(self, table: str) -> str:
+        """The resolver's changes of ``table``, read once however many scans of it the plan has."""
+        key = (table, "changes")
+        if key not in self._rendered:
+            self._rendered[key] = self._share("c", f"SELECT * FROM {self.resolver.changes(table)}")
+        return self._rendered[key]
+
+    def share(self, sql: str) -> str:
+        """A relation a rule reads more than once, computed once as a CTE."""
+        return self._share("x", sql)
 
     def _share(self, kind: str, sql: str) -> str:
         name = f"_dyn_{kind}{len(self.ctes)}"

@@ -3,6 +3,8 @@ reason the query cannot be maintained incrementally."""
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from typing import Any, List, Optional, Union
 
 from dbt.adapters.dyntable.differentiation.derivative import differentiate, rule_for
@@ -70,6 +72,26 @@ def describe(node: Node) -> str:
     if isinstance(node, Window):
         return "Window " + ", ".join(f"{n} := {expr(f)}" for n, f in node.functions)
     return type(node).__name__
+
+
+def plan_tree(node: Node, depth: int = 0) -> List[str]:
+    """One line per node, indented by depth: the operator, then the rule that differentiates it."""
+    rule = rule_for(node)
+    formula = getattr(rule, "RULE", "constant: Δ = ∅")
+    lines = [f"{'  ' * depth}{describe(node)}  <= {formula}"]
+    for child in node.children:
+        lines.extend(plan_tree(child, depth + 1))
+    return lines
+
+
+def reads(delta_sql: str) -> str:
+    """How often a symbolic delta reads each source version (``t@v0``, ``t@v1``, ``t@changes``):
+    the cost shape of a derivative."""
+    found = Counter(
+        name.replace("`", "")
+        for name in re.findall(r"((?:`[^`]+`\.)*`[^`]+@(?:v0|v1|changes)`)", delta_sql)
+    )
+    return " ".join(f"{name}x{count}" for name, count in sorted(found.items()))
 
 
 def tree(node: Node, depth: int = 0) -> List[str]:

@@ -1,5 +1,5 @@
-"""Left, right and full outer joins (seed 000 §5.5.1), factored so no input is read more than
-twice beyond its changes.
+"""Left, right and full outer joins (seed 000 §5.5.1), factored so that a left or right join
+reads each input version at most twice beyond its changes (a full join: three times).
 
 An outer join is the inner join plus the null-padded anti-join of each preserved side:
 ``L ⟕ R = L ⋈ R + pad(L ▷ R)``. The anti-join part changes in two ways: rows of ΔL find (or not) a
@@ -72,7 +72,7 @@ def _unmatched(node: Join, rows: str, other: str, weight: str) -> str:
 def _padding_flips(
     node: Join, d: "Differentiator", side: Node, other: Node, other_delta: str
 ) -> List[str]:
-    touched = _touched(node, side, d.before(side), other_delta)
+    touched = d.share(_touched(node, side, d.before(side), other_delta))
     terms = []
     if not d.positive(other):
         terms.append(_unmatched(node, touched, d.after(other), PLUS))

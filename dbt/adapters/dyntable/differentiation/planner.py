@@ -617,7 +617,7 @@ class Planner:
                         "group may not reproduce the stored value",
                     )
                 if text not in aggregate_by_sql:
-                    name = self.names.mint(text)
+                    name = self.names.mint(expression.key)
                     aggregates.append((name, expression))
                     aggregate_by_sql[text] = name
                 return column(aggregate_by_sql[text])

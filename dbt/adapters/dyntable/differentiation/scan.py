@@ -22,4 +22,4 @@ def derive(node: Scan, d: "Differentiator") -> Optional[str]:
     if d.resolver.is_unchanged(node.table):
         return None
     weight = f", CAST({q(WEIGHT)} AS BIGINT) AS {q(WEIGHT)}"
-    return scan_select(node, d.resolver.changes(node.table), weight)
+    return scan_select(node, f"({d.changes(node.table)})", weight)

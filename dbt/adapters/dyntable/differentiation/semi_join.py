@@ -44,7 +44,7 @@ def derive(node: SemiJoin, d: "Differentiator") -> Optional[str]:
         terms.append(_join(node, left_delta, d.after(node.right), node.anti, f"`_dyn_l`.{q(WEIGHT)}"))
     right_delta = d.derive(node.right)
     if right_delta is not None:
-        touched = (
+        touched = d.share(
             f"SELECT {cols(node.columns)} FROM ({d.before(node.left)}) AS `_dyn_l` "
             f"LEFT SEMI JOIN ({right_delta}) AS `_dyn_r` ON {expr(node.condition)}"
         )

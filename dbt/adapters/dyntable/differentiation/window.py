@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Optional
 
-from dbt.adapters.dyntable.differentiation.aggregate import touched_rows
+from dbt.adapters.dyntable.differentiation.aggregate import touched_keys, touched_rows
 from dbt.adapters.dyntable.differentiation.plan import Window
 from dbt.adapters.dyntable.differentiation.render import window_select
 from dbt.adapters.dyntable.differentiation.sqltext import consolidate, signed, union_all
@@ -31,8 +31,9 @@ def derive(node: Window, d: "Differentiator") -> Optional[str]:
     if delta is None:
         return None
     partition = node.partition_by
-    before = touched_rows(d, d.before(node.child), node.child.columns, partition, delta)
-    after = touched_rows(d, d.after(node.child), node.child.columns, partition, delta)
+    touched = touched_keys(d, partition, delta)
+    before = touched_rows(d.before(node.child), node.child.columns, partition, touched)
+    after = touched_rows(d.after(node.child), node.child.columns, partition, touched)
     old = signed(window_select(node, before), node.columns, -1)
     new = signed(window_select(node, after), node.columns, 1)
     combined = union_all([old, new])
