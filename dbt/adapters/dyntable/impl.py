@@ -60,6 +60,17 @@ class DyntableAdapter(SparkAdapter):
         information = _PROVIDER_LINE.sub(lambda m: m.group(1) + m.group(2).lower(), information or "")
         return schema, name, information
 
+    def list_relations_without_caching(self, schema_relation: BaseRelation) -> List[BaseRelation]:
+        """The schema's tables and views, without the session's temporary views.
+
+        `SHOW TABLE EXTENDED IN <schema>` also lists every temporary view of the session (with no
+        schema). The engine's session outlives one dbt command in this process, so the temporary
+        views of earlier runs (incremental `__dbt_tmp` views) were listed as relations without a
+        schema and broke `dbt docs generate` ("'NoneType' object has no attribute 'lower'").
+        """
+        relations = super().list_relations_without_caching(schema_relation)
+        return [relation for relation in relations if relation.schema]
+
     # -- dynamic tables --------------------------------------------------------------------------
 
     def _dynamic_tables(self) -> "DynamicTableService":

@@ -5,6 +5,8 @@ import pytest
 from dbt.tests.adapter.basic import expected_catalog
 from dbt.tests.adapter.basic.test_docs_generate import BaseDocsGenerate, BaseDocsGenReferences
 
+from dbt.tests.util import run_dbt
+
 from tests.functional.adapter.delta import delta_project
 
 
@@ -60,3 +62,29 @@ class TestDocsGenReferences(DeltaDocsProject, BaseDocsGenReferences):
             table_type="table",
             model_stats=expected_catalog.no_stats(),
         ))
+
+
+incremental_sql = """
+{{ config(materialized='incremental', incremental_strategy='merge', unique_key='id') }}
+select 1 as id, 'a' as name
+"""
+
+
+class TestDocsGenerateAfterIncrementalRun:
+    """The engine's session outlives one dbt command in this process: the temporary view an
+    incremental run leaves in it must not reach the next command's catalog."""
+
+    @pytest.fixture(scope="class")
+    def project_config_update(self):
+        return delta_project()
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"incremental_model.sql": incremental_sql}
+
+    def test_catalog_lists_only_schema_relations(self, project):
+        run_dbt(["run"])
+        run_dbt(["run"])  # the incremental run creates incremental_model__dbt_tmp, a temporary view
+        catalog = run_dbt(["docs", "generate", "--no-compile"])
+        assert sorted(node.metadata.name for node in catalog.nodes.values()) == ["incremental_model"]
+        assert not catalog.errors
