@@ -78,6 +78,9 @@ SCHEMAS: Dict[str, pa.Schema] = {
 }
 
 COMMIT_RETRIES = 20
+#: Every metadata commit adds a small file and every read lists them all: compact a table's files
+#: into one every this many commits, so a read stays one file wide however long the runner runs.
+COMPACT_EVERY = 25
 
 
 def utcnow() -> datetime:
@@ -163,6 +166,12 @@ class MetadataStore:
     def __init__(self, root: Path, schema: str) -> None:
         self.root = root
         self.schema = schema
+        # Opening a Delta table replays its log (tens of ms); an open one catches up by reading
+        # only the commits since (update_incremental), which keeps a NO_DATA refresh cheap. An
+        # open table is not safe to use from two threads at once (the runner's ticks overlap),
+        # hence the lock around every use.
+        self._open: Dict[str, DeltaTable] = {}
+        self._open_lock = threading.RLock()
 
     def location(self, table: str) -> Path:
         return self.root / table
@@ -186,20 +195,14 @@ class MetadataStore:
         rows = self._rows(FRONTIERS, name)
         if not rows:
             return None
-        row = max(rows, key=lambda r: r["updated_at"])
-        return Frontier(
-            name=row["name"],
-            data_timestamp=row["data_timestamp"],
-            source_versions=json.loads(row["source_versions"] or "{}"),
-            dt_version=row["dt_version"],
-            definition_hash=row["definition_hash"],
-            refresh_mode=row["refresh_mode"],
-            definition=row["definition"] or "",
-            pending=Intent.from_json(row["pending"]) if row["pending"] else None,
-        )
+        return _frontier(max(rows, key=lambda r: r["updated_at"]))
 
     def frontiers(self) -> Dict[str, Frontier]:
-        return {name: f for name in self._names(FRONTIERS) if (f := self.frontier(name))}
+        """Every DT's frontier, from one read of the table (a runner tick asks for all)."""
+        latest: Dict[str, Dict[str, Any]] = {}
+        for row in sorted(self._rows(FRONTIERS, None), key=lambda r: r["updated_at"]):
+            latest[row["name"]] = row
+        return {name: _frontier(row) for name, row in latest.items()}
 
     def record_intent(self, name: str, current: Optional[Frontier], intent: Intent) -> None:
         base = current or Frontier(name, intent.data_timestamp, {}, -1, "", "", "")
@@ -223,7 +226,7 @@ class MetadataStore:
 
     def forget(self, name: str) -> None:
         """Drop a DT's frontier (its table was dropped or is rebuilt from scratch)."""
-        self._commit(lambda: DeltaTable(str(self.location(FRONTIERS))).delete(_eq("name", name)))
+        self._commit(FRONTIERS, lambda: self._table(FRONTIERS).delete(_eq("name", name)))
 
     def _upsert_frontier(self, frontier: Frontier, pending: Optional[str]) -> None:
         row = {
@@ -240,8 +243,9 @@ class MetadataStore:
         data = pa.Table.from_pylist([row], schema=SCHEMAS[FRONTIERS])
         # One commit replaces the DT's row: overwrite with a predicate is Delta's replaceWhere.
         self._commit(
+            FRONTIERS,
             lambda: write_deltalake(
-                str(self.location(FRONTIERS)), data, mode="overwrite",
+                self._table(FRONTIERS), data, mode="overwrite",
                 predicate=_eq("name", frontier.name),
             )
         )
@@ -273,31 +277,64 @@ class MetadataStore:
     # -- plumbing --------------------------------------------------------------------------------
 
     def _rows(self, table: str, name: Optional[str]) -> List[Dict[str, Any]]:
-        dataset = DeltaTable(str(self.location(table))).to_pyarrow_dataset()
         import pyarrow.dataset as ds
 
-        selected = dataset.to_table(filter=ds.field("name") == name) if name else dataset.to_table()
+        with self._open_lock:
+            dataset = self._table(table).to_pyarrow_dataset()
+            selected = dataset.to_table(filter=ds.field("name") == name) if name else dataset.to_table()
         return selected.to_pylist()
-
-    def _names(self, table: str) -> List[str]:
-        dataset = DeltaTable(str(self.location(table))).to_pyarrow_dataset()
-        return sorted(set(dataset.to_table(columns=["name"]).column("name").to_pylist()))
 
     def _append(self, table: str, records: List[Dict[str, Any]]) -> None:
         data = pa.Table.from_pylist(records, schema=SCHEMAS[table])
-        self._commit(lambda: write_deltalake(str(self.location(table)), data, mode="append"))
+        self._commit(table, lambda: write_deltalake(self._table(table), data, mode="append"))
 
-    def _commit(self, write: Any) -> None:
+    def _table(self, table: str) -> DeltaTable:
+        """``table`` at its latest version (other processes write these tables too); callers
+        hold ``_open_lock`` while they use it."""
+        with self._open_lock:
+            opened = self._open.get(table)
+            if opened is None:
+                opened = self._open[table] = DeltaTable(str(self.location(table)))
+            else:
+                opened.update_incremental()
+            return opened
+
+    def _commit(self, table: str, write: Any) -> None:
         """Run a metadata write, retrying when another process committed first."""
         with self._write_lock:
             for attempt in range(COMMIT_RETRIES):
                 try:
-                    write()
-                    return
+                    with self._open_lock:
+                        write()
+                    break
                 except CommitFailedError:
                     if attempt == COMMIT_RETRIES - 1:
                         raise
                     time.sleep(0.01 * (attempt + 1))
+            with self._open_lock:
+                self._compact_now_and_then(table)
+
+    def _compact_now_and_then(self, table: str) -> None:
+        opened = self._table(table)
+        if opened.version() % COMPACT_EVERY != 0:
+            return
+        try:
+            opened.optimize.compact()
+        except (CommitFailedError, DeltaError):
+            pass  # another process wrote meanwhile; a later commit compacts
+
+
+def _frontier(row: Mapping[str, Any]) -> Frontier:
+    return Frontier(
+        name=row["name"],
+        data_timestamp=row["data_timestamp"],
+        source_versions=json.loads(row["source_versions"] or "{}"),
+        dt_version=row["dt_version"],
+        definition_hash=row["definition_hash"],
+        refresh_mode=row["refresh_mode"],
+        definition=row["definition"] or "",
+        pending=Intent.from_json(row["pending"]) if row["pending"] else None,
+    )
 
 
 def _eq(column: str, value: str) -> str:
