@@ -24,6 +24,7 @@ from typing import Any, Dict, List, Mapping, NoReturn, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from typing_extensions import Annotated
@@ -79,7 +80,7 @@ TimeScale = Annotated[
 
 
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
-    errors.print(f"[bold red]Error:[/] {message}", highlight=False)
+    errors.print(f"[bold red]Error:[/] {escape(message)}", highlight=False)
     raise typer.Exit(code)
 
 
@@ -179,7 +180,7 @@ def outcome_table(title: str, outcomes: List[Outcome]) -> Table:
         table.add_column(column, overflow="fold")
     for o in outcomes:
         table.add_row(o.model, styled(o.state), o.action or "-", clock_text(o.data_timestamp),
-                      f"{o.seconds:.2f}", o.message)
+                      f"{o.seconds:.2f}", escape(o.message))
     return table
 
 
@@ -415,7 +416,7 @@ def history(
         table.add_row(clock_text(row["refresh_start_time"]), row["refresh_trigger"],
                       row["refresh_action"] or "-", styled(row["state"]),
                       clock_text(row["data_timestamp"]), f"{seconds:.2f}",
-                      str(row["rows_inserted"] or 0), str(row["rows_deleted"] or 0), detail)
+                      str(row["rows_inserted"] or 0), str(row["rows_deleted"] or 0), escape(detail))
     if not rows:
         console.print(f"No refresh of {node.model} recorded yet.")
         return
@@ -477,7 +478,8 @@ def explain(
 
     start_service(loaded)
     views = loaded.service().refresher.views_for(dt.sql, dt.schema)
-    console.print(explain_plan(expand_views(dt.sql, views, dt.schema).sql(dialect="spark")))
+    report_text = explain_plan(expand_views(dt.sql, views, dt.schema).sql(dialect="spark"))
+    console.print(report_text, markup=False, highlight=False)
 
 
 @app.command()
