@@ -138,8 +138,8 @@ class Source:
 class Scope:
     sources: List[Source]
     outer: Optional["Scope"] = None
-    #: Unqualified names of USING columns, resolved to the expression Spark gives them.
-    using: Dict[str, exp.Expression] = field(default_factory=dict)
+    #: USING columns by lower-case name: their spelling and the expression Spark gives them.
+    using: Dict[str, Tuple[str, exp.Expression]] = field(default_factory=dict)
 
     def by_alias(self, alias: str) -> Optional[Source]:
         for source in self.sources:
@@ -253,7 +253,12 @@ class Planner:
                 "subquery", sql_of(correlated[0]), "correlated reference outside a WHERE conjunct"
             )
 
-        items = self._expand_stars(select.expressions, scope)
+        expanded = self._expand_stars(select.expressions, scope)
+        items = [item for item, _ in expanded]
+
+        def translated(item: exp.Expression, resolved: Optional[exp.Expression]) -> exp.Expression:
+            return resolved.copy() if resolved is not None else self.translate(item.unalias(), scope)
+
         aliases = {
             item.alias.lower(): item.this for item in items if isinstance(item, exp.Alias)
         }
@@ -264,12 +269,12 @@ class Planner:
         )
         if aggregated:
             node, substitute = self._lower_aggregate(node, scope, items, group, aliases)
-            expressions = [substitute(self.translate(item.unalias(), scope)) for item in items]
+            expressions = [substitute(translated(item, resolved)) for item, resolved in expanded]
             if having is not None:
                 condition = self._with_aliases(having.this, aliases, scope)
                 node = Filter(node, substitute(self.translate(condition, scope)))
         else:
-            expressions = [self.translate(item.unalias(), scope) for item in items]
+            expressions = [translated(item, resolved) for item, resolved in expanded]
 
         node, expressions = self._lower_windows(node, expressions)
         out_names = [output_name(item) for item in items]
@@ -281,8 +286,12 @@ class Planner:
             node = Distinct(node)
         return node, out_names
 
-    def _expand_stars(self, items: List[exp.Expression], scope: Scope) -> List[exp.Expression]:
-        expanded: List[exp.Expression] = []
+    def _expand_stars(
+        self, items: List[exp.Expression], scope: Scope
+    ) -> List[Tuple[exp.Expression, Optional[exp.Expression]]]:
+        """Select items with ``*`` and ``t.*`` expanded; expanded columns come with their plan
+        expression already resolved (the second element), other items with None."""
+        expanded: List[Tuple[exp.Expression, Optional[exp.Expression]]] = []
         for item in items:
             if isinstance(item, exp.Star):
                 if item.args.get("except") or item.args.get("replace"):
@@ -294,21 +303,19 @@ class Planner:
                     raise NotIncrementalizable("star", sql_of(item), f"no relation named {item.table}")
                 sources = [source]
             else:
-                expanded.append(item)
+                expanded.append((item, None))
                 continue
             if not sources:
                 raise NotIncrementalizable("star", sql_of(item), "* without a FROM clause")
-            seen_using: Set[str] = set()
+            # As in Spark, `*` over a USING join lists each USING column once, first.
+            merged = scope.using if len(sources) > 1 else {}
+            columns: List[Tuple[str, exp.Expression]] = list(merged.values())
             for source in sources:
                 for name, internal in source.star(self.names, sql_of(item)):
-                    if name.lower() in scope.using and len(sources) > 1:
-                        # A USING column appears once in `*`, as Spark shows it.
-                        if name.lower() in seen_using:
-                            continue
-                        seen_using.add(name.lower())
-                        expanded.append(exp.alias_(scope.using[name.lower()].copy(), name, quoted=True))
-                        continue
-                    expanded.append(exp.alias_(column(internal), name, quoted=True))
+                    if name.lower() not in merged:
+                        columns.append((name, column(internal)))
+            for name, resolved in columns:
+                expanded.append((exp.alias_(exp.column(name, quoted=True), name, quoted=True), resolved))
         return expanded
 
     # -- FROM ------------------------------------------------------------------------------------
@@ -348,7 +355,7 @@ class Planner:
                     merged = right_column
                 elif side == "FULL":
                     merged = exp.func("coalesce", left_column, right_column)
-                scope.using[identifier.name.lower()] = merged
+                scope.using[identifier.name.lower()] = (identifier.name, merged)
             scope.sources.append(source)
             if on is not None:
                 parts.append(self.translate(on, scope))
@@ -720,7 +727,7 @@ class Planner:
         self, name: str, fields: List[str], scope: Scope, fragment: str
     ) -> Optional[exp.Expression]:
         if name.lower() in scope.using:
-            return _fields(scope.using[name.lower()].copy(), fields)
+            return _fields(scope.using[name.lower()][1].copy(), fields)
         candidates = [s for s in scope.sources if s.can_have(name)]
         if not candidates:
             return None
