@@ -346,3 +346,28 @@ def test_left_join_from_empty_tables(wh: Warehouse) -> None:
         f"select l.k, l.v, r.w from {left} l left join {right} r on l.k = r.k",
         [f"insert into {left} values (1, 'a'), (1, 'a'), (null, 'n')", f"insert into {right} values (1, 'x'), (1, 'y')"],
     )
+
+
+def test_row_counts_constants_and_having_without_group_by(wh: Warehouse) -> None:
+    orders, customers = _orders_customers(wh)
+    dml = _join_dml(orders, customers)
+    wh.check(f"select count(*) as n from {orders}", dml[:2])
+    wh.check(f"select 1 as one, 'x' as tag from {orders} o join {customers} c on o.cid = c.id", dml)
+    wh.check(f"select count(*) as n from {customers} having count(*) > 4", dml)
+
+
+def test_correlated_in_and_windows_over_aggregates(wh: Warehouse) -> None:
+    orders, customers = _orders_customers(wh)
+    dml = _join_dml(orders, customers)
+    wh.check(
+        f"""select c.id, c.name from {customers} c
+            where c.id in (select o.cid from {orders} o where o.amount > 10 and o.oid > c.id)""",
+        dml,
+    )
+    wh.check(
+        f"""select c.country, o.cid, sum(o.amount) as total,
+                   rank() over (partition by c.country order by sum(o.amount) desc) as place
+            from {orders} o join {customers} c on o.cid = c.id
+            group by c.country, o.cid""",
+        dml,
+    )
