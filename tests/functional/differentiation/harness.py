@@ -13,7 +13,7 @@ import decimal
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Any, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 from dbt.adapters.dyntable.changes import FileSetResolver
 from dbt.adapters.dyntable.delta_log import DeltaLog

@@ -30,7 +30,6 @@ from dbt.adapters.dyntable.differentiation.plan import (
     Filter,
     Join,
     Node,
-    OneRow,
     Plan,
     Project,
     Scan,

@@ -123,6 +123,7 @@ def explain(
         f"columns: {', '.join(plan.columns)}",
         f"row key: {', '.join(plan.row_key) if plan.row_key is not None else '(none: rows are a multiset)'}",
         f"sources: {', '.join(plan.sources)}",
+        f"monotone: {plan.is_monotone()} (with insert-only sources, the delta only inserts)",
         f"insert only: {delta.insert_only}",
         "plan:",
         *tree(plan.root, 1),

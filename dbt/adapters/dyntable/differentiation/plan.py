@@ -15,9 +15,6 @@ from typing import FrozenSet, Iterator, List, Optional, Tuple
 
 from sqlglot import exp
 
-JOIN_KINDS = ("inner", "left", "right", "full")
-
-
 class Node:
     """A relational operator. ``columns`` are the plan-unique names of its output."""
 
@@ -138,7 +135,8 @@ class Filter(Node):
 
 @dataclass(eq=False)
 class Join(Node):
-    """``kind`` is one of inner/left/right/full; ``condition`` None means a cross join."""
+    """``kind`` is one of inner/left/right/full; ``condition`` None means ON TRUE (a cross join
+    when inner)."""
 
     kind: str
     left: Node
@@ -265,7 +263,10 @@ class Window(Node):
 
 @dataclass(eq=False)
 class Plan:
-    """A lowered query: ``root`` computes the columns named ``columns`` (in order)."""
+    """A lowered query: ``root`` computes the columns named ``columns`` (in order).
+
+    ``row_key`` is None when no key is proven; ``[]`` for a global aggregate (always one row).
+    """
 
     sql: str
     root: Node
