@@ -2,6 +2,7 @@
 
 import pytest
 
+from dbt.tests.adapter.simple_seed.test_seed import BaseTestEmptySeed
 from dbt.tests.util import run_dbt
 
 from tests.functional.adapter.delta import delta_project
@@ -36,3 +37,11 @@ class TestSeedValues:
             (3, "back\\slash", None, 2.25),
             (4, None, True, 0.0),
         ]
+
+
+class TestEmptySeed(BaseTestEmptySeed):
+    """A seed with a header and no rows (dbt-tests-adapter's suite, as dbt-spark runs it)."""
+
+    @pytest.fixture(scope="class")
+    def project_config_update(self):
+        return delta_project(seeds={"quote_columns": False})
