@@ -1,7 +1,8 @@
 """Property: for random queries over 2-4 tables and random DML histories, state(v0) ⊎ Δ == Q(v1).
 
 Queries come from a small grammar whose every relation has the columns (k, v, s), so operators
-nest freely: filters, projections, inner/left/right/full and non-equi joins, self-joins,
+nest freely: tables and nested views, filters, projections, inner/left/right/full and non-equi
+joins, self-joins of CTEs,
 [NOT] EXISTS, [NOT] IN (with NULLs), UNION [ALL], DISTINCT, GROUP BY with HAVING, global
 aggregates, windows and the top-1-per-partition pattern. Values come from tiny domains so keys
 collide, duplicate and go NULL. Each example sets the tables' v0 contents itself (INSERT
@@ -34,12 +35,24 @@ rows = st.tuples(keys, values, strings).map(lambda r: f"({', '.join(r)})")
 contents = st.lists(rows, max_size=6)
 
 
-class Grammar:
-    """Draws relations (SQL text with columns k, v, s) over ``tables``."""
+def view_definitions(schema: str) -> Dict[str, str]:
+    """Views over the first two tables, one reading the other, created in the engine and handed
+    to the planner to inline."""
+    return {
+        f"{schema}.v_kept": f"select k, v, s from {schema}.t0 where v is not null or s = 'a'",
+        f"{schema}.v_joined": (
+            f"select a.k, b.v, a.s from {schema}.v_kept a left join {schema}.t1 b on a.k = b.k"
+        ),
+    }
 
-    def __init__(self, draw: Callable, tables: Sequence[str]) -> None:
+
+class Grammar:
+    """Draws relations (SQL text with columns k, v, s) over ``tables`` and ``views``."""
+
+    def __init__(self, draw: Callable, tables: Sequence[str], views: Sequence[str]) -> None:
         self.draw = draw
         self.tables = tables
+        self.views = views
         self.aliases = 0
 
     def alias(self) -> str:
@@ -54,10 +67,11 @@ class Grammar:
 
     def relation(self, depth: int) -> str:
         if depth == 0 or self.draw(st.integers(0, 3)) == 0:
-            return f"select k, v, s from {self.draw(st.sampled_from(self.tables))}"
+            relations = list(self.tables) + list(self.views)
+            return f"select k, v, s from {self.draw(st.sampled_from(relations))}"
         kind = self.draw(st.sampled_from([
             "filter", "project", "join", "join", "exists", "in_", "union", "distinct",
-            "group", "global_", "window", "top1",
+            "group", "global_", "window", "top1", "cte",
         ]))
         return getattr(self, kind)(depth - 1)
 
@@ -139,6 +153,15 @@ class Grammar:
         ]))
         return f"select k, {function} as v, s from {src}"
 
+    def cte(self, depth: int) -> str:
+        """A CTE read twice: inlined at each reference, a self-join of the same subplan."""
+        name = self.alias()
+        # Wrapped in a subquery: Spark does not take WITH as an operand of UNION.
+        return (
+            f"select k, v, s from (with {name} as ({self.relation(depth)}) "
+            f"select a.k, b.v, a.s from {name} a join {name} b on a.k = b.k and a.v <=> b.v) {self.alias()}"
+        )
+
     def top1(self, depth: int) -> str:
         src, _ = self.sub(depth)
         return (
@@ -164,7 +187,7 @@ def dml_for(table: str) -> st.SearchStrategy[str]:
 def scenarios(draw: Callable, schema: str) -> Tuple[str, Dict[str, List[str]], List[str], bool]:
     count = draw(st.integers(2, 4))
     tables = [f"{schema}.{t}" for t in TABLES[:count]]
-    query = Grammar(draw, tables).relation(draw(st.integers(1, 3)))
+    query = Grammar(draw, tables, list(view_definitions(schema))).relation(draw(st.integers(1, 3)))
     initial = {t: draw(contents) for t in tables}
     history: List[str] = []
     for _ in range(draw(st.integers(0, 4))):
@@ -183,6 +206,8 @@ def property_warehouse(embedded_engine: EmbeddedEngine) -> Warehouse:
         # Sail 0.7.2 cannot read VERSION AS OF a version older than the latest checkpoint
         # ("Missing commit file"), and these tables take thousands of commits.
         warehouse.table(table, COLUMNS, properties=NO_CHECKPOINTS)
+    for view, sql in view_definitions(SCHEMA).items():
+        warehouse.view(view.split(".")[1], sql)
     return warehouse
 
 
@@ -206,7 +231,8 @@ def test_derivative_matches_recomputation(property_warehouse: Warehouse, scenari
     reproduction = f"initial rows: {initial}\nfile-set resolver: {file_sets}\n"
     try:
         property_warehouse.check(
-            query, history, insert_only=only_inserts(history, list(initial)), file_sets=file_sets
+            query, history, views=view_definitions(SCHEMA),
+            insert_only=only_inserts(history, list(initial)), file_sets=file_sets,
         )
     except AssertionError as error:
         raise AssertionError(reproduction + str(error)) from None
