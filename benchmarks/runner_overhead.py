@@ -76,6 +76,7 @@ def bench_scheduling(count: int = 1000, ticks: int = 5) -> None:
     graph = build_graph(nodes)
     build = time.perf_counter() - started
     timings = []
+    refreshed = 0
     for i in range(ticks):
         backend = InstantBackend()  # nothing refreshed yet: every DT is due at this tick
         scheduler = Scheduler(graph, backend)
@@ -83,9 +84,10 @@ def bench_scheduling(count: int = 1000, ticks: int = 5) -> None:
         started = time.perf_counter()
         outcomes = scheduler.execute(scheduler.dispatch(tick_ms))
         timings.append(time.perf_counter() - started)
-        assert len(outcomes) == sum(1 for n in graph.order if graph.period_ms[n] is not None)
+        refreshed = len(outcomes)
+        assert refreshed == sum(1 for n in graph.order if graph.period_ms[n] is not None)
     print(f"scheduling, {count} DTs: graph build {build * 1000:.1f} ms; "
-          f"a tick with every DT due {statistics.median(timings) * 1000:.1f} ms "
+          f"a tick refreshing {refreshed} of them {statistics.median(timings) * 1000:.1f} ms "
           f"(median of {ticks}; target < 1000 ms)")
 
 
