@@ -214,6 +214,17 @@ class TestRunner:
         html = page.read_text()
         assert html.count("<svg") >= 2 * len(MODELS) - 1 and f"{project.test_schema}.big_dt" in html
 
+    def test_explain_shows_the_differentiation_plan(self, project, raw, dyntable_warehouse):
+        models = Path(project.project_root, "models")
+        write_file(REVENUE_DT.replace("refresh_mode='full'", "refresh_mode='incremental'"),
+                   models, "revenue_by_customer_dt.sql")
+        try:
+            explained = dyntable(project, "explain", "revenue_by_customer_dt")
+        finally:
+            os.remove(models / "revenue_by_customer_dt.sql")
+        assert explained.exit_code == 0, explained.output
+        assert "Aggregate" in explained.output and f"{project.test_schema}.orders_dt" in explained.output
+
     def test_a_second_runner_says_what_holds_the_lock(self, project, raw, dyntable_warehouse):
         locks = dyntable_warehouse / "dyntable_meta" / ".locks"
         holder = subprocess.Popen(
