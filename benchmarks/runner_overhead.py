@@ -14,9 +14,10 @@ import random
 import statistics
 import tempfile
 import time
+from contextlib import nullcontext
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Dict, List
+from typing import ContextManager, Dict, List
 
 from dbt.adapters.dyntable.dynamic_table.config import DynamicTableConfig, TargetLag
 from dbt.adapters.dyntable.dynamic_table.refresh import DynamicTable, RefreshResult
@@ -47,6 +48,9 @@ class InstantBackend:
 
     def suspend(self, dt: DynamicTable) -> None:
         pass
+
+    def batch(self) -> ContextManager[None]:
+        return nullcontext()
 
 
 def random_graph_nodes(count: int, seed: int = 7) -> List[GraphNode]:

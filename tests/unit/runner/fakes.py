@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from concurrent.futures import Executor, Future
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Callable, Dict, Iterable, List, Set, Tuple
+from typing import Any, Callable, ContextManager, Dict, Iterable, List, Set, Tuple
 
 from dbt.adapters.dyntable.dynamic_table.config import DynamicTableConfig, TargetLag
 from dbt.adapters.dyntable.dynamic_table.locking import RefreshLocked
@@ -95,6 +96,9 @@ class FakeBackend:
 
     def suspend(self, dt: DynamicTable) -> None:
         self.scheduling[dt.name] = SUSPENDED
+
+    def batch(self) -> ContextManager[None]:
+        return nullcontext()
 
     def resume(self, table: str) -> None:
         self.scheduling[table] = ACTIVE

@@ -15,10 +15,11 @@ from __future__ import annotations
 import json
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, Iterator, List, Mapping, Optional
 
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
@@ -172,6 +173,7 @@ class MetadataStore:
         # hence the lock around every use.
         self._open: Dict[str, DeltaTable] = {}
         self._open_lock = threading.RLock()
+        self._history_batch = threading.local()
 
     def location(self, table: str) -> Path:
         return self.root / table
@@ -255,7 +257,31 @@ class MetadataStore:
     def append_history(self, row: HistoryRow) -> None:
         record = dict(row.__dict__)
         record["source_versions"] = json.dumps(row.source_versions, sort_keys=True)
-        self._append(REFRESH_HISTORY, [record])
+        batch = getattr(self._history_batch, "records", None)
+        if batch is not None:
+            batch.append(record)
+        else:
+            self._append(REFRESH_HISTORY, [record])
+
+    @contextmanager
+    def history_batch(self) -> Iterator[None]:
+        """Commit the history rows this thread appends inside in one commit, at the end.
+
+        A runner tick appends a row per DT; one commit per tick instead of one per DT is most of
+        what a NO_DATA refresh costs. Only history is batched: frontiers are a refresh's commit
+        point and what downstream refreshes read, so they are written at once.
+        """
+        if getattr(self._history_batch, "records", None) is not None:
+            yield  # already batching: the outer batch commits
+            return
+        records: List[Dict[str, Any]] = []
+        self._history_batch.records = records
+        try:
+            yield
+        finally:
+            self._history_batch.records = None
+            if records:
+                self._append(REFRESH_HISTORY, records)
 
     def history(self, name: Optional[str] = None) -> List[Dict[str, Any]]:
         rows = self._rows(REFRESH_HISTORY, name)

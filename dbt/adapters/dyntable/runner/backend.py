@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Dict
+from typing import ContextManager, Dict
 
 from dbt.adapters.dyntable.dynamic_table.refresh import DynamicTable, RefreshResult
 from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
@@ -43,3 +43,6 @@ class ServiceBackend:
 
     def suspend(self, dt: DynamicTable) -> None:
         self.service.suspend(dt)
+
+    def batch(self) -> ContextManager[None]:
+        return self.service.metadata.history_batch()

@@ -28,7 +28,18 @@ import time
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Callable, Dict, Iterable, List, Mapping, Optional, Protocol, Set, Tuple
+from typing import (
+    Callable,
+    ContextManager,
+    Dict,
+    Iterable,
+    List,
+    Mapping,
+    Optional,
+    Protocol,
+    Set,
+    Tuple,
+)
 
 from dbt.adapters.dyntable.dynamic_table.locking import RefreshLocked
 from dbt.adapters.dyntable.dynamic_table.refresh import DynamicTable, RefreshResult
@@ -70,6 +81,9 @@ class RefreshBackend(Protocol):
     def record_failure(self, dt: DynamicTable) -> int: ...
 
     def suspend(self, dt: DynamicTable) -> None: ...
+
+    def batch(self) -> ContextManager[None]:
+        """Group the history rows of one tick into one write."""
 
 
 class Clock(Protocol):
@@ -196,6 +210,12 @@ class Scheduler:
 
     def execute(
         self, plan: TickPlan, on_outcome: Optional[Callable[[Outcome], None]] = None
+    ) -> List[Outcome]:
+        with self.backend.batch():
+            return self._execute(plan, on_outcome)
+
+    def _execute(
+        self, plan: TickPlan, on_outcome: Optional[Callable[[Outcome], None]]
     ) -> List[Outcome]:
         outcomes: List[Outcome] = []
 
