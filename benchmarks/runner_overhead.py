@@ -15,7 +15,7 @@ import statistics
 import tempfile
 import time
 from contextlib import nullcontext
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import ContextManager, Dict, List
 
