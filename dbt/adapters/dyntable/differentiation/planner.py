@@ -213,6 +213,7 @@ class Planner:
         self, union: exp.Union, env: Env, outer: Optional[Scope]
     ) -> Tuple[Node, List[str]]:
         self._refuse_limit(union)
+        _refuse_unknown_clauses(union, UNION_CLAUSES)
         left, left_names = self.lower_query(union.this, env, outer)
         right, right_names = self.lower_query(union.expression, env, outer)
         if len(left_names) != len(right_names):
@@ -237,11 +238,7 @@ class Planner:
         self, select: exp.Select, env: Env, outer: Optional[Scope]
     ) -> Tuple[Node, List[str]]:
         self._refuse_limit(select)
-        for unsupported in ("laterals", "qualify", "pivots", "windows", "connect", "match"):
-            if select.args.get(unsupported):
-                raise NotIncrementalizable(
-                    unsupported, sql_of(select)[:200], f"{unsupported} clauses are not differentiated"
-                )
+        _refuse_unknown_clauses(select, SELECT_CLAUSES)
         if select.args.get("from_") is None:
             node: Node = OneRow(self.names.mint("one"))
             scope = Scope([], outer)
@@ -327,6 +324,7 @@ class Planner:
         scope = Scope([first], outer)
         node = first.node
         for join in select.args.get("joins") or []:
+            _refuse_unknown_clauses(join, JOIN_CLAUSES)
             if join.args.get("method"):
                 raise NotIncrementalizable(
                     "natural join", sql_of(join), "NATURAL joins need the tables' schemas; write ON"
@@ -376,6 +374,7 @@ class Planner:
             raise NotIncrementalizable(
                 "time travel", sql_of(relation), "a fixed table version never changes; read the table"
             )
+        _refuse_unknown_clauses(relation, TABLE_CLAUSES)
         key = table_key(relation)
         alias = relation.alias_or_name
         if not relation.db and key in env.ctes:
@@ -750,6 +749,26 @@ class Planner:
         if len(statements) != 1:
             raise NotIncrementalizable("parse", sql[:200], "expected exactly one query")
         return statements[0]
+
+
+#: Clauses the planner understands (ORDER BY, SORT/CLUSTER/DISTRIBUTE BY and hints only arrange
+#: rows and are dropped); anything else (QUALIFY, TABLESAMPLE, PIVOT, LATERAL VIEW, ...) is refused
+#: rather than silently ignored.
+SELECT_CLAUSES = frozenset({
+    "expressions", "from_", "joins", "where", "group", "having", "distinct", "with_", "hint",
+    "order", "sort", "cluster", "distribute", "kind", "limit", "offset",
+})
+TABLE_CLAUSES = frozenset({"this", "db", "catalog", "alias", "hints"})
+JOIN_CLAUSES = frozenset({"this", "on", "using", "side", "kind", "method", "hint"})
+UNION_CLAUSES = frozenset({"this", "expression", "distinct", "with_", "order", "limit", "offset"})
+
+
+def _refuse_unknown_clauses(node: exp.Expression, understood: FrozenSet[str]) -> None:
+    for clause, value in node.args.items():
+        if clause not in understood and value not in (None, False, []):
+            raise NotIncrementalizable(
+                clause, sql_of(node)[:200], f"{clause} is not supported in a dynamic table's query"
+            )
 
 
 def _fields(base: exp.Expression, fields: List[str]) -> exp.Expression:
