@@ -96,7 +96,16 @@ def is_aggregate(node: exp.Expression) -> bool:
 
 
 def nondeterminism(node: exp.Expression, deterministic_functions: FrozenSet[str]) -> Optional[str]:
-    """Why ``node`` itself (not its children) may give different results on re-evaluation."""
+    """Why ``node`` itself (not its children) may give different results on re-evaluation.
+
+    >>> import sqlglot
+    >>> nondeterminism(sqlglot.parse_one("upper(x)", read="spark"), frozenset()) is None
+    True
+    >>> nondeterminism(sqlglot.parse_one("now()", read="spark"), frozenset())
+    'now() is not deterministic: re-evaluating it would not reproduce the stored rows'
+    >>> nondeterminism(sqlglot.parse_one("my_udf(x)", read="spark"), frozenset({"my_udf"})) is None
+    True
+    """
     if isinstance(node, NONDETERMINISTIC_NODES):
         return f"{node.key} is not deterministic: re-evaluating it would not reproduce the stored rows"
     if isinstance(node, exp.StrToUnix) and node.this is None:

@@ -795,6 +795,15 @@ def plan_query(
     ``views`` maps view names to their SQL (expanded recursively), ``unique_keys`` declares the
     unique columns of base tables, ``deterministic_functions`` names UDFs that are safe to
     re-evaluate, and ``schema`` optionally lists the columns of base tables (needed for ``*``).
+
+    >>> plan = plan_query("select c.country, count(*) as n from s.orders o "
+    ...                   "join s.customers c on o.customer_id = c.id group by c.country")
+    >>> plan.sources, plan.columns, plan.row_key
+    (['s.customers', 's.orders'], ['country', 'n'], ['country'])
+    >>> plan_query("select id, rand() as r from s.orders")
+    Traceback (most recent call last):
+    ...
+    dbt.adapters.dyntable.differentiation.errors.NotIncrementalizable: function: rand is not deterministic: re-evaluating it would not reproduce the stored rows (in: RAND())
     """
     planner = Planner(views or {}, unique_keys or {}, deterministic_functions, schema or {})
     query = planner._parse(sql)

@@ -52,7 +52,11 @@ def signed(relation: str, columns: Sequence[str], sign: int) -> str:
 
 def consolidate(delta: str, columns: Sequence[str], *, positive: bool = False) -> str:
     """At most one row per distinct tuple (NULLs group together), weights summed, zeros dropped.
-    ``positive`` deltas cannot cancel, so they skip the filter."""
+    ``positive`` deltas cannot cancel, so they skip the filter.
+
+    >>> print(consolidate("SELECT * FROM d", ["a"]))
+    SELECT `a`, CAST(`_dyn_sum` AS BIGINT) AS `_dyn_weight` FROM (SELECT `a`, SUM(`_dyn_weight`) AS `_dyn_sum` FROM (SELECT * FROM d) AS `_dyn_c` GROUP BY `a`) AS `_dyn_g` WHERE `_dyn_sum` <> 0
+    """
     listed = ", ".join(q(c) for c in columns)
     # The sum gets its own name: Sail resolves `_dyn_weight` in a HAVING to the output alias.
     nonzero = "" if positive else " WHERE `_dyn_sum` <> 0"
