@@ -110,11 +110,12 @@ class Warehouse:
         views: Optional[Mapping[str, str]] = None,
         unique_keys: Optional[Mapping[str, List[str]]] = None,
         insert_only: Optional[Set[str]] = None,
-        file_sets: bool = False,
+        resolver: str = "except-all",
     ) -> Outcome:
         """Run the scenario; ``insert_only`` names tables the resolver may treat as append-only
-        (only true when ``dml`` only inserts into them); ``file_sets`` reads changes with the
-        production file-set resolver instead of the version-diff one."""
+        (only true when ``dml`` only inserts into them); ``resolver`` picks how changes are read:
+        the version-diff resolver by ``except-all`` or ``grouped-counts``, or the production
+        ``file-sets`` resolver."""
         plan = plan_query(sql, views=views or {}, unique_keys=unique_keys or {})
         start = {t: self.version(t) for t in plan.sources}
         before = self.rows(sql)
@@ -122,19 +123,22 @@ class Warehouse:
             self.engine.execute(statement)
         end = {t: self.version(t) for t in plan.sources}
         after = self.rows(sql)
-        if file_sets:
+        if resolver == "file-sets":
             logs = {}
             for table in plan.sources:
                 schema, name = table.split(".")
                 logs[table] = (DeltaLog(self.engine.table_location(schema, name)), start[table], end[table])
-            with FileSetResolver(self.engine.spark, logs) as resolver:
-                delta = differentiate(plan, resolver)
+            with FileSetResolver(self.engine.spark, logs) as file_sets:
+                delta = differentiate(plan, file_sets)
                 collected = self.engine.execute(delta.sql).collect()
         else:
-            resolver = VersionDiffResolver(
-                {t: (start[t], end[t]) for t in plan.sources}, insert_only=insert_only
+            columns = None
+            if resolver == "grouped-counts":
+                columns = {t: self.engine.spark.table(t).columns for t in plan.sources}
+            version_diff = VersionDiffResolver(
+                {t: (start[t], end[t]) for t in plan.sources}, insert_only=insert_only, columns=columns
             )
-            delta = differentiate(plan, resolver)
+            delta = differentiate(plan, version_diff)
             collected = self.engine.execute(delta.sql).collect()
         assert delta.columns == plan.columns
         delta_rows = []

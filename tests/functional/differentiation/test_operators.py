@@ -81,7 +81,16 @@ def test_full_outer_join_file_set_resolver(wh: Warehouse) -> None:
     wh.check(
         f"select o.oid, o.cid, c.id, c.name from {orders} o full outer join {customers} c on o.cid = c.id",
         _join_dml(orders, customers),
-        file_sets=True,
+        resolver="file-sets",
+    )
+
+
+def test_full_outer_join_grouped_count_changes(wh: Warehouse) -> None:
+    orders, customers = _orders_customers(wh)
+    wh.check(
+        f"select o.oid, o.cid, c.id, c.name from {orders} o full outer join {customers} c on o.cid = c.id",
+        _join_dml(orders, customers),
+        resolver="grouped-counts",
     )
 
 

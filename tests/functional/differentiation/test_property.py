@@ -184,7 +184,7 @@ def dml_for(table: str) -> st.SearchStrategy[str]:
 
 
 @st.composite
-def scenarios(draw: Callable, schema: str) -> Tuple[str, Dict[str, List[str]], List[str], bool]:
+def scenarios(draw: Callable, schema: str) -> Tuple[str, Dict[str, List[str]], List[str], str]:
     count = draw(st.integers(2, 4))
     tables = [f"{schema}.{t}" for t in TABLES[:count]]
     query = Grammar(draw, tables, list(view_definitions(schema))).relation(draw(st.integers(1, 3)))
@@ -192,8 +192,8 @@ def scenarios(draw: Callable, schema: str) -> Tuple[str, Dict[str, List[str]], L
     history: List[str] = []
     for _ in range(draw(st.integers(0, 4))):
         history.append(draw(dml_for(draw(st.sampled_from(tables)))))
-    file_sets = draw(st.booleans())
-    return query, initial, history, file_sets
+    resolver = draw(st.sampled_from(["except-all", "grouped-counts", "file-sets"]))
+    return query, initial, history, resolver
 
 
 SCHEMA = f"dd_prop_{uuid.uuid4().hex[:8]}"
@@ -222,17 +222,17 @@ def only_inserts(history: Sequence[str], tables: Sequence[str]) -> Set[str]:
 
 @given(scenario=scenarios(SCHEMA))
 def test_derivative_matches_recomputation(property_warehouse: Warehouse, scenario) -> None:
-    query, initial, history, file_sets = scenario
+    query, initial, history, resolver = scenario
     for table, table_rows in initial.items():
         if table_rows:
             property_warehouse.engine.execute(f"insert overwrite {table} values {', '.join(table_rows)}")
         else:
             property_warehouse.engine.execute(f"insert overwrite {table} select * from {table} where false")
-    reproduction = f"initial rows: {initial}\nfile-set resolver: {file_sets}\n"
+    reproduction = f"initial rows: {initial}\nresolver: {resolver}\n"
     try:
         property_warehouse.check(
             query, history, views=view_definitions(SCHEMA),
-            insert_only=only_inserts(history, list(initial)), file_sets=file_sets,
+            insert_only=only_inserts(history, list(initial)), resolver=resolver,
         )
     except AssertionError as error:
         raise AssertionError(reproduction + str(error)) from None
