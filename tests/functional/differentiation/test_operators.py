@@ -380,3 +380,10 @@ def test_correlated_in_and_windows_over_aggregates(wh: Warehouse) -> None:
             group by c.country, o.cid""",
         dml,
     )
+
+
+def test_intersect_and_except(wh: Warehouse) -> None:
+    orders, customers = _orders_customers(wh)
+    dml = [*_join_dml(orders, customers), f"insert into {customers} values (null, 'again', 'fr')"]
+    wh.check(f"select cid from {orders} intersect select id from {customers}", dml)
+    wh.check(f"select cid from {orders} except select id as cid from {customers}", dml)

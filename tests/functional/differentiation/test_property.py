@@ -3,7 +3,7 @@
 Queries come from a small grammar whose every relation has the columns (k, v, s), so operators
 nest freely: tables and nested views, filters, projections, inner/left/right/full and non-equi
 joins, self-joins of CTEs,
-[NOT] EXISTS, [NOT] IN (with NULLs), UNION [ALL], DISTINCT, GROUP BY with HAVING, global
+[NOT] EXISTS, [NOT] IN (with NULLs), UNION [ALL], INTERSECT, EXCEPT, DISTINCT, GROUP BY with HAVING, global
 aggregates, windows and the top-1-per-partition pattern. Values come from tiny domains so keys
 collide, duplicate and go NULL. Each example sets the tables' v0 contents itself (INSERT
 OVERWRITE), so a failure reproduces and shrinks; the assertion message is the reproduction.
@@ -120,7 +120,7 @@ class Grammar:
         return f"select {a}.k, {a}.v, {a}.s from {outer} where {a}.k {negation}in (select {b}.v from {inner})"
 
     def union(self, depth: int) -> str:
-        operator = self.draw(st.sampled_from(["union all", "union"]))
+        operator = self.draw(st.sampled_from(["union all", "union", "intersect", "except"]))
         return (
             f"select k, v, s from ({self.relation(depth)} {operator} {self.relation(depth)}) {self.alias()}"
         )

@@ -191,9 +191,7 @@ class Planner:
         if isinstance(query, exp.Union):
             return self._lower_union(query, env, outer)
         if isinstance(query, (exp.Intersect, exp.Except)):
-            raise NotIncrementalizable(
-                query.key, sql_of(query)[:200], "INTERSECT and EXCEPT are not differentiated yet"
-            )
+            return self._lower_intersect_except(query, env, outer)
         if isinstance(query, exp.Select):
             return self._lower_select(query, env, outer)
         raise NotIncrementalizable(
@@ -231,6 +229,30 @@ class Planner:
         if union.args.get("distinct"):
             node = Distinct(node)
         return node, left_names
+
+    def _lower_intersect_except(
+        self, query: exp.SetOperation, env: Env, outer: Optional[Scope]
+    ) -> Tuple[Node, List[str]]:
+        """INTERSECT / EXCEPT (DISTINCT): the distinct rows of the left input with / without an
+        equal row (NULLs equal, as set operations compare them) in the right input."""
+        self._refuse_limit(query)
+        _refuse_unknown_clauses(query, UNION_CLAUSES)
+        if not query.args.get("distinct"):
+            raise NotIncrementalizable(
+                query.key, sql_of(query)[:200], f"{query.key.upper()} ALL is not differentiated"
+            )
+        left, left_names = self.lower_query(query.this, env, outer)
+        right, right_names = self.lower_query(query.expression, env, outer)
+        if len(left_names) != len(right_names):
+            raise NotIncrementalizable(
+                query.key, sql_of(query)[:200], "the inputs have different numbers of columns"
+            )
+        equal = [
+            exp.NullSafeEQ(this=column(l), expression=column(r))
+            for l, r in zip(left.columns, right.columns)
+        ]
+        anti = isinstance(query, exp.Except)
+        return Distinct(SemiJoin(left, right, exp.and_(*equal), anti=anti)), left_names
 
     # -- SELECT ----------------------------------------------------------------------------------
 
