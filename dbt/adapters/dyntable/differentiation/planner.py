@@ -266,11 +266,8 @@ class Planner:
             scope = Scope([], outer)
         else:
             node, scope = self._lower_from(select, env, outer)
-        node, correlated = self._lower_where(node, scope, select.args.get("where"), env)
-        if correlated:
-            raise NotIncrementalizable(
-                "subquery", sql_of(correlated[0]), "correlated reference outside a WHERE conjunct"
-            )
+        # Without is_local every conjunct is applied here; none is handed back.
+        node, _ = self._lower_where(node, scope, select.args.get("where"), env)
 
         expanded = self._expand_stars(select.expressions, scope)
         items = [item for item, _ in expanded]
@@ -551,6 +548,7 @@ class Planner:
                     raise NotIncrementalizable("in", sql_of(part), "IN (subquery) must select one column")
                 value = self.translate(query.expressions[0].unalias(), inner_scope)
             return node, correlated, value
+        self._refuse_correlation(query, scope, part)
         node, names = self.lower_query(query, env)
         value = None
         if wants_value:
@@ -558,6 +556,26 @@ class Planner:
                 raise NotIncrementalizable("in", sql_of(part), "IN (subquery) must select one column")
             value = column(node.columns[0])
         return node, [], value
+
+    @staticmethod
+    def _refuse_correlation(query: exp.Expression, scope: Scope, part: exp.Expression) -> None:
+        """A subquery planned on its own must not name a relation of an enclosing query (else a
+        struct-field reading of ``outer.col`` could silently capture it)."""
+        inner = {t.alias_or_name.lower() for t in query.find_all(exp.Table)}
+        inner |= {s.alias.lower() for s in query.find_all(exp.Subquery) if s.alias}
+        outer: Set[str] = set()
+        current: Optional[Scope] = scope
+        while current is not None:
+            outer |= {source.alias.lower() for source in current.sources}
+            current = current.outer
+        for reference in query.find_all(exp.Column):
+            qualifier = reference.table.lower()
+            if qualifier and qualifier in outer and qualifier not in inner:
+                raise NotIncrementalizable(
+                    "subquery", sql_of(part),
+                    "a correlated subquery may not use GROUP BY, aggregates, DISTINCT or set "
+                    "operations",
+                )
 
     # -- GROUP BY / aggregates -------------------------------------------------------------------
 
@@ -742,7 +760,11 @@ class Planner:
             if found is not None:
                 return found
             current = current.outer
-        raise NotIncrementalizable("column", fragment, "column cannot be resolved")
+        raise NotIncrementalizable(
+            "column", fragment,
+            "column cannot be resolved (outer columns can be read only in the WHERE of a "
+            "[NOT] EXISTS / [NOT] IN subquery without GROUP BY, DISTINCT or set operations)",
+        )
 
     def _resolve_unqualified(
         self, name: str, fields: List[str], scope: Scope, fragment: str
