@@ -14,8 +14,19 @@ A global aggregate (no GROUP BY) has exactly one row at every version, even over
 
 Cost: Q read twice, restricted to the touched groups; cheaper than recomputation when few groups
 change, dearer when most do (seed 001 notes the ambiguity; a cost-based choice of FULL refresh is
-the materialization's). Invertible aggregates (count, sum, avg) could instead be updated from the
-DT's stored state: not done here, the recomputation is exact for every aggregate.
+the materialization's).
+
+Updating invertible aggregates from the DT's stored state (a design, not built yet: the
+recomputation above is exact for every aggregate, and correctness came first). For a root
+``γ_k`` whose aggregates are all count(*), count(x), sum(x) and avg(x), the DT would store, per
+group, hidden columns ``_dyn_n = count(*)`` and ``_dyn_nx = count(x)`` for each summed x (sum
+is NULL when no x is non-NULL, which a stored sum alone cannot tell). The delta is then
+``γ_k`` over ΔQ alone: ``dn = SUM(w)``, ``dnx = SUM(CASE WHEN x IS NOT NULL THEN w END)``,
+``ds = SUM(x * w)``, and a MERGE on the keys sets ``n += dn``, ``nx += dnx``,
+``s = CASE WHEN nx + dnx = 0 THEN NULL ELSE COALESCE(s, 0) + COALESCE(ds, 0) END``,
+``avg = s / nx``, inserts new groups, and deletes groups whose ``n`` reaches 0 (except for a
+global aggregate, which keeps its one row). That reads only ΔQ, never Q; it needs the resolver
+to expose the DT itself, and the materialization to own the hidden columns.
 """
 
 from __future__ import annotations
