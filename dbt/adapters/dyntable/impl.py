@@ -8,16 +8,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, List, Optional, Union
 
 from dbt.adapters.base import BaseRelation, available
+from dbt.adapters.events.logging import AdapterLogger
 from dbt.adapters.spark.impl import SparkAdapter, SparkConfig
 from dbt_common.exceptions import CompilationError, DbtRuntimeError
 
 from dbt.adapters.dyntable.connections import DyntableConnectionManager, EngineRegistry
 
 if TYPE_CHECKING:
+    import agate
+
     from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
 
-if TYPE_CHECKING:
-    import agate
+logger = AdapterLogger("dyntable")
 
 #: `Provider: DELTA` as Sail writes it; dbt-spark looks for `Provider: delta`.
 _PROVIDER_LINE = re.compile(r"^(Provider: )(\S+)$", re.MULTILINE)
@@ -123,6 +125,8 @@ class DyntableAdapter(SparkAdapter):
             result = self._dynamic_tables().refresh(dt, data_timestamp, "DBT_RUN", full_refresh)
         except Exception as exc:  # noqa: BLE001 - one clear error per failed refresh
             raise DbtRuntimeError(f"Dynamic table {dt.name} (model {model_name}): {exc}") from exc
+        for warning in result.warnings:
+            logger.warning(warning)
         rows = result.rows_inserted + result.rows_deleted
         return {
             "action": result.action,

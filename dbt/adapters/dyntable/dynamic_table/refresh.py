@@ -105,6 +105,8 @@ class RefreshResult:
     dt_version: Optional[int] = None
     message: str = ""
     source_versions: Dict[str, int] = field(default_factory=dict)
+    #: Things the user should hear about though the refresh succeeded (dbt and the CLI show them).
+    warnings: List[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -140,7 +142,11 @@ class Refresher:
         with RefreshLock(self.locks, dt.name):
             frontier = self._recover(dt, self.metadata.frontier(dt.name))
             try:
-                result = self._refresh_locked(dt, frontier, data_timestamp, full_refresh, refresh_id)
+                warnings: List[str] = []
+                result = self._refresh_locked(
+                    dt, frontier, data_timestamp, full_refresh, refresh_id, warnings
+                )
+                result.warnings = warnings
             except Exception as exc:
                 message = str(exc)
                 self._record(dt, refresh_id, trigger, started, RefreshResult(
@@ -185,6 +191,7 @@ class Refresher:
         data_timestamp: datetime,
         full_refresh: bool,
         refresh_id: str,
+        warnings: List[str],
     ) -> RefreshResult:
         sql, digest = dt.sql, definition_hash(dt.sql, dt.config)
         dt_log = self._log(dt.schema, dt.identifier)
@@ -203,9 +210,9 @@ class Refresher:
                     "is 'fail'. Run with --full-refresh, or set on_configuration_change to 'apply'."
                 )
             if policy == "continue":
-                logger.warning(
-                    "dyntable: %s changed but on_configuration_change is 'continue': keeping the "
-                    "previous definition until a --full-refresh", dt.name,
+                warnings.append(
+                    f"Dynamic table {dt.name}: its definition changed but on_configuration_change "
+                    "is 'continue': keeping the previous definition until a --full-refresh."
                 )
                 sql, digest = frontier.definition, frontier.definition_hash
             else:
@@ -304,7 +311,7 @@ class Refresher:
         try:
             delta = differentiate(plan, resolver)
             applier = DeltaApplier(self.engine, dt)
-            staged = applier.prepare(delta.sql, list(plan.columns))
+            staged = applier.prepare(delta.sql, list(plan.columns), delta.row_key)
             base_version = dt_log.latest_version()
             intent = Intent(refresh_id, ts, versions, base_version, action="INCREMENTAL", **base)
             if staged.is_empty:

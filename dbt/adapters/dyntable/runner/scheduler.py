@@ -295,7 +295,7 @@ class Scheduler:
             return Outcome(name, node.model, FAILED, plan.data_timestamp, None, message,
                            time.monotonic() - started, suspended=suspend)
         return Outcome(name, node.model, result.state, result.data_timestamp or plan.data_timestamp,
-                       result.action, result.reason or result.message,
+                       result.action, "; ".join([result.reason or result.message, *result.warnings]),
                        time.monotonic() - started)
 
     # -- the loop --------------------------------------------------------------------------------

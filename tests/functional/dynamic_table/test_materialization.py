@@ -1,0 +1,223 @@
+"""The dynamic_table materialization through dbt, on the embedded engine.
+
+A three-DT chain over two raw Delta tables: a join, an aggregate over it, and a filter over that.
+After every kind of change each DT must equal its query at its recorded data timestamp.
+"""
+
+from __future__ import annotations
+
+import pytest
+from dbt.tests.util import run_dbt, run_dbt_and_capture, write_file
+
+from tests.functional.dynamic_table.dvs import assert_dvs, history
+
+ORDERS_DT = """
+{{ config(materialized='dynamic_table', target_lag='1 minute', refresh_mode='incremental') }}
+select o.order_id, o.customer_id, o.amount, c.name, c.country
+from {{ source('raw', 'orders') }} as o
+join {{ source('raw', 'customers') }} as c on o.customer_id = c.customer_id
+"""
+
+REVENUE_DT = """
+{{ config(materialized='dynamic_table', target_lag='downstream', refresh_mode='incremental') }}
+select country, count(*) as orders, sum(amount) as revenue
+from {{ ref('orders_dt') }}
+group by country
+"""
+
+BIG_DT = """
+{{ config(materialized='dynamic_table', target_lag='5 minutes') }}
+select country, revenue from {{ ref('revenue_dt') }} where revenue > 100
+"""
+
+SOURCES = """
+version: 2
+sources:
+  - name: raw
+    schema: "{{ target.schema }}_raw"
+    tables:
+      - name: orders
+      - name: customers
+"""
+
+MODELS = ["orders_dt", "revenue_dt", "big_dt"]
+
+
+@pytest.fixture(scope="class")
+def models():
+    return {
+        "orders_dt.sql": ORDERS_DT,
+        "revenue_dt.sql": REVENUE_DT,
+        "big_dt.sql": BIG_DT,
+        "sources.yml": SOURCES,
+    }
+
+
+@pytest.fixture(scope="class")
+def raw(project):
+    schema = f"{project.test_schema}_raw"
+    project.run_sql(f"create schema if not exists {schema}")
+    project.run_sql(f"create table {schema}.customers (customer_id bigint, name string, country string) using delta")
+    project.run_sql(f"create table {schema}.orders (order_id bigint, customer_id bigint, amount double) using delta")
+    project.run_sql(
+        f"insert into {schema}.customers values (1, 'ada', 'GB'), (2, 'grace', 'US'), "
+        "(3, 'edsger', 'NL'), (4, 'barbara', 'US')"
+    )
+    project.run_sql(
+        f"insert into {schema}.orders values (10, 1, 50.0), (11, 1, 70.0), (12, 2, 30.0), "
+        "(13, 3, 200.0), (14, 3, 200.0), (15, null, 5.0)"
+    )
+    yield schema
+    project.run_sql(f"drop schema if exists {schema} cascade")
+
+
+def assert_all_dvs(project, warehouse):
+    for model in MODELS:
+        assert_dvs(project, warehouse, model)
+
+
+def last_actions(warehouse, project):
+    return {
+        m: history(warehouse, f"{project.test_schema}.{m}")[-1]["refresh_action"] for m in MODELS
+    }
+
+
+class TestDynamicTableChain:
+    def test_create_then_changes_then_no_data(self, project, raw, dyntable_warehouse):
+        results = run_dbt(["run"])
+        assert len(results) == 3
+        assert_all_dvs(project, dyntable_warehouse)
+        assert set(last_actions(dyntable_warehouse, project).values()) == {"REINITIALIZE"}
+        first = history(dyntable_warehouse, f"{project.test_schema}.orders_dt")[-1]
+        assert first["refresh_trigger"] == "CREATION"
+
+        # inserts, an update that moves a customer to another group, deletes, a duplicate row
+        project.run_sql(f"insert into {raw}.orders values (16, 4, 500.0), (14, 3, 200.0), (17, 9, 1.0)")
+        project.run_sql(f"update {raw}.customers set country = 'GB' where customer_id = 2")
+        project.run_sql(f"delete from {raw}.orders where order_id = 10")
+        run_dbt(["run"])
+        assert_all_dvs(project, dyntable_warehouse)
+        actions = last_actions(dyntable_warehouse, project)
+        assert actions["orders_dt"] == "INCREMENTAL"
+        assert actions["revenue_dt"] == "INCREMENTAL"
+
+        # nothing changed: every DT records NO_DATA and no DT gets a new Delta version
+        versions = {m: assert_dvs(project, dyntable_warehouse, m).dt_version for m in MODELS}
+        run_dbt(["run"])
+        assert set(last_actions(dyntable_warehouse, project).values()) == {"NO_DATA"}
+        assert {m: assert_dvs(project, dyntable_warehouse, m).dt_version for m in MODELS} == versions
+
+    def test_no_data_refresh_runs_no_engine_statement(self, project, raw, dyntable_warehouse):
+        """NO_DATA is decided from Delta log metadata alone (DESIGN §4)."""
+        from datetime import datetime, timezone
+
+        from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService, dynamic_table_from_model
+        from tests.functional.dynamic_table.dvs import project_engine
+
+        run_dbt(["run"])
+        engine = project_engine(project)
+        service = DynamicTableService(engine, dyntable_warehouse, "dyntable_meta")
+        frontier = assert_dvs(project, dyntable_warehouse, "orders_dt")
+        dt = dynamic_table_from_model(
+            project.test_schema, "orders_dt", frontier.definition,
+            {"target_lag": "1 minute", "refresh_mode": "incremental"}, "orders_dt",
+        )
+        before = engine.statements_run
+        result = service.refresh(dt, datetime.now(timezone.utc), "MANUAL")
+        assert result.action == "NO_DATA"
+        assert engine.statements_run == before
+
+    def test_full_refresh_reinitializes(self, project, raw, dyntable_warehouse):
+        run_dbt(["run"])
+        project.run_sql(f"delete from {raw}.customers where customer_id = 3")
+        run_dbt(["run", "--full-refresh"])
+        assert set(last_actions(dyntable_warehouse, project).values()) == {"REINITIALIZE"}
+        reasons = {history(dyntable_warehouse, f"{project.test_schema}.{m}")[-1]["reason"] for m in MODELS}
+        assert reasons == {"--full-refresh"}
+        assert_all_dvs(project, dyntable_warehouse)
+
+    def test_write_during_run_is_not_half_visible(self, project, raw, dyntable_warehouse):
+        """A source write landing between two DTs of one run is seen by neither of them."""
+        run_dbt(["run"])
+        write_file(
+            "{{ config(pre_hook=\"insert into " + raw + ".orders values (99, 4, 1000.0)\") }}"
+            + REVENUE_DT,
+            project.project_root, "models", "revenue_dt.sql",
+        )
+        project.run_sql(f"insert into {raw}.orders values (40, 2, 10.0)")
+        run_dbt(["run"])
+        # all three share one data timestamp, and the hook's row is in none of them
+        stamps = {assert_dvs(project, dyntable_warehouse, m).data_timestamp for m in MODELS}
+        assert len(stamps) == 1
+        seen = project.run_sql(
+            f"select count(*) from {project.test_schema}.orders_dt where order_id = 99", fetch="one"
+        )[0]
+        assert seen == 0
+        write_file(REVENUE_DT, project.project_root, "models", "revenue_dt.sql")
+        run_dbt(["run"])  # the next run picks the row up
+        assert_all_dvs(project, dyntable_warehouse)
+        assert project.run_sql(
+            f"select count(*) from {project.test_schema}.orders_dt where order_id = 99", fetch="one"
+        )[0] == 1
+
+
+class TestConfigurationChanges:
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"orders_dt.sql": ORDERS_DT, "sources.yml": SOURCES}
+
+    def _rewrite(self, project, sql):
+        write_file(sql, project.project_root, "models", "orders_dt.sql")
+
+    def test_lag_change_applies_without_rebuild(self, project, raw, dyntable_warehouse):
+        run_dbt(["run"])
+        self._rewrite(project, ORDERS_DT.replace("1 minute", "10 minutes"))
+        run_dbt(["run"])
+        name = f"{project.test_schema}.orders_dt"
+        assert history(dyntable_warehouse, name)[-1]["refresh_action"] == "NO_DATA"
+        from tests.functional.dynamic_table.dvs import metadata
+
+        assert metadata(dyntable_warehouse).graph(name)[name]["target_lag"] == "10 minutes"
+
+    def test_query_change_apply_reinitializes(self, project, raw, dyntable_warehouse):
+        self._rewrite(project, ORDERS_DT.replace("c.country", "upper(c.country) as country"))
+        run_dbt(["run"])
+        last = history(dyntable_warehouse, f"{project.test_schema}.orders_dt")[-1]
+        assert (last["refresh_action"], last["reason"]) == ("REINITIALIZE", "definition changed")
+        assert_dvs(project, dyntable_warehouse, "orders_dt")
+
+    def test_query_change_continue_keeps_old_definition(self, project, raw, dyntable_warehouse):
+        before = project.run_sql(f"select * from {project.test_schema}.orders_dt", fetch="all")
+        changed = ORDERS_DT.replace("refresh_mode='incremental'", "refresh_mode='incremental', on_configuration_change='continue'")
+        self._rewrite(project, changed.replace("c.name", "lower(c.name) as name"))
+        _, log = run_dbt_and_capture(["run"])
+        assert "on_configuration_change is 'continue'" in log
+        after = project.run_sql(f"select * from {project.test_schema}.orders_dt", fetch="all")
+        assert sorted(map(tuple, before)) == sorted(map(tuple, after))
+
+    def test_query_change_fail_stops(self, project, raw, dyntable_warehouse):
+        changed = ORDERS_DT.replace("refresh_mode='incremental'", "refresh_mode='incremental', on_configuration_change='fail'")
+        self._rewrite(project, changed.replace("o.amount", "o.amount * 2 as amount"))
+        _, log = run_dbt_and_capture(["run"], expect_pass=False)
+        assert "on_configuration_change is 'fail'" in log
+
+
+class TestBadConfig:
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {
+            "bad_lag.sql": "{{ config(materialized='dynamic_table', target_lag='5 minuts') }} select 1 as x",
+            "bad_mode.sql": "{{ config(materialized='dynamic_table', target_lag='1 hour', refresh_mode='sometimes') }} select 1 as x",
+            "no_lag.sql": "{{ config(materialized='dynamic_table') }} select 1 as x",
+        }
+
+    def test_each_bad_config_names_model_key_and_forms(self, project):
+        _, log = run_dbt_and_capture(["run"], expect_pass=False)
+        assert "Model 'bad_lag': target_lag '5 minuts' is not valid" in log
+        assert "'<n> seconds|minutes|hours|days'" in log
+        assert "Model 'bad_mode': refresh_mode 'sometimes' is not valid. Use auto | full | incremental" in log
+        assert "Model 'no_lag': a dynamic table needs target_lag" in log
+        for model in ("bad_lag", "bad_mode", "no_lag"):
+            assert project.run_sql(
+                f"show tables in {project.test_schema} like '{model}'", fetch="all"
+            ) == []
