@@ -75,3 +75,43 @@ def test_unconsolidated_delta_fails_and_leaves_the_dt(embedded_engine, dt):
     with pytest.raises(DeltaValidationError, match="weight 0"):
         applier.prepare(delta_sql([(4, "d", 0)]), COLUMNS)
     assert (version(embedded_engine, dt), contents(embedded_engine, dt)) == before
+
+
+@pytest.fixture
+def keyed_dt(embedded_engine, request):
+    """An aggregate's DT: one row per group key, a sum of doubles stored as the engine added it."""
+    schema = "apply_keyed_" + request.node.name.lower()[-30:]
+    embedded_engine.execute(f"create schema if not exists {schema}")
+    embedded_engine.execute(f"create table {schema}.dt (k bigint, total double) using delta")
+    embedded_engine.execute(f"insert into {schema}.dt values (1, 0.1D + 0.2D), (2, 5.0D), (null, 7.0D)")
+    table = DynamicTable(schema, "dt", "select 1", DynamicTableConfig.from_model("dt", {"target_lag": "1 minute"}))
+    yield table
+    embedded_engine.execute(f"drop schema {schema} cascade")
+
+
+def keyed_delta_sql(rows):
+    values = ", ".join(f"({'null' if k is None else k}, {t!r}D, {w})" for k, t, w in rows)
+    return f"select k, total, _dyn_weight from values {values} as d(k, total, _dyn_weight)"
+
+
+def test_keyed_delta_replaces_the_row_under_its_key_despite_float_rounding(embedded_engine, keyed_dt):
+    """The recomputed old sum (0.3) differs in its last bits from the stored one (0.1 + 0.2):
+    matched on the whole row the delete would miss; matched on the group key it replaces it."""
+    applier = DeltaApplier(embedded_engine, keyed_dt)
+    changes = keyed_delta_sql([(1, 0.3, -1), (1, 0.5, 1), (None, 7.0, -1), (3, 1.0, 1)])
+    with pytest.raises(DeltaValidationError, match="deletes rows the table does not hold"):
+        applier.prepare(changes, ["k", "total"])
+    prepared = applier.prepare(changes, ["k", "total"], key=["k"])
+    assert applier.apply(prepared) == (2, 2)
+    assert Counter(map(tuple, embedded_engine.execute(f"select k, total from {keyed_dt.relation}").collect())) == \
+        Counter({(1, 0.5): 1, (2, 5.0): 1, (3, 1.0): 1})
+
+
+def test_keyed_delta_that_would_store_a_key_twice_fails_and_leaves_the_dt(embedded_engine, keyed_dt):
+    applier = DeltaApplier(embedded_engine, keyed_dt)
+    before = version(embedded_engine, keyed_dt)
+    with pytest.raises(DeltaValidationError, match="two rows under one key"):
+        applier.prepare(keyed_delta_sql([(2, 6.0, 1)]), ["k", "total"], key=["k"])
+    with pytest.raises(DeltaValidationError, match="deletes rows the table does not hold"):
+        applier.prepare(keyed_delta_sql([(9, 1.0, -1)]), ["k", "total"], key=["k"])
+    assert version(embedded_engine, keyed_dt) == before

@@ -8,9 +8,13 @@ inserts back ``old + weight`` of them; ``old`` is read from the DT for the touch
 An insert-only delta, the common case for appends through filters and joins, is a plain INSERT
 that never reads the DT.
 
+When the plan proves a row key (group keys, distinct rows, a top-1 partition), the DT holds at most
+one row per key and the merge matches on the key alone: a deleted row is the row stored under its
+key, even when its non-key values (a sum of doubles, say) were recomputed with different rounding.
+
 Before the MERGE (seed 000 §6.1): the delta must be consolidated (no tuple twice) and must never
-delete more copies of a tuple than the DT holds. A violation fails the refresh and leaves the DT
-untouched.
+delete more copies of a tuple (a keyed row) than the DT holds. A violation fails the refresh and
+leaves the DT untouched.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from __future__ import annotations
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator, List, Tuple
+from typing import TYPE_CHECKING, Iterator, List, Optional, Sequence, Tuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -44,7 +48,8 @@ class DeltaValidationError(RuntimeError):
 @dataclass
 class PreparedDelta:
     columns: List[str]
-    rows: pa.Table  # columns + weight + old multiplicity in the DT (0 when not read)
+    rows: pa.Table  # columns + weight + old multiplicity (of the tuple, or of the key) in the DT
+    key: Optional[List[str]] = None  # the row key the DT is matched on; None: the whole row
 
     @property
     def is_empty(self) -> bool:
@@ -109,43 +114,64 @@ class DeltaApplier:
 
     # -- INCREMENTAL -----------------------------------------------------------------------------
 
-    def prepare(self, delta_sql: str, columns: List[str]) -> PreparedDelta:
+    def prepare(
+        self, delta_sql: str, columns: List[str], key: Optional[Sequence[str]] = None
+    ) -> PreparedDelta:
         """Run the delta query once and validate it. Only a delta that deletes reads the DT:
-        an insert-only delta (appends through filters and joins) is applied without a scan."""
+        an insert-only delta (appends through filters and joins) is applied without a scan.
+        With a row ``key``, the DT's rows are matched on the key instead of the whole row."""
+        key = list(key) if key is not None else None
+        match = key if key is not None else columns
         rows = self.engine.execute(
             f"SELECT {', '.join(quote(c) for c in columns)}, {quote(WEIGHT)} FROM ({delta_sql}) AS q"
         ).toArrow()
         if rows.num_rows == 0:
-            return PreparedDelta(columns, rows.append_column(OLD, pa.array([], pa.int64())))
+            return PreparedDelta(columns, rows.append_column(OLD, pa.array([], pa.int64())), key)
         if pc.any(pc.equal(rows.column(WEIGHT), 0)).as_py():
             raise DeltaValidationError(
                 f"Refresh of {self.dt.name} stopped before touching it: the delta has rows of weight 0."
             )
         with self._local_view(rows) as view:
             self._check_consolidated(view, columns)
-            if pc.min(rows.column(WEIGHT)).as_py() > 0:
+            if pc.min(rows.column(WEIGHT)).as_py() > 0 and key is None:
                 return PreparedDelta(columns, rows.append_column(OLD, pa.array([0] * rows.num_rows, pa.int64())))
+            old = (
+                f"""SELECT {", ".join(f"t.{quote(c)} AS {quote(c)}" for c in match)}, count(*) AS {OLD}
+                    FROM {self.dt.relation} AS t
+                    JOIN (SELECT DISTINCT {", ".join(quote(c) for c in match)} FROM {view}) AS k
+                      ON {_null_safe_match("t", "k", match)}
+                    GROUP BY {", ".join(f"t.{quote(c)}" for c in match)}"""
+                if match
+                # a global aggregate: one row, keyed by nothing
+                else f"SELECT count(*) AS {OLD} FROM {self.dt.relation}"
+            )
             with_old = self.engine.execute(
                 f"""
-                WITH old AS (
-                    SELECT {", ".join(f"t.{quote(c)} AS {quote(c)}" for c in columns)}, count(*) AS {OLD}
-                    FROM {self.dt.relation} AS t
-                    JOIN (SELECT DISTINCT {", ".join(quote(c) for c in columns)} FROM {view}) AS k
-                      ON {_null_safe_match("t", "k", columns)}
-                    GROUP BY {", ".join(f"t.{quote(c)}" for c in columns)}
-                )
+                WITH old AS ({old})
                 SELECT {", ".join(f"d.{quote(c)}" for c in columns)}, d.{WEIGHT} AS {WEIGHT},
                        coalesce(o.{OLD}, 0) AS {OLD}
-                FROM {view} AS d LEFT JOIN old AS o ON {_null_safe_match("d", "o", columns)}
+                FROM {view} AS d LEFT JOIN old AS o ON {_null_safe_match("d", "o", match)}
                 """
             ).toArrow()
-        if pc.min(pc.add(with_old.column(OLD), with_old.column(WEIGHT))).as_py() < 0:
+        if key is None:
+            missing = pc.min(pc.add(with_old.column(OLD), with_old.column(WEIGHT))).as_py() < 0
+        else:
+            per_key = with_old.group_by(key, use_threads=False).aggregate([(WEIGHT, "sum"), (OLD, "max")])
+            after = pc.add(per_key.column(f"{OLD}_max"), per_key.column(f"{WEIGHT}_sum"))
+            missing = pc.min(after).as_py() < 0
+            if pc.max(after).as_py() > 1:
+                raise DeltaValidationError(
+                    f"Refresh of {self.dt.name} stopped before touching it: the delta would store two "
+                    f"rows under one key ({', '.join(key)}). This is a bug in dbt-dyntable's "
+                    "differentiation; refresh_mode='full' works around it."
+                )
+        if missing:
             raise DeltaValidationError(
                 f"Refresh of {self.dt.name} stopped before touching it: the delta deletes rows the "
                 "table does not hold (it was changed outside dbt-dyntable, or a delta was lost). "
                 "Run `dbt run --full-refresh -s <model>` to rebuild it."
             )
-        return PreparedDelta(columns, with_old)
+        return PreparedDelta(columns, with_old, key)
 
     def _check_consolidated(self, view: str, columns: List[str]) -> None:
         cols = ", ".join(quote(c) for c in columns)
@@ -171,25 +197,37 @@ class DeltaApplier:
 
     def apply(self, delta: PreparedDelta) -> Tuple[int, int]:
         """One commit. Insert-only: an INSERT of weight copies. Otherwise one MERGE that deletes
-        every copy of each touched tuple and inserts back old + weight copies."""
+        every copy of each touched tuple and inserts back old + weight copies; with a row key, it
+        deletes the row stored under each key the delta deletes and inserts the delta's inserts."""
         rows, columns = delta.rows, delta.columns
-        repeat = pc.add(rows.column(OLD), rows.column(WEIGHT)).to_pylist()
-        indices = pa.array([i for i, n in enumerate(repeat) for _ in range(max(n, 0))], pa.int64())
+        weights = rows.column(WEIGHT)
+        if delta.key is None:
+            copies = pc.add(rows.column(OLD), weights).to_pylist()
+            deletes = rows.filter(pc.greater(rows.column(OLD), 0)).select(columns)
+        else:
+            copies = pc.if_else(pc.greater(weights, 0), weights, 0).to_pylist()
+            deleted = rows.filter(pc.and_(pc.less(weights, 0), pc.greater(rows.column(OLD), 0)))
+            first_per_key = (
+                deleted.append_column("_dyn_index", pa.array(range(deleted.num_rows), pa.int64()))
+                .group_by(delta.key, use_threads=False).aggregate([("_dyn_index", "min")])
+            )
+            deletes = deleted.take(first_per_key.column("_dyn_index_min")).select(columns)
+        indices = pa.array([i for i, n in enumerate(copies) for _ in range(max(n, 0))], pa.int64())
         inserts = rows.take(indices).select(columns)
         names = ", ".join(quote(c) for c in columns)
-        if pc.max(rows.column(OLD)).as_py() == 0 and pc.min(rows.column(WEIGHT)).as_py() > 0:
+        if deletes.num_rows == 0:
             with self._local_view(inserts) as view:
                 self.engine.execute(f"INSERT INTO {self.dt.relation} ({names}) SELECT {names} FROM {view}")
             return delta.inserted, delta.deleted
-        deletes = rows.filter(pc.greater(rows.column(OLD), 0)).select(columns)
         source = pa.concat_tables([
             deletes.append_column(KIND, pa.array(["D"] * deletes.num_rows, pa.string())),
             inserts.append_column(KIND, pa.array(["I"] * inserts.num_rows, pa.string())),
         ])
+        match = delta.key if delta.key is not None else columns
         with self._local_view(source) as view:
             self.engine.execute(
                 f"MERGE INTO {self.dt.relation} AS t USING {view} AS s "
-                f"ON {_null_safe_match('t', 's', columns)} AND s.{KIND} = 'D' "
+                f"ON {_null_safe_match('t', 's', match)} AND s.{KIND} = 'D' "
                 "WHEN MATCHED THEN DELETE "
                 f"WHEN NOT MATCHED AND s.{KIND} = 'I' THEN INSERT ({names}) "
                 f"VALUES ({', '.join(f's.{quote(c)}' for c in columns)})"
