@@ -1,0 +1,117 @@
+"""What every benchmark shares: the results folder, goal rows, timing, the warehouse, plots.
+
+Each benchmark writes ``results/<name>.md`` (a table marking each goal met ✓ or missed ✗ with the
+real number, then its measurements) and ``results/<name>.goals.json`` (the same goal rows, which
+``benchmarks/run.py`` gathers into ``results/SUMMARY.md``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Iterator, List, Optional, Sequence
+
+RESULTS = Path(__file__).parent / "results"
+
+
+@dataclass
+class Goal:
+    """One goal of issue 6 and what this run measured against it (``met`` None: not measurable
+    here, e.g. a profile that was not run)."""
+
+    goal: str
+    measured: str
+    met: Optional[bool]
+
+    @property
+    def mark(self) -> str:
+        return {True: "✓ met", False: "✗ missed", None: "– not measured"}[self.met]
+
+
+@dataclass
+class Timing:
+    wall: float
+    cpu: float
+
+
+@contextmanager
+def timed() -> Iterator[Timing]:
+    """Wall and process CPU seconds of the block (the embedded engine runs in this process, so
+    process CPU includes the engine's work)."""
+    timing = Timing(0.0, 0.0)
+    wall, cpu = time.perf_counter(), time.process_time()
+    try:
+        yield timing
+    finally:
+        timing.wall = time.perf_counter() - wall
+        timing.cpu = time.process_time() - cpu
+
+
+@contextmanager
+def embedded_engine() -> Iterator[tuple]:
+    """A fresh warehouse in a temp folder and the embedded engine on it: ``(engine, warehouse)``."""
+    from dbt.adapters.dyntable.engines.embedded import EmbeddedEngine
+
+    warehouse = Path(tempfile.mkdtemp(prefix="dyntable-bench-"))
+    engine = EmbeddedEngine(warehouse).start()
+    try:
+        yield engine, warehouse
+    finally:
+        engine.stop()
+        shutil.rmtree(warehouse, ignore_errors=True)
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]], align: str = "") -> List[str]:
+    """``align``: one letter per column, l or r (default: first column left, the rest right)."""
+    align = align or "l" + "r" * (len(header) - 1)
+    return [
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join("---" if a == "l" else "---:" for a in align) + "|",
+        *("| " + " | ".join(str(c) for c in row) + " |" for row in rows),
+    ]
+
+
+def write_results(name: str, title: str, command: str, intro: str, goals: List[Goal], body: List[str]) -> Path:
+    RESULTS.mkdir(exist_ok=True)
+    load = os.getloadavg()[0]
+    lines = [
+        f"# {title}",
+        "",
+        f"Produced by `{command}` on {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, "
+        f"{os.cpu_count()} cores, 1-min load average {load:.2f} at the end of the run.",
+        "",
+        intro,
+        "",
+    ]
+    if goals:
+        lines += ["## Goals", ""]
+        lines += markdown_table(["goal", "measured", ""], [(g.goal, g.measured, g.mark) for g in goals], "lll")
+        lines.append("")
+    lines += body
+    path = RESULTS / f"{name}.md"
+    path.write_text("\n".join(lines).rstrip() + "\n")
+    (RESULTS / f"{name}.goals.json").write_text(
+        json.dumps({"title": title, "command": command, "goals": [asdict(g) for g in goals]}, indent=1) + "\n"
+    )
+    return path
+
+
+def pyplot():
+    """matplotlib's pyplot on the Agg backend (files only, no display)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def seconds(value: float) -> str:
+    return f"{value:.3f}" if value < 10 else f"{value:.1f}"
