@@ -1,0 +1,135 @@
+"""The benchmark suite of issue 6 in one command.
+
+    .venv/bin/python -m benchmarks            # quick profile (1M and 10M rows; under 10 minutes on 2 cores)
+    .venv/bin/python -m benchmarks --full     # full profile (adds 100M rows and every change fraction)
+
+Each benchmark runs in a process of its own (the embedded engine and JVM Spark cannot share one) and
+writes benchmarks/results/<name>.md and, where it has one, <name>.png; this writes
+benchmarks/results/SUMMARY.md: every goal, met ✓ or missed ✗ with the real number, and each
+benchmark's wall and CPU seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import List, Optional, Sequence, Tuple
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from benchmarks.common import RESULTS, markdown_table
+
+ROOT = Path(__file__).resolve().parent.parent
+#: (module, what it measures, takes --full)
+BENCHMARKS: List[Tuple[str, str, bool]] = [
+    ("planning", "planning a 10-join query", False),
+    ("runner_overhead", "runner scheduling and NO_DATA ticks", False),
+    ("refresh_vs_full", "1–2: incremental vs full vs auto; NO_DATA", True),
+    ("hand_written", "3: DT vs hand-written merge model", True),
+    ("runner_lag", "4: runner lag under steady ingest", True),
+    ("jvm_spark", "5: benchmark 1 on JVM Spark", True),
+    ("delta_log_latency", "Delta log question latency", False),
+]
+#: Benchmarks that print their results rather than writing a goal table: their output is kept as is.
+PRINTED = {"delta_log_latency"}
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_one(module: str, full: bool) -> Tuple[int, float, float, str]:
+    """Run ``benchmarks.<module>``; its output streams to this terminal (and is kept for PRINTED)."""
+    command = [sys.executable, "-m", f"benchmarks.{module}"] + (["--full"] if full else [])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    wall, cpu = time.perf_counter(), children_cpu()
+    if module in PRINTED:
+        done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+        output = done.stdout + ("\n" + done.stderr if done.returncode else "")
+        print(done.stdout, end="")
+    else:
+        done = subprocess.run(command, cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
+        # Sail logs a warning line for every task it aborts at shutdown: keep only real errors.
+        output = "\n".join(line for line in done.stderr.splitlines() if " WARN " not in line)
+        if done.returncode:
+            print(output, file=sys.stderr)
+    return done.returncode, time.perf_counter() - wall, children_cpu() - cpu, output
+
+
+def write_printed(module: str, description: str, output: str) -> None:
+    (RESULTS / f"{module}.md").write_text(
+        f"# {description}\n\nProduced by `python -m benchmarks.{module}` on "
+        f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC.\n\n```\n{output.strip()}\n```\n"
+    )
+
+
+def summary(runs: List[Tuple[str, str, int, float, float]], full: bool, load_before: float, total: float) -> str:
+    lines = [
+        "# Benchmark summary",
+        "",
+        f"Produced by `python -m benchmarks{' --full' if full else ''}` ({'full' if full else 'quick'} profile) "
+        f"on {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC: embedded engine (LakeSail Sail, in-process), "
+        f"{os.cpu_count()} cores. 1-min load average {load_before:.2f} when the run started, "
+        f"{os.getloadavg()[0]:.2f} when it ended (other work shared the machine where it is above ~1). "
+        f"Whole suite: {total / 60:.1f} minutes of wall clock.",
+        "",
+        "## Goals",
+        "",
+    ]
+    rows = []
+    for module, _, _, _, _ in runs:
+        path = RESULTS / f"{module}.goals.json"
+        if path.exists():
+            for goal in json.loads(path.read_text())["goals"]:
+                mark = {True: "✓ met", False: "✗ missed", None: "– not measured"}[goal["met"]]
+                rows.append((f"[{module}]({module}.md)", goal["goal"], goal["measured"], mark))
+    lines += markdown_table(["benchmark", "goal", "measured", ""], rows, "llll")
+    lines += ["", "## Cost of each benchmark", "",
+              "CPU is the benchmark process's user+system seconds (the embedded engine runs inside it).", ""]
+    lines += markdown_table(
+        ["benchmark", "measures", "exit", "wall s", "CPU s"],
+        [(f"[{m}]({m}.md)", d, "ok" if rc == 0 else f"failed ({rc})", f"{w:.0f}", f"{c:.0f}") for m, d, rc, w, c in runs],
+        "llrrr",
+    )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    profile = parser.add_mutually_exclusive_group()
+    profile.add_argument("--quick", action="store_true", help="the quick profile (the default)")
+    profile.add_argument("--full", action="store_true", help="the full profile: 100M rows, every point")
+    args = parser.parse_args(argv)
+    console = Console()
+    RESULTS.mkdir(exist_ok=True)
+    load_before = os.getloadavg()[0]
+    runs = []
+    started = time.perf_counter()
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                  TimeElapsedColumn(), console=console) as progress:
+        task = progress.add_task("benchmark suite", total=len(BENCHMARKS))
+        for module, description, takes_full in BENCHMARKS:
+            progress.update(task, description=f"suite: {description}")
+            rc, wall, cpu, output = run_one(module, args.full and takes_full)
+            if module in PRINTED and rc == 0:
+                write_printed(module, description, output)
+            runs.append((module, description, rc, wall, cpu))
+            progress.console.print(f"{module}: {'ok' if rc == 0 else f'FAILED ({rc})'}, {wall:.0f} s wall, {cpu:.0f} s CPU")
+            progress.advance(task)
+    total = time.perf_counter() - started
+    (RESULTS / "SUMMARY.md").write_text(summary(runs, args.full, load_before, total))
+    console.print(f"suite done in {total / 60:.1f} minutes: see {RESULTS.relative_to(ROOT)}/SUMMARY.md")
+    return 0 if all(rc == 0 for _, _, rc, _, _ in runs) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
