@@ -341,7 +341,7 @@ class MetadataStore:
                 self._compact_now_and_then(table)
 
     def _compact_now_and_then(self, table: str) -> None:
-        opened = self._table(table)
+        opened = self._open[table]  # just written through, so at the version it committed
         if opened.version() % COMPACT_EVERY != 0:
             return
         try:

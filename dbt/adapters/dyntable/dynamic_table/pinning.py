@@ -12,7 +12,8 @@ isolation.
 
 from __future__ import annotations
 
-from typing import Mapping, Set
+from functools import lru_cache
+from typing import FrozenSet, Mapping, Set, Tuple
 
 import sqlglot
 from sqlglot import exp
@@ -61,13 +62,20 @@ def _qualify_tables(tree: exp.Expression, schema: str) -> None:
 
 def base_tables(sql: str, views: Mapping[str, str], default_schema: str) -> Set[str]:
     """The Delta tables a query reads once views are expanded, as lower-case ``schema.table``."""
-    tree = expand_views(sql, views, default_schema)
+    return set(_base_tables(sql, tuple(sorted(views.items())), default_schema))
+
+
+@lru_cache(maxsize=1024)
+def _base_tables(sql: str, views: Tuple[Tuple[str, str], ...], default_schema: str) -> FrozenSet[str]:
+    # Memoized: every refresh of a DT, NO_DATA ones included, asks this of the same few queries,
+    # and parsing is most of what it costs.
+    tree = expand_views(sql, dict(views), default_schema)
     ctes = _cte_names(tree)
-    return {
+    return frozenset(
         qualified(t, default_schema)
         for t in tree.find_all(exp.Table)
         if t.name and not (not t.db and t.name.lower() in ctes)
-    }
+    )
 
 
 def pin_query(

@@ -225,6 +225,20 @@ class Refresher:
             sql, views, dt.schema, data_timestamp, frontier if reason is None else None
         )
         versions = {s.name: s.end for s in sources}
+        base = dict(definition_hash=digest, refresh_mode=dt.config.refresh_mode, definition=sql)
+        if reason is None:
+            assert frontier is not None and dt_log is not None
+            # Decided before planning: a NO_DATA refresh reads Delta logs and metadata only.
+            if effective_ts < frontier.data_timestamp:
+                return RefreshResult(dt.name, "NO_DATA", "SKIPPED",
+                                     "an upstream dynamic table is behind this one", frontier.data_timestamp,
+                                     dt_version=frontier.dt_version, source_versions=frontier.source_versions)
+            if versions == frontier.source_versions:
+                self.metadata.commit_intent(dt.name, Intent(
+                    refresh_id, effective_ts, versions, frontier.dt_version, action="NO_DATA", **base),
+                    frontier.dt_version)
+                return RefreshResult(dt.name, "NO_DATA", "SUCCEEDED", "no source changed",
+                                     effective_ts, dt_version=frontier.dt_version, source_versions=versions)
         plan, not_incremental = (
             (None, None) if dt.config.refresh_mode == "full" else self._plan(sql, views, dt)
         )
@@ -234,22 +248,9 @@ class Refresher:
                 f"refreshed incrementally: {not_incremental}. Rewrite that part of the query, or "
                 "set refresh_mode to 'auto' or 'full'."
             )
-        base = dict(definition_hash=digest, refresh_mode=dt.config.refresh_mode, definition=sql)
-
         if reason is not None:
             return self._rebuild(dt, dt_log, "REINITIALIZE", reason, sql, views, versions,
                                  effective_ts, refresh_id, base)
-        assert frontier is not None and dt_log is not None
-        if effective_ts < frontier.data_timestamp:
-            return RefreshResult(dt.name, "NO_DATA", "SKIPPED",
-                                 "an upstream dynamic table is behind this one", frontier.data_timestamp,
-                                 dt_version=frontier.dt_version, source_versions=frontier.source_versions)
-        if versions == frontier.source_versions:
-            self.metadata.commit_intent(dt.name, Intent(
-                refresh_id, effective_ts, versions, frontier.dt_version, action="NO_DATA", **base),
-                frontier.dt_version)
-            return RefreshResult(dt.name, "NO_DATA", "SUCCEEDED", "no source changed",
-                                 effective_ts, dt_version=frontier.dt_version, source_versions=versions)
         intervals = {s.name: s.log.interval(s.start, s.end) for s in sources if s.start != s.end}
         blocked = [f"{n}: {i.undifferentiable_reason}" for n, i in intervals.items()
                    if i.undifferentiable_reason]
@@ -368,7 +369,8 @@ class Refresher:
         its latest refresh produced, a table at its latest version, and neither holds T back."""
         names = sorted(base_tables(sql, views, schema))
         across = boundary_tables(sql, views, schema)
-        upstream = {n: f for n in names if (f := self.metadata.frontier(n)) is not None}
+        frontiers = self.metadata.frontiers()
+        upstream = {n: frontiers[n] for n in names if n in frontiers}
         effective = min(
             [ts] + [f.data_timestamp for n, f in upstream.items() if n not in across]
         )
