@@ -20,6 +20,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from dbt.adapters.dyntable.changes import (
+    VersionedRelations,
     WEIGHT,
     ChangeDataFeedUnavailable,
     FileSetResolver,
@@ -378,3 +379,25 @@ def test_change_data_feed_and_file_sets_agree_on_jvm(jvm_engine: Engine, tmp_pat
         check_interval(jvm_engine, table, log, v0, v1)
     with FileSetResolver(jvm_engine.spark, {table: (log, 2, latest)}, capabilities=jvm_engine.capabilities) as r:
         assert net(view_rows(jvm_engine, r.changes(table))) == truth(jvm_engine, table, 2, latest)
+
+
+def test_every_version_reads_right_behind_checkpoints(engine: EmbeddedEngine) -> None:
+    """Sail's `VERSION AS OF` fails for most versions behind the latest checkpoint (one every 10
+    commits); VersionedRelations reads those from their files, partition values included."""
+    table, log = new_table(engine, "id int, p string", "partitioned by (p)")
+    for i in range(23):
+        engine.execute(f"insert into {table} values ({i}, '{'ab'[i % 2]}'), ({i}, null)")
+        if i == 14:
+            engine.execute(f"delete from {table} where id < 3")
+    latest = log.latest_version()
+    assert log.latest_checkpoint() is not None and log.latest_checkpoint() >= 20
+    with VersionedRelations(engine.spark, engine.capabilities) as relations:
+        assert "VERSION AS OF" not in relations.relation(table, log, 5)
+        assert relations.relation(table, log, latest) == f"{table} VERSION AS OF {latest}"
+        for version in range(latest + 1):
+            relation = relations.relation(table, log, version)
+            got = Counter(tuple(r) for r in engine.spark.sql(f"select id, p from {relation}").collect())
+            expected = Counter(
+                (r["id"], r["p"]) for r in DeltaTable(log.location, version=version).to_pyarrow_table().to_pylist()
+            )
+            assert got == expected, f"version {version}"

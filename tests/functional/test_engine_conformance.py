@@ -247,6 +247,16 @@ def test_timestamp_as_of(engine: Engine, people: str) -> None:
     assert rows(engine, f"SELECT count(*) AS n FROM {people} TIMESTAMP AS OF current_timestamp()") == [(4,)]
 
 
+def test_version_as_of_behind_the_latest_checkpoint(request: pytest.FixtureRequest, engine: Engine) -> None:
+    embedded_lacks(request, engine, "VERSION AS OF behind the latest checkpoint (read the version's files)")
+    assert engine.capabilities.time_travel_behind_checkpoint
+    name = fresh()
+    engine.execute(f"CREATE TABLE {name} (k INT) USING delta")
+    for k in range(22):  # checkpoints at versions 10 and 20
+        engine.execute(f"INSERT INTO {name} VALUES ({k})")
+    assert [rows(engine, f"SELECT count(*) AS n FROM {name} VERSION AS OF {v}")[0][0] for v in (5, 15, 21)] == [5, 15, 21]
+
+
 def test_describe_history(request: pytest.FixtureRequest, engine: Engine, people: str) -> None:
     embedded_lacks(request, engine, "DESCRIBE HISTORY (read versions with the deltalake package)")
     versions = [r["version"] for r in engine.spark.sql(f"DESCRIBE HISTORY {people}").collect()]

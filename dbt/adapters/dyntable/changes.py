@@ -246,6 +246,61 @@ def _table_key(table: str) -> Tuple[str, ...]:
     return tuple(part.name.lower() for part in parsed.parts)
 
 
+class VersionedRelations:
+    """How to read "table at version v" on this engine: ``VERSION AS OF`` where the engine's time
+    travel reads it, else a temp view over the snapshot's files (read as change extraction reads
+    them). Sail fails on most versions behind a table's latest checkpoint (DESIGN §3);
+    ``close()`` drops the views.
+    """
+
+    def __init__(self, spark: "SparkSession", capabilities: Optional["Capabilities"] = None) -> None:
+        self.spark = spark
+        self.capabilities = capabilities
+        self._views: Dict[Tuple[str, int], str] = {}
+        self._prefix = f"_dyn_version_{uuid.uuid4().hex[:12]}"
+
+    def view(self, log: Optional[DeltaLog], version: int) -> Optional[str]:
+        """A temp view holding ``log``'s table at ``version``; None where ``VERSION AS OF`` works."""
+        if log is None or self.capabilities is None or self.capabilities.time_travel_behind_checkpoint:
+            return None
+        checkpoint = log.latest_checkpoint()
+        if checkpoint is None or version >= checkpoint:
+            return None
+        key = (log.location, version)
+        if key not in self._views:
+            snapshot = log.snapshot(version)
+            files = list(snapshot.files.values())
+            if any(f.has_deletion_vector for f in files):
+                raise UndifferentiableSource(
+                    log.location,
+                    f"version {version} has deletion vectors and lies behind a checkpoint, which "
+                    "this engine cannot time-travel to",
+                )
+            frame = (
+                _read_files(self.spark, snapshot, files, +1).drop(WEIGHT) if files
+                else self.spark.createDataFrame([], snapshot.schema)
+            )
+            view = f"{self._prefix}_{len(self._views)}"
+            frame.createOrReplaceTempView(view)
+            self._views[key] = view
+        return self._views[key]
+
+    def relation(self, relation: str, log: DeltaLog, version: int) -> str:
+        """SQL text of a relation reading ``relation`` at ``version``."""
+        return self.view(log, version) or f"{relation} VERSION AS OF {version}"
+
+    def close(self) -> None:
+        views, self._views = self._views, {}
+        for view in views.values():
+            self.spark.catalog.dropTempView(view)
+
+    def __enter__(self) -> "VersionedRelations":
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+
 class FileSetResolver:
     """Answers the differentiation engine's ``SourceResolver`` questions for Delta sources.
 
@@ -275,6 +330,7 @@ class FileSetResolver:
         self._intervals: Dict[Tuple[str, ...], Interval] = {}
         self._views: Dict[Tuple[str, ...], str] = {}
         self._prefix = f"_dyn_changes_{uuid.uuid4().hex[:12]}"
+        self._versions = VersionedRelations(spark, capabilities)
 
     def _source(self, table: str) -> Tuple[Tuple[str, ...], str, DeltaLog, int, int]:
         key = _table_key(table)
@@ -285,12 +341,12 @@ class FileSetResolver:
         return key, relation, log, v0, v1
 
     def before(self, table: str) -> str:
-        _, relation, _, v0, _ = self._source(table)
-        return f"{relation} VERSION AS OF {v0}"
+        _, relation, log, v0, _ = self._source(table)
+        return self._versions.relation(relation, log, v0)
 
     def after(self, table: str) -> str:
-        _, relation, _, _, v1 = self._source(table)
-        return f"{relation} VERSION AS OF {v1}"
+        _, relation, log, _, v1 = self._source(table)
+        return self._versions.relation(relation, log, v1)
 
     def interval(self, table: str) -> Interval:
         return self._interval(self._source(table)[0])
@@ -349,6 +405,7 @@ class FileSetResolver:
         views, self._views = self._views, {}
         for view in views.values():
             self.spark.catalog.dropTempView(view)
+        self._versions.close()
 
     def __enter__(self) -> "FileSetResolver":
         return self

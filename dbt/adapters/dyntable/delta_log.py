@@ -232,6 +232,11 @@ class DeltaLog:
             raise TableNotFound(f"No Delta table at {self.location} (no commits in {LOG_DIR}).")
         return latest
 
+    def latest_checkpoint(self) -> Optional[int]:
+        """The version of the newest checkpoint, None without one."""
+        checkpoints = self._listing().checkpoints
+        return checkpoints[-1] if checkpoints else None
+
     def commit_timestamp(self, version: int) -> int:
         """When ``version`` was committed, in epoch milliseconds.
 

@@ -13,7 +13,7 @@ isolation.
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import FrozenSet, Mapping, Set, Tuple
+from typing import Callable, FrozenSet, Mapping, Optional, Set, Tuple
 
 import sqlglot
 from sqlglot import exp
@@ -79,16 +79,28 @@ def _base_tables(sql: str, views: Tuple[Tuple[str, str], ...], default_schema: s
 
 
 def pin_query(
-    sql: str, versions: Mapping[str, int], views: Mapping[str, str], default_schema: str
+    sql: str,
+    versions: Mapping[str, int],
+    views: Mapping[str, str],
+    default_schema: str,
+    read_at: Optional[Callable[[str, int], Optional[str]]] = None,
 ) -> str:
-    """``sql`` with views expanded and each table in ``versions`` read ``VERSION AS OF`` it."""
+    """``sql`` with views expanded and each table in ``versions`` read ``VERSION AS OF`` it, or
+    from the relation ``read_at(table, version)`` names where the engine cannot time-travel."""
     tree = expand_views(sql, views, default_schema)
     ctes = _cte_names(tree)
-    for table in tree.find_all(exp.Table):
+    for table in list(tree.find_all(exp.Table)):
         if not table.db and table.name.lower() in ctes:
             continue
-        version = versions.get(qualified(table, default_schema))
-        if version is not None:
+        name = qualified(table, default_schema)
+        version = versions.get(name)
+        if version is None:
+            continue
+        replacement = read_at(name, version) if read_at else None
+        if replacement is not None:
+            alias = exp.TableAlias(this=exp.to_identifier(table.alias or table.name))
+            table.replace(exp.Table(this=exp.to_identifier(replacement), alias=alias))
+        else:
             table.set(
                 "version",
                 exp.Version(this="VERSION", kind="AS OF", expression=exp.Literal.number(version)),

@@ -19,10 +19,11 @@ import logging
 import re
 import time
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Dict, FrozenSet, List, Mapping, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Dict, FrozenSet, Iterator, List, Mapping, Optional, Set, Tuple
 
 from dbt.adapters.dyntable.dynamic_table.apply import DeltaApplier
 from dbt.adapters.dyntable.dynamic_table.config import DynamicTableConfig, definition_hash
@@ -279,25 +280,38 @@ class Refresher:
     # -- actions ---------------------------------------------------------------------------------
 
     def _rebuild(self, dt, dt_log, action, reason, sql, views, versions, ts, refresh_id, base):
-        pinned = pin_query(sql, versions, views, dt.schema)
-        applier = DeltaApplier(self.engine, dt)
-        if dt_log is None:
-            applier.create_empty(pinned)
-            dt_log = self._log(dt.schema, dt.identifier)
-            assert dt_log is not None
-            self.metadata.forget(dt.name)
-        current = self.metadata.frontier(dt.name)
-        base_version = dt_log.latest_version()
-        intent = Intent(refresh_id, ts, versions, base_version, action=action, **base)
-        self.metadata.record_intent(dt.name, current, intent)
-        failpoint("after_intent")
-        failpoint("during_apply")
-        inserted, deleted = applier.overwrite(pinned)
-        failpoint("after_apply")
+        with self.pinned_query(sql, versions, views, dt.schema) as pinned:
+            applier = DeltaApplier(self.engine, dt)
+            if dt_log is None:
+                applier.create_empty(pinned)
+                dt_log = self._log(dt.schema, dt.identifier)
+                assert dt_log is not None
+                self.metadata.forget(dt.name)
+            current = self.metadata.frontier(dt.name)
+            base_version = dt_log.latest_version()
+            intent = Intent(refresh_id, ts, versions, base_version, action=action, **base)
+            self.metadata.record_intent(dt.name, current, intent)
+            failpoint("after_intent")
+            failpoint("during_apply")
+            inserted, deleted = applier.overwrite(pinned)
+            failpoint("after_apply")
         dt_version = dt_log.latest_version()
         self.metadata.commit_intent(dt.name, intent, dt_version)
         return RefreshResult(dt.name, action, "SUCCEEDED", reason, ts, inserted, deleted,
                              dt_version, source_versions=versions)
+
+    @contextmanager
+    def pinned_query(
+        self, sql: str, versions: Mapping[str, int], views: Mapping[str, str], schema: str
+    ) -> Iterator[str]:
+        """The query with every source read at its version, valid inside the ``with``."""
+        from dbt.adapters.dyntable.changes import VersionedRelations
+
+        with VersionedRelations(self.engine.spark, self.engine.capabilities) as relations:
+            yield pin_query(
+                sql, versions, views, schema,
+                read_at=lambda name, version: relations.view(self._log(*name.split(".", 1)), version),
+            )
 
     def _incremental(self, dt, dt_log, frontier, plan, sources, ts, refresh_id, base):
         from dbt.adapters.dyntable.changes import FileSetResolver

@@ -12,6 +12,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Tuple
 
+from dbt.adapters.dyntable.changes import VersionedRelations
 from dbt.adapters.dyntable.delta_log import DeltaLog
 from dbt.adapters.dyntable.dynamic_table.metadata import Frontier, MetadataStore
 from dbt.adapters.dyntable.dynamic_table.pinning import pin_query
@@ -69,9 +70,13 @@ def check_dvs(
                 frontier,
             )
     views = views_of(frontier.definition, schema) if views_of else {}
-    expected_sql = pin_query(frontier.definition, frontier.source_versions, views, schema)
     actual = multiset(engine.spark.sql(f"SELECT * FROM {name}").collect())
-    expected = multiset(engine.spark.sql(expected_sql).collect())
+    with VersionedRelations(engine.spark, engine.capabilities) as relations:
+        expected_sql = pin_query(
+            frontier.definition, frontier.source_versions, views, schema,
+            read_at=lambda source, version: relations.view(_log_of(engine, source), version),
+        )
+        expected = multiset(engine.spark.sql(expected_sql).collect())
     if actual != expected:
         missing, extra = expected - actual, actual - expected
         return DvsCheck(
@@ -81,3 +86,8 @@ def check_dvs(
             frontier,
         )
     return DvsCheck(name, True, sum(actual.values()), "equal", frontier)
+
+
+def _log_of(engine: "Engine", name: str) -> Optional[DeltaLog]:
+    location = engine.table_location(*name.split(".", 1))
+    return DeltaLog(location) if location else None

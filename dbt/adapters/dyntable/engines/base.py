@@ -31,6 +31,9 @@ class Capabilities:
     """`ALTER TABLE ... ADD/RENAME COLUMNS` works."""
     persistent_catalog: bool
     """The catalog outlives the session; otherwise the engine re-attaches persisted tables."""
+    time_travel_behind_checkpoint: bool = True
+    """`VERSION AS OF v` reads versions older than the table's latest checkpoint. Sail 0.7 fails
+    on most of them ("Missing commit file"): such versions are read from their files instead."""
 
 
 class Engine(ABC):

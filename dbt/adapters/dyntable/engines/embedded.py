@@ -57,6 +57,7 @@ class EmbeddedEngine(Engine):
         truncate=False,
         alter_table_columns=False,
         persistent_catalog=False,
+        time_travel_behind_checkpoint=False,
     )
 
     def __init__(self, warehouse: Path, port: int = 0) -> None:
