@@ -133,7 +133,7 @@ class DyntableAdapter(SparkAdapter):
             "state": result.state,
             "reason": result.reason,
             "rows": rows,
-            "message": f"{result.action} +{result.rows_inserted} -{result.rows_deleted}",
+            "message": f"{result.action or result.state} +{result.rows_inserted} -{result.rows_deleted}",
         }
 
 

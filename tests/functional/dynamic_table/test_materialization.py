@@ -221,3 +221,27 @@ class TestBadConfig:
             assert project.run_sql(
                 f"show tables in {project.test_schema} like '{model}'", fetch="all"
             ) == []
+
+
+class TestInitializeOnSchedule:
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {
+            "orders_dt.sql": ORDERS_DT.replace("refresh_mode='incremental'", "initialize='on_schedule'"),
+            "sources.yml": SOURCES,
+        }
+
+    def test_dbt_run_creates_it_empty_and_the_next_refresh_fills_it(self, project, raw, dyntable_warehouse):
+        _, log = run_dbt_and_capture(["run"])
+        assert "SKIPPED" in log
+        name = f"{project.test_schema}.orders_dt"
+        assert project.run_sql(f"select count(*) from {name}", fetch="one")[0] == 0
+        [created] = history(dyntable_warehouse, name)
+        assert (created["state"], created["refresh_action"]) == ("SKIPPED", None)
+        assert "on_schedule" in created["reason"]
+
+        run_dbt(["run"])  # a later refresh (here dbt's; the runner's first tick alike) initializes it
+        last = history(dyntable_warehouse, name)[-1]
+        assert (last["refresh_action"], last["reason"]) == ("REINITIALIZE", "first refresh (initialize: on_schedule)")
+        assert_dvs(project, dyntable_warehouse, "orders_dt")
+        assert project.run_sql(f"select count(*) from {name}", fetch="one")[0] > 0

@@ -97,7 +97,7 @@ def boundary_tables(sql: str, views: Mapping[str, str], schema: str) -> Set[str]
 @dataclass
 class RefreshResult:
     name: str
-    action: str
+    action: Optional[str]  # None when the refresh did not run (SKIPPED before choosing one)
     state: str
     reason: str
     data_timestamp: Optional[datetime]
@@ -145,7 +145,7 @@ class Refresher:
             try:
                 warnings: List[str] = []
                 result = self._refresh_locked(
-                    dt, frontier, data_timestamp, full_refresh, refresh_id, warnings
+                    dt, frontier, data_timestamp, full_refresh, refresh_id, warnings, trigger
                 )
                 result.warnings = warnings
             except Exception as exc:
@@ -193,16 +193,22 @@ class Refresher:
         full_refresh: bool,
         refresh_id: str,
         warnings: List[str],
+        trigger: str,
     ) -> RefreshResult:
         sql, digest = dt.sql, definition_hash(dt.sql, dt.config)
         dt_log = self._log(dt.schema, dt.identifier)
         reason: Optional[str] = None
+        if dt_log is None and dt.config.initialize == "on_schedule" and trigger == "DBT_RUN":
+            return self._create_uninitialized(dt, data_timestamp)
         if dt_log is None:
             reason = "first build"
         elif full_refresh:
             reason = "--full-refresh"
         elif frontier is None:
-            reason = "no frontier recorded for this table"
+            reason = (
+                "first refresh (initialize: on_schedule)" if dt.config.initialize == "on_schedule"
+                else "no frontier recorded for this table"
+            )
         elif frontier.definition_hash != digest:
             policy = dt.config.on_configuration_change
             if policy == "fail":
@@ -299,6 +305,16 @@ class Refresher:
         self.metadata.commit_intent(dt.name, intent, dt_version)
         return RefreshResult(dt.name, action, "SUCCEEDED", reason, ts, inserted, deleted,
                              dt_version, source_versions=versions)
+
+    def _create_uninitialized(self, dt: DynamicTable, data_timestamp: datetime) -> RefreshResult:
+        """``initialize: on_schedule``: create the table empty, with no frontier; the runner's
+        first due tick (or the next `dbt run`) fills it."""
+        DeltaApplier(self.engine, dt).create_empty(dt.sql)  # only its schema is read
+        return RefreshResult(
+            dt.name, None, "SKIPPED",
+            "initialize is 'on_schedule': created empty; the first scheduled refresh fills it",
+            data_timestamp,
+        )
 
     @contextmanager
     def pinned_query(
@@ -403,6 +419,12 @@ class Refresher:
                 version = log.latest_version()
             else:
                 found = log.version_at(int(effective.timestamp() * 1000))
+                if found is None and name in self.metadata.graph():
+                    raise RefreshError(
+                        f"Source {name} is a dynamic table that is not initialized yet (initialize: "
+                        "on_schedule). Let the runner's first tick fill it, run `dbt run -s` on it "
+                        "first, or set initialize: on_schedule on this model too."
+                    )
                 if found is None:
                     raise RefreshError(
                         f"Source {name} did not exist at the data timestamp {effective.isoformat()}."
