@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, List, Optional, Union
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Union
 
 from dbt.adapters.base import BaseRelation, available
 from dbt.adapters.events.logging import AdapterLogger
@@ -87,6 +87,47 @@ class DyntableAdapter(SparkAdapter):
             warehouse = EngineRegistry.warehouse_of(creds)
             service = _SERVICES[key] = DynamicTableService(engine, warehouse, creds.metadata_schema)
         return service
+
+    def _get_columns_for_catalog(self, relation: BaseRelation) -> Iterable[Dict[str, Any]]:
+        """dbt-spark's catalog rows; a dynamic table's say so, with its lag, mode and freshness
+        (shown by `dbt docs` beside the table's other details)."""
+        details = self._dynamic_table_catalog_details(relation)
+        for row in super()._get_columns_for_catalog(relation):
+            row.update(details)
+            yield row
+
+    def _dynamic_table_catalog_details(self, relation: BaseRelation) -> Dict[str, Any]:
+        from dbt.adapters.dyntable.dynamic_table.metadata import GRAPH_HISTORY, MetadataStore
+
+        creds = self.config.credentials
+        root = EngineRegistry.warehouse_of(creds) / creds.metadata_schema.lower()
+        if not (root / GRAPH_HISTORY / "_delta_log").is_dir():
+            return {}
+        store = MetadataStore(root, creds.metadata_schema)
+        name = f"{relation.schema}.{relation.identifier}".lower()
+        graph = store.graph(name).get(name)
+        if graph is None:
+            return {}
+        frontier = store.frontier(name)
+        stats = {
+            "target_lag": ("Target lag", graph["target_lag"], "How stale the table may get"),
+            "refresh_mode": ("Refresh mode", graph["refresh_mode"], "auto, full or incremental"),
+            "scheduling_state": ("Scheduling state", graph["scheduling_state"], "ACTIVE or SUSPENDED"),
+            "data_timestamp": (
+                "Data timestamp",
+                frontier.data_timestamp.isoformat() if frontier else "not initialized",
+                "The table equals its query as of this time",
+            ),
+        }
+        details: Dict[str, Any] = {"table_type": "dynamic table"}
+        for key, (label, value, description) in stats.items():
+            details.update({
+                f"stats:{key}:label": label,
+                f"stats:{key}:value": value,
+                f"stats:{key}:description": description,
+                f"stats:{key}:include": True,
+            })
+        return details
 
     @available
     def validate_dynamic_table_config(self, model_name: str, config: Dict[str, Any]) -> str:

@@ -6,6 +6,9 @@ After every kind of change each DT must equal its query at its recorded data tim
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 from dbt.tests.util import run_dbt, run_dbt_and_capture, write_file
 
@@ -159,6 +162,23 @@ class TestDynamicTableChain:
         assert project.run_sql(
             f"select count(*) from {project.test_schema}.orders_dt where order_id = 99", fetch="one"
         )[0] == 1
+
+
+    def test_docs_show_dynamic_tables_in_lineage_with_lag_and_mode(self, project, raw, dyntable_warehouse):
+        run_dbt(["run"])
+        catalog = run_dbt(["docs", "generate"])
+        manifest = json.loads((Path(project.project_root) / "target" / "manifest.json").read_text())
+        revenue = "model.test.revenue_dt"
+        assert manifest["parent_map"][revenue] == ["model.test.orders_dt"]
+        assert manifest["child_map"][revenue] == ["model.test.big_dt"]
+        assert manifest["nodes"][revenue]["config"]["target_lag"] == "downstream"
+        table = catalog.nodes[revenue]
+        assert table.metadata.type == "dynamic table"
+        assert table.stats["target_lag"].value == "downstream"
+        assert table.stats["refresh_mode"].value == "incremental"
+        stamp = assert_dvs(project, dyntable_warehouse, "revenue_dt").data_timestamp
+        assert table.stats["data_timestamp"].value == stamp
+        assert catalog.nodes["model.test.big_dt"].stats["target_lag"].value == "5 minutes"
 
 
 class TestConfigurationChanges:
