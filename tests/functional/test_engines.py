@@ -155,6 +155,39 @@ def test_a_second_process_sees_tables_views_and_history(tmp_path: Path) -> None:
     }
 
 
+def test_tables_with_array_map_and_struct_columns_re_attach(tmp_path: Path) -> None:
+    warehouse = tmp_path / "nested"
+    _run_python(
+        f"""
+        from pathlib import Path
+        from dbt.adapters.dyntable.engines.embedded import EmbeddedEngine
+        engine = EmbeddedEngine(Path({str(warehouse)!r})).start()
+        engine.execute("CREATE SCHEMA app")
+        engine.execute("CREATE TABLE app.events (id INT, tags ARRAY<STRING>, attrs MAP<STRING, INT>, "
+                       "point STRUCT<x: INT, ys: ARRAY<INT>>) USING delta")
+        engine.execute("INSERT INTO app.events VALUES (1, array('a', 'b'), map('k', 1), named_struct('x', 1, 'ys', array(2, 3)))")
+        engine.execute("CREATE TABLE app.tags USING delta AS SELECT id, tags FROM app.events")
+        engine.stop()
+        print("written")
+        """
+    )
+    seen = json.loads(
+        _run_python(
+            f"""
+            import json
+            from pathlib import Path
+            from dbt.adapters.dyntable.engines.embedded import EmbeddedEngine
+            engine = EmbeddedEngine(Path({str(warehouse)!r})).start()
+            events = engine.spark.sql("SELECT id, tags, attrs['k'] AS k, point.ys AS ys FROM app.events").collect()
+            tags = engine.spark.sql("SELECT tags FROM app.tags").collect()
+            print(json.dumps({{"events": [list(r) for r in events], "tags": [list(r) for r in tags]}}))
+            engine.stop()
+            """
+        )
+    )
+    assert seen == {"events": [[1, ["a", "b"], 1, [2, 3]]], "tags": [[["a", "b"]]]}
+
+
 # -- connect engine -----------------------------------------------------------------------------
 
 

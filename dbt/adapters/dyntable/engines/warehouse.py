@@ -25,6 +25,7 @@ from dbt.adapters.dyntable.engines.base import EngineError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+    from pyspark.sql.types import DataType
 
 VIEWS_DIR = ".views"
 DELTA_LOG = "_delta_log"
@@ -46,7 +47,11 @@ class PersistedTable:
 
     def create_statement(self) -> str:
         """`CREATE TABLE ... LOCATION` with the exact Delta schema (Sail requires it to match,
-        nullability included, and shows no columns without a column list)."""
+        nullability included, and shows no columns without a column list).
+
+        Except with array or map columns: Sail names a declared list's element differently from
+        the one it reads from the log and refuses the match, so those tables are attached without
+        a column list (queries see every column; Sail's column listing of them is empty)."""
         from deltalake import DeltaTable
         from pyspark.sql.types import StructType
 
@@ -56,14 +61,25 @@ class PersistedTable:
             f"{quote(f.name)} {f.dataType.simpleString()}" + ("" if f.nullable else " NOT NULL")
             for f in struct.fields
         )
+        declared = "" if _nests_lists_or_maps(struct) else f" ({columns})"
         partitions = table.metadata().partition_columns
         partitioned = (
             f" PARTITIONED BY ({', '.join(quote(c) for c in partitions)})" if partitions else ""
         )
         return (
-            f"CREATE TABLE IF NOT EXISTS {quote(self.schema)}.{quote(self.name)} ({columns}) "
+            f"CREATE TABLE IF NOT EXISTS {quote(self.schema)}.{quote(self.name)}{declared} "
             f"USING delta{partitioned} LOCATION {sql_string(str(self.location))}"
         )
+
+
+def _nests_lists_or_maps(data_type: "DataType") -> bool:
+    from pyspark.sql.types import ArrayType, MapType, StructType
+
+    if isinstance(data_type, (ArrayType, MapType)):
+        return True
+    if isinstance(data_type, StructType):
+        return any(_nests_lists_or_maps(f.dataType) for f in data_type.fields)
+    return False
 
 
 class Warehouse:
