@@ -111,14 +111,20 @@ class Warehouse:
         unique_keys: Optional[Mapping[str, List[str]]] = None,
         insert_only: Optional[Set[str]] = None,
         resolver: str = "except-all",
+        stored: bool = False,
     ) -> Outcome:
         """Run the scenario; ``insert_only`` names tables the resolver may treat as append-only
         (only true when ``dml`` only inserts into them); ``resolver`` picks how changes are read:
         the version-diff resolver by ``except-all`` or ``grouped-counts``, or the production
-        ``file-sets`` resolver."""
+        ``file-sets`` resolver. With ``stored``, the query's result before the DML is kept in a
+        table handed to ``differentiate`` as the DT's stored rows."""
         plan = plan_query(sql, views=views or {}, unique_keys=unique_keys or {})
         start = {t: self.version(t) for t in plan.sources}
         before = self.rows(sql)
+        stored_relation = None
+        if stored:
+            stored_relation = f"{self.schema}.stored_{uuid.uuid4().hex[:8]}"
+            self.engine.execute(f"create table {stored_relation} using delta as {sql}")
         for statement in dml:
             self.engine.execute(statement)
         end = {t: self.version(t) for t in plan.sources}
@@ -129,7 +135,7 @@ class Warehouse:
                 schema, name = table.split(".")
                 logs[table] = (DeltaLog(self.engine.table_location(schema, name)), start[table], end[table])
             with FileSetResolver(self.engine.spark, logs) as file_sets:
-                delta = differentiate(plan, file_sets)
+                delta = differentiate(plan, file_sets, stored_relation)
                 collected = self.engine.execute(delta.sql).collect()
         else:
             columns = None
@@ -138,7 +144,7 @@ class Warehouse:
             version_diff = VersionDiffResolver(
                 {t: (start[t], end[t]) for t in plan.sources}, insert_only=insert_only, columns=columns
             )
-            delta = differentiate(plan, version_diff)
+            delta = differentiate(plan, version_diff, stored_relation)
             collected = self.engine.execute(delta.sql).collect()
         assert delta.columns == plan.columns
         delta_rows = []

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.functional.differentiation.harness import Warehouse
 
 
@@ -201,6 +203,32 @@ def test_group_by_aggregates(wh: Warehouse) -> None:
         [*_join_dml(orders, customers), f"update {orders} set cid = 2 where oid = 10"],
     )
     assert outcome.delta.row_key == ["cid"]
+
+
+@pytest.mark.parametrize("resolver", ["except-all", "file-sets"])
+def test_inserts_fold_into_the_stored_aggregate(wh: Warehouse, resolver: str) -> None:
+    """Insert-only changes under count/sum/min/max read the DT's stored rows, not the sources:
+    new groups, NULL keys and values, duplicate rows, a group whose sum stays NULL."""
+    t = wh.table("t", "k string, x bigint, y double",
+                 ["('a', 1, 1.5)", "('a', null, null)", "(null, 2, null)", "('n', null, 2.0)"])
+    sql = f"""select k, count(*) as n, count(x) as nx, sum(x) as sx, sum(y) as sy,
+                     min(x) as lo, max(y) as hi
+              from {t} group by k"""
+    dml = [f"insert into {t} values ('a', 5, 0.5), ('a', 5, 0.5), ('b', null, null), (null, 7, 1.0), ('n', null, null)"]
+    outcome = wh.check(sql, dml, insert_only={t}, resolver=resolver, stored=True)
+    assert "stored_" in outcome.delta.sql
+    wh.check(f"select count(*) as n, sum(x) as s, max(x) as m from {t}",
+             [f"insert into {t} values ('c', 3, 3.0)"], insert_only={t}, resolver=resolver, stored=True)
+
+
+def test_deletes_and_other_aggregates_recompute_groups_even_with_stored_rows(wh: Warehouse) -> None:
+    t = wh.table("t", "k string, x bigint", ["('a', 1)", "('a', 2)", "('b', 3)"])
+    outcome = wh.check(f"select k, count(*) as n, max(x) as hi from {t} group by k",
+                       [f"delete from {t} where x = 2"], stored=True)
+    assert "stored_" not in outcome.delta.sql
+    outcome = wh.check(f"select k, count(distinct x) as d from {t} group by k",
+                       [f"insert into {t} values ('a', 1)"], insert_only={t}, stored=True)
+    assert "stored_" not in outcome.delta.sql
 
 
 def test_group_by_expression_and_having(wh: Warehouse) -> None:

@@ -16,28 +16,25 @@ Cost: Q read twice, restricted to the touched groups; cheaper than recomputation
 change, dearer when most do (seed 001 notes the ambiguity; a cost-based choice of FULL refresh is
 the materialization's).
 
-Updating invertible aggregates from the DT's stored state (a design, not built yet: the
-recomputation above is exact for every aggregate, and correctness came first). For a root
-``γ_k`` whose aggregates are all count(*), count(x), sum(x) and avg(x), the DT would store, per
-group, hidden columns ``_dyn_n = count(*)`` and ``_dyn_nx = count(x)`` for each summed x (sum
-is NULL when no x is non-NULL, which a stored sum alone cannot tell). The delta is then
-``γ_k`` over ΔQ alone: ``dn = SUM(w)``, ``dnx = SUM(CASE WHEN x IS NOT NULL THEN w END)``,
-``ds = SUM(x * w)``, and a MERGE on the keys sets ``n += dn``, ``nx += dnx``,
-``s = CASE WHEN nx + dnx = 0 THEN NULL ELSE COALESCE(s, 0) + COALESCE(ds, 0) END``,
-``avg = s / nx``, inserts new groups, and deletes groups whose ``n`` reaches 0 (except for a
-global aggregate, which keeps its one row). That reads only ΔQ, never Q; it needs the resolver
-to expose the DT itself, and the materialization to own the hidden columns.
+Insert-only changes under a root GROUP BY of count, sum, min and max (the common streaming case)
+are folded into the DT's stored rows instead (seed 000 §5.4's use of the DT's own state)::
+
+    Δγk(Q) = -(DT ⋉k ΔQ) + (DT ⟕k γk'(ΔQ))    with count' = SUM(w), sum' = SUM(x·w), min/max as is
+
+which reads ΔQ and the touched rows of the DT, never Q. It is exact for inserts only: a deletion
+could empty a group or take away its minimum, which the stored row cannot tell. Deletes and the
+other aggregates (count(distinct), avg, bool_and/or, ...) use the recomputation above.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence, Tuple
 
 from sqlglot import exp
 
 from dbt.adapters.dyntable.differentiation.plan import Aggregate
 from dbt.adapters.dyntable.differentiation.render import aggregate_select
-from dbt.adapters.dyntable.differentiation.sqltext import cols, consolidate, expr, q, signed, union_all
+from dbt.adapters.dyntable.differentiation.sqltext import WEIGHT, cols, consolidate, expr, q, signed, union_all
 
 if TYPE_CHECKING:
     from dbt.adapters.dyntable.differentiation.derivative import Differentiator
@@ -65,6 +62,11 @@ def derive(node: Aggregate, d: "Differentiator") -> Optional[str]:
     delta = d.derive(node.child)
     if delta is None:
         return None
+    stored = d.stored_rows(node)
+    if stored is not None and d.positive(node.child):
+        folded = fold_into_stored(node, delta, stored)
+        if folded is not None:
+            return folded
     before, after = d.before(node.child), d.after(node.child)
     if node.keys:
         keys = [e for _, e in node.keys]
@@ -76,3 +78,68 @@ def derive(node: Aggregate, d: "Differentiator") -> Optional[str]:
     combined = union_all([old, new])
     assert combined is not None
     return consolidate(combined, node.columns)
+
+
+#: Per aggregate kind: its partial over a positive delta, and how it combines with the stored value.
+_PARTIAL = {
+    "count_star": lambda x: f"SUM({q(WEIGHT)})",
+    "count": lambda x: f"SUM(CASE WHEN {x} IS NOT NULL THEN {q(WEIGHT)} ELSE 0 END)",
+    "sum": lambda x: f"SUM({x} * {q(WEIGHT)})",
+    "min": lambda x: f"MIN({x})",
+    "max": lambda x: f"MAX({x})",
+}
+_COMBINE = {
+    "count_star": lambda old, new: f"COALESCE({old}, 0) + {new}",
+    "count": lambda old, new: f"COALESCE({old}, 0) + {new}",
+    "sum": lambda old, new: f"CASE WHEN {old} IS NULL THEN {new} WHEN {new} IS NULL THEN {old} ELSE {old} + {new} END",
+    "min": lambda old, new: f"CASE WHEN {old} IS NULL THEN {new} WHEN {new} IS NULL THEN {old} ELSE LEAST({old}, {new}) END",
+    "max": lambda old, new: f"CASE WHEN {old} IS NULL THEN {new} WHEN {new} IS NULL THEN {old} ELSE GREATEST({old}, {new}) END",
+}
+
+
+def foldable(aggregate: exp.Expression) -> Optional[Tuple[str, Optional[exp.Expression]]]:
+    """The kind and argument of an aggregate an insert can be folded into, else None.
+
+    >>> import sqlglot
+    >>> foldable(sqlglot.parse_one("count(*)"))
+    ('count_star', None)
+    >>> foldable(sqlglot.parse_one("sum(a * 2)"))[0], foldable(sqlglot.parse_one("count(distinct a)"))
+    ('sum', None)
+    """
+    if isinstance(aggregate, exp.Count):
+        if isinstance(aggregate.this, exp.Star):
+            return "count_star", None
+        if aggregate.this is None or isinstance(aggregate.this, exp.Distinct) or aggregate.expressions:
+            return None
+        return "count", aggregate.this
+    for kind, node_type in (("sum", exp.Sum), ("min", exp.Min), ("max", exp.Max)):
+        if isinstance(aggregate, node_type) and not aggregate.expressions and not isinstance(aggregate.this, exp.Distinct):
+            return kind, aggregate.this
+    return None
+
+
+def fold_into_stored(node: Aggregate, delta: str, stored: str) -> Optional[str]:
+    """``-(stored rows of the touched groups) + (those rows with the delta folded in)``, or None
+    when some aggregate cannot be folded. ``delta`` must be positive."""
+    kinds = [foldable(e) for _, e in node.aggregates]
+    if any(k is None for k in kinds):
+        return None
+    keys = [n for n, _ in node.keys]
+    partials = ", ".join(
+        [f"{expr(e)} AS {q(n)}" for n, e in node.keys]
+        + [f"{_PARTIAL[kind](expr(arg) if arg is not None else '')} AS {q(n)}"
+           for (n, _), (kind, arg) in zip(node.aggregates, kinds)]  # type: ignore[misc]
+    )
+    group = f" GROUP BY {', '.join(expr(e) for _, e in node.keys)}" if node.keys else ""
+    grouped = f"SELECT {partials} FROM ({delta}) AS `_dyn_q`{group}"
+    match = " AND ".join(f"`_dyn_o`.{q(k)} <=> `_dyn_g`.{q(k)}" for k in keys) or "TRUE"
+    folded = ", ".join(
+        [f"`_dyn_g`.{q(k)} AS {q(k)}" for k in keys]
+        + [f"{_COMBINE[kind](f'`_dyn_o`.{q(n)}', f'`_dyn_g`.{q(n)}')} AS {q(n)}"
+           for (n, _), (kind, _) in zip(node.aggregates, kinds)]  # type: ignore[misc]
+    )
+    new = f"SELECT {folded} FROM ({grouped}) AS `_dyn_g` LEFT JOIN ({stored}) AS `_dyn_o` ON {match}"
+    old = f"SELECT `_dyn_o`.* FROM ({stored}) AS `_dyn_o` LEFT SEMI JOIN ({grouped}) AS `_dyn_g` ON {match}"
+    terms = union_all([signed(old, node.columns, -1), signed(new, node.columns, 1)])
+    assert terms is not None
+    return consolidate(terms, node.columns)

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Dict, List, Optional, Tuple
 
+from sqlglot import exp
+
 from dbt.adapters.dyntable.differentiation import (
     aggregate,
     distinct,
@@ -83,8 +85,9 @@ class Differentiator:
     aggregate's read ΔQ twice (inlining would double the text at every level).
     """
 
-    def __init__(self, resolver: SourceResolver) -> None:
+    def __init__(self, resolver: SourceResolver, stored: Optional[Tuple[Node, str]] = None) -> None:
         self.resolver = resolver
+        self.stored = stored
         self.ctes: List[Tuple[str, str]] = []
         self._derived: Dict[int, Optional[str]] = {}
         self._rendered: Dict[Tuple[object, str], str] = {}
@@ -122,6 +125,13 @@ class Differentiator:
         """``node`` evaluated on its sources at the end of the interval (Q|I1)."""
         return self._version(node, "v1_")
 
+    def stored_rows(self, node: Node) -> Optional[str]:
+        """The DT's stored rows, with ``node``'s column names, when ``node`` is the plan's root and
+        the caller passed the DT (its contents are Q|I0, so rules may read them instead of Q)."""
+        if self.stored is None or self.stored[0] is not node:
+            return None
+        return self.stored[1]
+
     def unchanged(self, node: Node) -> bool:
         return all(self.resolver.is_unchanged(t) for t in node.sources())
 
@@ -147,10 +157,30 @@ class Differentiator:
         return f"WITH {named}\n{sql}"
 
 
-def differentiate(plan: Plan, resolver: SourceResolver) -> DeltaQuery:
-    """The consolidated delta of ``plan`` between the resolver's two versions of its sources."""
-    differentiator = Differentiator(resolver)
+def _stored_node(plan: Plan, stored: str) -> Tuple[Node, str]:
+    """The node whose rows the DT stores, and a SELECT of them under that node's column names:
+    the root, or below the projections that only rename the columns of the node beneath them."""
+    node, names = plan.root, dict(zip(plan.root.columns, plan.columns))
+    while (
+        isinstance(node, Project)
+        and all(isinstance(e, exp.Column) and not e.table for e in node.expressions)
+        and sorted(e.name for e in node.expressions) == sorted(node.child.columns)
+    ):
+        names = {e.name: names[n] for n, e in zip(node.names, node.expressions)}
+        node = node.child
+    listed = ", ".join(f"{q(names[c])} AS {q(c)}" for c in node.columns)
+    return node, f"SELECT {listed} FROM {stored}"
+
+
+def differentiate(plan: Plan, resolver: SourceResolver, stored: Optional[str] = None) -> DeltaQuery:
+    """The consolidated delta of ``plan`` between the resolver's two versions of its sources.
+
+    ``stored`` names the relation holding the query's result at the interval's start (the DT
+    itself); rules that can fold changes into it (the aggregate's, for inserts) read it instead
+    of recomputing from the sources.
+    """
     root = plan.root
+    differentiator = Differentiator(resolver, None if stored is None else _stored_node(plan, stored))
     delta = differentiator.derive(root)
     renamed = rename(root.columns, plan.columns)
     if delta is None:

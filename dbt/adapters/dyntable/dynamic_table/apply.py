@@ -122,9 +122,14 @@ class DeltaApplier:
         With a row ``key``, the DT's rows are matched on the key instead of the whole row."""
         key = list(key) if key is not None else None
         match = key if key is not None else columns
-        rows = self.engine.execute(
-            f"SELECT {', '.join(quote(c) for c in columns)}, {quote(WEIGHT)} FROM ({delta_sql}) AS q"
-        ).toArrow()
+        # Typed as the DT's columns: a rule's arithmetic (a folded sum, a widened union) may
+        # produce a wider type than the query's, which the MERGE would refuse.
+        types = {f.name.lower(): f.dataType.simpleString() for f in self.engine.spark.table(self.dt.relation).schema.fields}
+        typed = ", ".join(
+            f"CAST({quote(c)} AS {types[c.lower()]}) AS {quote(c)}" if c.lower() in types else quote(c)
+            for c in columns
+        )
+        rows = self.engine.execute(f"SELECT {typed}, {quote(WEIGHT)} FROM ({delta_sql}) AS q").toArrow()
         if rows.num_rows == 0:
             return PreparedDelta(columns, rows.append_column(OLD, pa.array([], pa.int64())), key)
         if pc.any(pc.equal(rows.column(WEIGHT), 0)).as_py():

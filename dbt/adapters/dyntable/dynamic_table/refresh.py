@@ -340,7 +340,7 @@ class Refresher:
             capabilities=self.engine.capabilities,
         )
         try:
-            delta = differentiate(plan, resolver)
+            delta = differentiate(plan, resolver, stored=dt.relation)
             applier = DeltaApplier(self.engine, dt)
             staged = applier.prepare(delta.sql, list(plan.columns), delta.row_key)
             base_version = dt_log.latest_version()
