@@ -20,7 +20,7 @@ import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, NoReturn, Optional
+from typing import Any, Dict, List, Mapping, NoReturn, Optional, Sequence
 
 import typer
 from rich.console import Console
@@ -130,7 +130,7 @@ def clock_text(moment: Optional[datetime]) -> str:
         return "-"
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def seconds_text(seconds: Optional[float]) -> str:
@@ -174,10 +174,18 @@ def styled(state: Optional[str]) -> str:
     return f"[{style}]{state}[/]" if style else state
 
 
-def outcome_table(title: str, outcomes: List[Outcome]) -> Table:
+def titled_table(title: str, columns: Sequence[str]) -> Table:
+    """A table of ``columns``; the first names the row (a DT, a time) and never wraps."""
     table = Table(title=title, title_justify="left", show_edge=False)
-    for column in ("dynamic table", "state", "action", "data timestamp", "seconds", "detail"):
-        table.add_column(column, overflow="fold")
+    for index, column in enumerate(columns):
+        table.add_column(column, overflow="fold", no_wrap=index == 0)
+    return table
+
+
+def outcome_table(title: str, outcomes: List[Outcome]) -> Table:
+    table = titled_table(
+        title,
+        ("dynamic table", "state", "action", "data timestamp", "seconds", "detail"))
     for o in outcomes:
         table.add_row(o.model, styled(o.state), o.action or "-", clock_text(o.data_timestamp),
                       f"{o.seconds:.2f}", escape(o.message))
@@ -185,10 +193,10 @@ def outcome_table(title: str, outcomes: List[Outcome]) -> Table:
 
 
 def schedule_table(graph: DynamicTableGraph, chosen: List[str]) -> Table:
-    table = Table(title="Schedule", title_justify="left", show_edge=False)
-    for column in ("dynamic table", "target lag", "period", "refresh mode", "reads (pipeline)",
-                   "reads across a boundary"):
-        table.add_column(column, overflow="fold")
+    table = titled_table(
+        "Schedule",
+        ("dynamic table", "target lag", "period", "refresh mode", "reads (pipeline)",
+         "reads across a boundary"))
     for name in graph.order:
         node = graph.nodes[name]
         if name not in chosen:
@@ -361,10 +369,10 @@ def status(
     graph_rows = metadata.graph()
     latest = _latest_history(metadata.history())
     now = datetime.now(timezone.utc)
-    table = Table(title="Dynamic tables", title_justify="left", show_edge=False)
-    for column in ("dynamic table", "target lag", "period", "data timestamp", "current lag",
-                   "state", "last action", "failures"):
-        table.add_column(column, overflow="fold")
+    table = titled_table(
+        "Dynamic tables",
+        ("dynamic table", "target lag", "period", "data timestamp", "current lag",
+         "state", "last action", "failures"))
     for name in graph.order:
         frontier, row, last = frontiers.get(name), graph_rows.get(name, {}), latest.get(name)
         lag: Optional[float] = None
@@ -405,11 +413,10 @@ def history(
     loaded, graph = load(project_dir, profiles_dir, target)
     node = node_or_fail(graph, model)
     rows = loaded.metadata().history(node.name)[-limit:]
-    table = Table(title=f"Refresh history of {node.model} ({node.name})", title_justify="left",
-                  show_edge=False)
-    for column in ("started", "trigger", "action", "state", "data timestamp", "seconds", "+rows",
-                   "-rows", "reason / message"):
-        table.add_column(column, overflow="fold")
+    table = titled_table(
+        f"Refresh history of {node.model} ({node.name})",
+        ("started", "trigger", "action", "state", "data timestamp", "seconds", "+rows",
+         "-rows", "reason / message"))
     for row in rows:
         seconds = (row["refresh_end_time"] - row["refresh_start_time"]).total_seconds()
         detail = "; ".join(t for t in (row["reason"], row["state_message"]) if t)
@@ -432,10 +439,10 @@ def graph_command(
     """The graph history's latest row per dynamic table, with the project's pipeline edges."""
     loaded, graph = load(project_dir, profiles_dir, target)
     rows = loaded.metadata().graph()
-    table = Table(title="Dynamic-table graph", title_justify="left", show_edge=False)
-    for column in ("dynamic table", "state", "failures", "target lag", "inputs (tables read)",
-                   "pipeline upstream", "across a boundary", "recorded"):
-        table.add_column(column, overflow="fold")
+    table = titled_table(
+        "Dynamic-table graph",
+        ("dynamic table", "state", "failures", "target lag", "inputs (tables read)",
+         "pipeline upstream", "across a boundary", "recorded"))
     names = list(graph.order) + sorted(set(rows) - set(graph.nodes))
     for name in names:
         row: Mapping[str, Any] = rows.get(name, {})
