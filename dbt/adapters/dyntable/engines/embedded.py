@@ -78,7 +78,8 @@ class EmbeddedEngine(Engine):
                 "engine pick one."
             )
         os.environ.setdefault(SESSION_TIMEOUT_ENV, str(DEFAULT_SESSION_TIMEOUT_SECS))
-        os.environ.setdefault("RUST_LOG", "warn")  # Sail logs every session at INFO otherwise
+        # Sail logs every session at INFO otherwise, and warns of the tasks it aborts at every stop.
+        os.environ.setdefault("RUST_LOG", "warn,sail_common::actor=error")
         try:
             from pysail.spark import SparkConnectServer
             from pyspark.sql import SparkSession
