@@ -110,6 +110,23 @@ def _run_python(code: str) -> str:
     return done.stdout.strip().splitlines()[-1]
 
 
+def test_a_server_that_dies_mid_run_fails_fast_with_one_clear_error(tmp_path: Path) -> None:
+    from dbt_common.exceptions import DbtRuntimeError
+
+    from dbt.adapters.dyntable.connections import EngineCursor
+
+    engine = EmbeddedEngine(tmp_path / "wh").start()
+    try:
+        engine.execute("CREATE SCHEMA app")
+        engine._server.stop()  # what a crashed server leaves: nothing listening
+        started = time.monotonic()
+        with pytest.raises(DbtRuntimeError, match="embedded engine .* stopped responding"):
+            EngineCursor(engine).execute("SELECT 1")
+        assert time.monotonic() - started < 30  # not Spark Connect's ten minutes of retries
+    finally:
+        engine.stop()
+
+
 def test_a_second_process_sees_tables_views_and_history(tmp_path: Path) -> None:
     warehouse = tmp_path / "shared"
     _run_python(

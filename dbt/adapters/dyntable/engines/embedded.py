@@ -83,6 +83,7 @@ class EmbeddedEngine(Engine):
         try:
             from pysail.spark import SparkConnectServer
             from pyspark.sql import SparkSession
+            from pyspark.sql.connect.client.retries import DefaultPolicy
         except ImportError as exc:  # pragma: no cover - both are hard dependencies
             raise EngineError(
                 f"The embedded engine needs pysail and pyspark ({exc}). Reinstall dbt-dyntable."
@@ -104,6 +105,9 @@ class EmbeddedEngine(Engine):
             # create(), not getOrCreate(): the latter hands back any Spark Connect session already
             # open in this process (another engine's, on another server and warehouse).
             spark = SparkSession.builder.remote(remote).create()
+            # The server is in this process: if it stops answering it is gone, and Spark
+            # Connect's default policy would retry for ten minutes before saying so.
+            spark.client.set_retry_policies([DefaultPolicy(max_retries=4, max_backoff=1000)])
             spark.conf.set("spark.sql.warehouse.dir", str(self.warehouse.root))
             spark.conf.set("spark.sql.ansi.enabled", "false")
             # Sail types `timestamp` columns with the session zone, and Delta stores them as UTC:
@@ -141,11 +145,14 @@ class EmbeddedEngine(Engine):
             except Exception:  # noqa: BLE001 - the server may already be gone
                 pass
         if server is not None:
-            server.stop()
+            try:
+                server.stop()
+            except RuntimeError:  # it already stopped (crashed): nothing left to stop
+                pass
 
     def explain_failure(self, error: Exception) -> str:
         message = str(error).strip()
-        if "UNAVAILABLE" in message or "failed to connect" in message.lower():
+        if any(sign in message for sign in ("UNAVAILABLE", "RETRIES_EXCEEDED")) or "failed to connect" in message.lower():
             return (
                 f"The embedded engine at {self.address} stopped responding ({message.splitlines()[0]}). "
                 "Its server runs inside this process; rerun the command. If it keeps happening, "
