@@ -15,11 +15,6 @@ CUSTOMERS = 100_000
 PRODUCTS = 10_000
 ROWS_PER_LOAD_BRANCH = 250_000
 MAX_LOAD_BRANCHES = 40
-#: Sail 0.7.2 cannot read ``VERSION AS OF v`` for a v below the table's latest checkpoint, which
-#: makes incremental group-by and window refreshes fail once a checkpoint lands inside their
-#: interval (reported as a product bug). The sources here checkpoint rarely so the sweep measures
-#: refreshes instead of that failure.
-TABLE_PROPERTIES = "TBLPROPERTIES ('delta.checkpointInterval' = '100000')"
 
 #: Realistic DT queries: several joins, string and date expressions, a window.
 SHAPES: Dict[str, str] = {
@@ -80,20 +75,20 @@ class Fact:
     def load(self, rows: int) -> None:
         self.sql(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
         self.sql(
-            f"CREATE TABLE {SCHEMA}.customers USING delta {TABLE_PROPERTIES} AS SELECT id AS customer_id, "
+            f"CREATE TABLE {SCHEMA}.customers USING delta AS SELECT id AS customer_id, "
             "element_at(array('GB','US','NL','DE','JP'), cast(id % 5 + 1 as int)) AS country, "
             "element_at(array('consumer','business'), cast(id % 2 + 1 as int)) AS segment "
             f"FROM range({CUSTOMERS})"
         )
         self.sql(
-            f"CREATE TABLE {SCHEMA}.products USING delta {TABLE_PROPERTIES} AS SELECT id AS product_id, "
+            f"CREATE TABLE {SCHEMA}.products USING delta AS SELECT id AS product_id, "
             "concat('cat-', cast(id % 40 as string)) AS category, cast(id % 7 + 1 as int) AS ship_days "
             f"FROM range({PRODUCTS})"
         )
         branches = min(MAX_LOAD_BRANCHES, max(1, rows // ROWS_PER_LOAD_BRANCH))
         bounds = [rows * i // branches for i in range(branches + 1)]
         union = " UNION ALL ".join(fact_rows(lo, hi) for lo, hi in zip(bounds, bounds[1:]))
-        self.sql(f"CREATE TABLE {SCHEMA}.fact USING delta {TABLE_PROPERTIES} AS {union}")
+        self.sql(f"CREATE TABLE {SCHEMA}.fact USING delta AS {union}")
         self.next_id = rows
 
     def insert(self, count: int) -> None:

@@ -26,7 +26,6 @@ from rich.console import Console
 from rich.progress import Progress
 
 from benchmarks.common import RESULTS, Goal, markdown_table, pyplot, timed, write_results
-from benchmarks.data import TABLE_PROPERTIES
 
 SCHEMA = "pipeline"
 UNIT_MS = 1_500
@@ -116,9 +115,9 @@ def run(engine, warehouse, seconds: float, console: Console):
             return result
 
     engine.execute(f"CREATE SCHEMA {SCHEMA}").collect()
-    engine.execute(f"CREATE TABLE {SCHEMA}.raw_orders USING delta {TABLE_PROPERTIES} AS "
+    engine.execute(f"CREATE TABLE {SCHEMA}.raw_orders USING delta AS "
                    f"{orders(0, INITIAL_ORDERS)}").collect()
-    engine.execute(f"CREATE TABLE {SCHEMA}.customers USING delta {TABLE_PROPERTIES} AS SELECT id AS customer_id, "
+    engine.execute(f"CREATE TABLE {SCHEMA}.customers USING delta AS SELECT id AS customer_id, "
                    "element_at(array('GB','US','NL','DE','JP'), cast(id % 5 + 1 as int)) AS country "
                    "FROM range(10000)").collect()
     service = DynamicTableService(engine, warehouse, "dyntable_meta")
