@@ -175,10 +175,10 @@ def styled(state: Optional[str]) -> str:
 
 
 def titled_table(title: str, columns: Sequence[str]) -> Table:
-    """A table of ``columns``; the first names the row (a DT, a time) and never wraps."""
+    """A table of ``columns`` whose long values fold onto more lines rather than being cut."""
     table = Table(title=title, title_justify="left", show_edge=False)
-    for index, column in enumerate(columns):
-        table.add_column(column, overflow="fold", no_wrap=index == 0)
+    for column in columns:
+        table.add_column(column, overflow="fold")
     return table
 
 
