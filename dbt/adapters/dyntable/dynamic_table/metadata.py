@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Mapping, Optional
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
@@ -28,6 +28,8 @@ from deltalake.exceptions import CommitFailedError, DeltaError
 FRONTIERS = "dynamic_table_frontiers"
 REFRESH_HISTORY = "dynamic_table_refresh_history"
 GRAPH_HISTORY = "dynamic_table_graph_history"
+#: The small tables every refresh reads, kept in memory per Delta version.
+CACHED_TABLES = (FRONTIERS, GRAPH_HISTORY)
 
 TS = pa.timestamp("us", tz="UTC")
 
@@ -173,6 +175,9 @@ class MetadataStore:
         # hence the lock around every use.
         self._open: Dict[str, DeltaTable] = {}
         self._open_lock = threading.RLock()
+        # Frontiers and graph rows are read by every refresh: kept in memory as of a Delta version,
+        # re-read when another writer moved the table, patched with what this store writes.
+        self._cached: Dict[str, Tuple[int, List[Dict[str, Any]]]] = {}
         self._history_batch = threading.local()
 
     def location(self, table: str) -> Path:
@@ -228,7 +233,11 @@ class MetadataStore:
 
     def forget(self, name: str) -> None:
         """Drop a DT's frontier (its table was dropped or is rebuilt from scratch)."""
-        self._commit(FRONTIERS, lambda: self._table(FRONTIERS).delete(_eq("name", name)))
+        self._commit(
+            FRONTIERS,
+            lambda: self._table(FRONTIERS).delete(_eq("name", name)),
+            patch=lambda rows: [r for r in rows if r["name"] != name],
+        )
 
     def _upsert_frontier(self, frontier: Frontier, pending: Optional[str]) -> None:
         row = {
@@ -249,7 +258,8 @@ class MetadataStore:
             lambda: write_deltalake(
                 self._table(FRONTIERS), data, mode="overwrite",
                 predicate=_eq("name", frontier.name),
-            )
+            ),
+            patch=lambda rows: [r for r in rows if r["name"] != frontier.name] + data.to_pylist(),
         )
 
     # -- histories -------------------------------------------------------------------------------
@@ -306,13 +316,25 @@ class MetadataStore:
         import pyarrow.dataset as ds
 
         with self._open_lock:
-            dataset = self._table(table).to_pyarrow_dataset()
+            opened = self._table(table)
+            if table in CACHED_TABLES:
+                cached = self._cached.get(table)
+                if cached is None or cached[0] != opened.version():
+                    cached = self._cached[table] = (
+                        opened.version(), opened.to_pyarrow_dataset().to_table().to_pylist()
+                    )
+                return [dict(r) for r in cached[1] if name is None or r["name"] == name]
+            dataset = opened.to_pyarrow_dataset()
             selected = dataset.to_table(filter=ds.field("name") == name) if name else dataset.to_table()
         return selected.to_pylist()
 
     def _append(self, table: str, records: List[Dict[str, Any]]) -> None:
         data = pa.Table.from_pylist(records, schema=SCHEMAS[table])
-        self._commit(table, lambda: write_deltalake(self._table(table), data, mode="append"))
+        self._commit(
+            table,
+            lambda: write_deltalake(self._table(table), data, mode="append"),
+            patch=lambda rows: rows + data.to_pylist(),
+        )
 
     def _table(self, table: str) -> DeltaTable:
         """``table`` at its latest version (other processes write these tables too); callers
@@ -325,8 +347,14 @@ class MetadataStore:
                 opened.update_incremental()
             return opened
 
-    def _commit(self, table: str, write: Any) -> None:
-        """Run a metadata write, retrying when another process committed first."""
+    def _commit(
+        self,
+        table: str,
+        write: Callable[[], Any],
+        patch: Optional[Callable[[List[Dict[str, Any]]], List[Dict[str, Any]]]] = None,
+    ) -> None:
+        """Run a metadata write, retrying when another process committed first; ``patch`` turns
+        the cached rows into the written version's when the write committed right after them."""
         with self._write_lock:
             for attempt in range(COMMIT_RETRIES):
                 try:
@@ -338,6 +366,10 @@ class MetadataStore:
                         raise
                     time.sleep(0.01 * (attempt + 1))
             with self._open_lock:
+                cached = self._cached.pop(table, None)
+                version = self._open[table].version()
+                if cached is not None and patch is not None and cached[0] == version - 1:
+                    self._cached[table] = (version, patch(cached[1]))
                 self._compact_now_and_then(table)
 
     def _compact_now_and_then(self, table: str) -> None:
