@@ -12,9 +12,12 @@ intent while it runs (DESIGN §6): set before the MERGE, cleared with the new fr
 
 from __future__ import annotations
 
+import atexit
+import gc
 import json
 import threading
 import time
+import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -161,6 +164,19 @@ class GraphRow:
     recorded_at: datetime = field(default_factory=utcnow)
 
 
+# delta-rs tables still alive when the interpreter tears down can abort the process ("terminate
+# called without an active exception", delta-io/delta-rs#2184): release them while Python is
+# still whole.
+_OPEN_STORES: "weakref.WeakSet[MetadataStore]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_stores() -> None:
+    for store in list(_OPEN_STORES):
+        store.close()
+    gc.collect()
+
+
 class MetadataStore:
     """Reads and writes the three metadata tables under ``root`` (one folder per table)."""
 
@@ -179,6 +195,13 @@ class MetadataStore:
         # re-read when another writer moved the table, patched with what this store writes.
         self._cached: Dict[str, Tuple[int, List[Dict[str, Any]]]] = {}
         self._history_batch = threading.local()
+        _OPEN_STORES.add(self)
+
+    def close(self) -> None:
+        """Drop the open Delta tables (they are re-opened on next use)."""
+        with self._open_lock:
+            self._open.clear()
+            self._cached.clear()
 
     def location(self, table: str) -> Path:
         return self.root / table
