@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Dict, List
 
 import pyarrow as pa
+import pyarrow.fs as pa_fs
 from deltalake import DeltaTable, write_deltalake
 
 SCHEMA = "raw"
@@ -58,7 +59,10 @@ class Shop:
             write_deltalake(self.path(table), pa.Table.from_pylist(rows, schema=TABLES[table]), mode="append")
 
     def next_id(self, table: str, column: str) -> int:
-        values = DeltaTable(self.path(table)).to_pyarrow_table(columns=[column]).column(column).to_pylist()
+        # Arrow's local filesystem, not deltalake's Python-backed default: Arrow threads calling
+        # back into Python can abort the process at exit.
+        local = pa_fs.SubTreeFileSystem(str(Path(self.path(table)).resolve()), pa_fs.LocalFileSystem())
+        values = DeltaTable(self.path(table)).to_pyarrow_table(columns=[column], filesystem=local).column(column).to_pylist()
         return max(values, default=0) + 1
 
     # -- init ------------------------------------------------------------------------------------

@@ -1,8 +1,9 @@
 """A process that used the metadata store exits cleanly.
 
-delta-rs tables still alive while the interpreter tears down can abort the process with
-"terminate called without an active exception"; every `dyntable` command would then exit 134
-after doing its work. The store releases its tables at exit.
+deltalake reads through a Python-implemented filesystem by default; Arrow I/O threads calling back
+into it while the interpreter exits abort the process ("terminate called without an active
+exception"), so every `dyntable` command would exit 134 after doing its work. The store reads
+through Arrow's own local filesystem instead.
 """
 
 import subprocess

@@ -12,12 +12,9 @@ intent while it runs (DESIGN §6): set before the MERGE, cleared with the new fr
 
 from __future__ import annotations
 
-import atexit
-import gc
 import json
 import threading
 import time
-import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -25,6 +22,8 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
 import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.fs as pa_fs
 from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError
 
@@ -164,19 +163,6 @@ class GraphRow:
     recorded_at: datetime = field(default_factory=utcnow)
 
 
-# delta-rs tables still alive when the interpreter tears down can abort the process ("terminate
-# called without an active exception", delta-io/delta-rs#2184): release them while Python is
-# still whole.
-_OPEN_STORES: "weakref.WeakSet[MetadataStore]" = weakref.WeakSet()
-
-
-@atexit.register
-def _close_open_stores() -> None:
-    for store in list(_OPEN_STORES):
-        store.close()
-    gc.collect()
-
-
 class MetadataStore:
     """Reads and writes the three metadata tables under ``root`` (one folder per table)."""
 
@@ -195,13 +181,6 @@ class MetadataStore:
         # re-read when another writer moved the table, patched with what this store writes.
         self._cached: Dict[str, Tuple[int, List[Dict[str, Any]]]] = {}
         self._history_batch = threading.local()
-        _OPEN_STORES.add(self)
-
-    def close(self) -> None:
-        """Drop the open Delta tables (they are re-opened on next use)."""
-        with self._open_lock:
-            self._open.clear()
-            self._cached.clear()
 
     def location(self, table: str) -> Path:
         return self.root / table
@@ -336,20 +315,24 @@ class MetadataStore:
     # -- plumbing --------------------------------------------------------------------------------
 
     def _rows(self, table: str, name: Optional[str]) -> List[Dict[str, Any]]:
-        import pyarrow.dataset as ds
-
         with self._open_lock:
             opened = self._table(table)
             if table in CACHED_TABLES:
                 cached = self._cached.get(table)
                 if cached is None or cached[0] != opened.version():
-                    cached = self._cached[table] = (
-                        opened.version(), opened.to_pyarrow_dataset().to_table().to_pylist()
-                    )
+                    cached = self._cached[table] = (opened.version(), self._dataset(table).to_table().to_pylist())
                 return [dict(r) for r in cached[1] if name is None or r["name"] == name]
-            dataset = opened.to_pyarrow_dataset()
+            dataset = self._dataset(table)
             selected = dataset.to_table(filter=ds.field("name") == name) if name else dataset.to_table()
         return selected.to_pylist()
+
+    def _dataset(self, table: str) -> ds.Dataset:
+        # Arrow's own local filesystem: deltalake's default is a Python-implemented one that Arrow's
+        # I/O threads call back into, and a thread doing so while the interpreter exits takes the
+        # process down ("terminate called without an active exception").
+        return self._open[table].to_pyarrow_dataset(
+            filesystem=pa_fs.SubTreeFileSystem(str(self.location(table).resolve()), pa_fs.LocalFileSystem())
+        )
 
     def _append(self, table: str, records: List[Dict[str, Any]]) -> None:
         data = pa.Table.from_pylist(records, schema=SCHEMAS[table])
