@@ -14,8 +14,10 @@ in which case nothing was refreshed.
 
 from __future__ import annotations
 
+import os
 import re
 import signal
+import sys
 import threading
 import time
 from datetime import datetime, timezone
@@ -48,8 +50,20 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
-console = Console()
-errors = Console(stderr=True)
+
+PIPED_WIDTH = 160
+
+
+def _console(stderr: bool = False) -> Console:
+    # Piped output (logs, CI) has no width to fit, and rich's 80-column default for it folds
+    # every cell of an eight-column table; a terminal or an explicit COLUMNS still decides.
+    stream = sys.stderr if stderr else sys.stdout
+    width = None if stream.isatty() or "COLUMNS" in os.environ else PIPED_WIDTH
+    return Console(stderr=stderr, width=width)
+
+
+console = _console()
+errors = _console(stderr=True)
 
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
@@ -126,11 +140,14 @@ def node_or_fail(graph: DynamicTableGraph, model: str):
 
 
 def clock_text(moment: Optional[datetime]) -> str:
+    """UTC, to the second; the date only when it is not today's."""
     if moment is None:
         return "-"
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    moment = moment.astimezone(timezone.utc)
+    today = datetime.now(timezone.utc).date()
+    return moment.strftime("%H:%M:%S" if moment.date() == today else "%Y-%m-%d %H:%M:%S")
 
 
 def seconds_text(seconds: Optional[float]) -> str:
@@ -174,9 +191,13 @@ def styled(state: Optional[str]) -> str:
     return f"[{style}]{state}[/]" if style else state
 
 
-def titled_table(title: str, columns: Sequence[str]) -> Table:
+TIMES_IN_UTC = "times in UTC"
+
+
+def titled_table(title: str, columns: Sequence[str], caption: Optional[str] = None) -> Table:
     """A table of ``columns`` whose long values fold onto more lines rather than being cut."""
-    table = Table(title=title, title_justify="left", show_edge=False)
+    table = Table(title=title, title_justify="left", show_edge=False, caption=caption,
+                  caption_justify="left")
     for column in columns:
         table.add_column(column, overflow="fold")
     return table
@@ -185,7 +206,7 @@ def titled_table(title: str, columns: Sequence[str]) -> Table:
 def outcome_table(title: str, outcomes: List[Outcome]) -> Table:
     table = titled_table(
         title,
-        ("dynamic table", "state", "action", "data timestamp", "seconds", "detail"))
+        ("dynamic table", "state", "action", "data timestamp", "seconds", "detail"), TIMES_IN_UTC)
     for o in outcomes:
         table.add_row(o.model, styled(o.state), o.action or "-", clock_text(o.data_timestamp),
                       f"{o.seconds:.2f}", escape(o.message))
@@ -372,7 +393,7 @@ def status(
     table = titled_table(
         "Dynamic tables",
         ("dynamic table", "target lag", "period", "data timestamp", "current lag",
-         "state", "last action", "failures"))
+         "state", "last action", "failures"), TIMES_IN_UTC)
     for name in graph.order:
         frontier, row, last = frontiers.get(name), graph_rows.get(name, {}), latest.get(name)
         lag: Optional[float] = None
@@ -416,7 +437,7 @@ def history(
     table = titled_table(
         f"Refresh history of {node.model} ({node.name})",
         ("started", "trigger", "action", "state", "data timestamp", "seconds", "+rows",
-         "-rows", "reason / message"))
+         "-rows", "reason / message"), TIMES_IN_UTC)
     for row in rows:
         seconds = (row["refresh_end_time"] - row["refresh_start_time"]).total_seconds()
         detail = "; ".join(t for t in (row["reason"], row["state_message"]) if t)
@@ -442,7 +463,7 @@ def graph_command(
     table = titled_table(
         "Dynamic-table graph",
         ("dynamic table", "state", "failures", "target lag", "inputs (tables read)",
-         "pipeline upstream", "across a boundary", "recorded"))
+         "pipeline upstream", "across a boundary", "recorded"), TIMES_IN_UTC)
     names = list(graph.order) + sorted(set(rows) - set(graph.nodes))
     for name in names:
         row: Mapping[str, Any] = rows.get(name, {})
