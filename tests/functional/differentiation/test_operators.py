@@ -306,6 +306,36 @@ def test_top_one_per_partition(wh: Warehouse) -> None:
     )
 
 
+@pytest.mark.parametrize("resolver", ["except-all", "file-sets"])
+def test_inserts_fold_into_the_stored_first_rows(wh: Warehouse, resolver: str) -> None:
+    """Insert-only changes under ``row_number() ... = 1`` read the DT's stored first rows, not the
+    sources: a new partition, an insert that takes the lead, one that does not, a tie broken by
+    the second ORDER BY key, a NULL partition, duplicate inserted rows; with and without ``rn``
+    among the DT's columns."""
+    t = wh.table("t", "k string, v bigint, s string",
+                 ["('a', 5, 'x')", "('a', 7, 'y')", "('b', 3, 'z')", "(null, 4, 'n')"])
+    dml = [f"insert into {t} values ('a', 1, 'w'), ('b', 9, 'q'), ('b', 3, 'a'), ('c', 2, 'c'), "
+           "('c', 2, 'c'), (null, 1, 'm'), ('d', null, 'd')"]
+    for keep_rn in (False, True):
+        rn = ", rn" if keep_rn else ""
+        sql = f"""select k, v, s{rn} from (
+                    select k, v, s, row_number() over (partition by k order by v, s) as rn from {t}) r
+                  where rn = 1"""
+        outcome = wh.check(sql, dml, insert_only={t}, resolver=resolver, stored=True)
+        assert "stored_" in outcome.delta.sql
+        assert "v0_" not in outcome.delta.sql  # the sources before the change are never read
+
+
+def test_deletes_and_rank_recompute_first_rows_even_with_stored_rows(wh: Warehouse) -> None:
+    t = wh.table("t", "k string, v bigint", ["('a', 1)", "('a', 2)", "('b', 3)"])
+    first = f"select k, v from (select k, v, row_number() over (partition by k order by v) as rn from {t}) r where rn = 1"
+    outcome = wh.check(first, [f"delete from {t} where v = 1"], stored=True)
+    assert "stored_" not in outcome.delta.sql
+    ranked = f"select k, v from (select k, v, rank() over (partition by k order by v) as rn from {t}) r where rn = 1"
+    outcome = wh.check(ranked, [f"insert into {t} values ('a', 0), ('a', 0)"], insert_only={t}, stored=True)
+    assert "stored_" not in outcome.delta.sql
+
+
 def test_ctes_subqueries_and_nested_views(wh: Warehouse) -> None:
     orders, customers = _orders_customers(wh)
     big = wh.view("big_orders", f"select oid, cid, amount from {orders} where amount >= 50")

@@ -42,7 +42,7 @@ from dbt.adapters.dyntable.differentiation.plan import (
 )
 from dbt.adapters.dyntable.differentiation.render import render, rename
 from dbt.adapters.dyntable.differentiation.resolver import SourceResolver
-from dbt.adapters.dyntable.differentiation.sqltext import WEIGHT, consolidate, q
+from dbt.adapters.dyntable.differentiation.sqltext import WEIGHT, consolidate, expr, q
 
 
 def rule_for(node: Node) -> Optional[ModuleType]:
@@ -159,16 +159,23 @@ class Differentiator:
 
 def _stored_node(plan: Plan, stored: str) -> Tuple[Node, str]:
     """The node whose rows the DT stores, and a SELECT of them under that node's column names:
-    the root, or below the projections that only rename the columns of the node beneath them."""
-    node, names = plan.root, dict(zip(plan.root.columns, plan.columns))
-    while (
-        isinstance(node, Project)
-        and all(isinstance(e, exp.Column) and not e.table for e in node.expressions)
-        and sorted(e.name for e in node.expressions) == sorted(node.child.columns)
-    ):
-        names = {e.name: names[n] for n, e in zip(node.names, node.expressions)}
+    the root, or below the projections that only rename the columns of the node beneath them, or
+    below one that drops only a column a filter beneath pins to a constant (``rn = 1``): every
+    stored row had that value."""
+    node, names = plan.root, {c: q(n) for c, n in zip(plan.root.columns, plan.columns)}
+    while isinstance(node, Project) and node.is_rename():
+        names = {child: names[n] for n, child in node.renamed().items()}  # type: ignore[union-attr]
         node = node.child
-    listed = ", ".join(f"{q(names[c])} AS {q(c)}" for c in node.columns)
+    if isinstance(node, Project) and isinstance(node.child, Filter):
+        renamed, pinned = node.renamed(), node.child.pinned()
+        if (
+            renamed is not None and pinned is not None
+            and sorted(list(renamed.values()) + [pinned[0]]) == sorted(node.child.columns)
+        ):
+            names = {child: names[n] for n, child in renamed.items()}
+            names[pinned[0]] = expr(pinned[1])
+            node = node.child
+    listed = ", ".join(f"{names[c]} AS {q(c)}" for c in node.columns)
     return node, f"SELECT {listed} FROM {stored}"
 
 

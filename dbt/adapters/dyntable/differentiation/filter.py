@@ -1,13 +1,15 @@
 """Filter: Δσ(Q) = σ(ΔQ) (σ is linear on Z-sets).
 
 Cost: that of ΔQ. An update that moves a row into or out of the filter arrives as a -1 of the old
-row and a +1 of the new one, each kept or dropped on its own.
+row and a +1 of the new one, each kept or dropped on its own. A filter keeping the first row per
+partition of a window folds inserts into the DT's stored rows instead (top_one.py).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Optional
 
+from dbt.adapters.dyntable.differentiation import top_one
 from dbt.adapters.dyntable.differentiation.plan import Filter
 from dbt.adapters.dyntable.differentiation.sqltext import expr, with_weight, q, WEIGHT
 
@@ -18,6 +20,9 @@ RULE = "Δσ(Q) = σ(ΔQ)"
 
 
 def derive(node: Filter, d: "Differentiator") -> Optional[str]:
+    folded = top_one.derive(node, d)
+    if folded is not None:
+        return folded
     child = d.derive(node.child)
     if child is None:
         return None

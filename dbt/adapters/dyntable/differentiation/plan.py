@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import FrozenSet, Iterator, List, Optional, Tuple
+from typing import Dict, FrozenSet, Iterator, List, Optional, Tuple
 
 from sqlglot import exp
 
@@ -101,6 +101,17 @@ class Project(Node):
     def children(self) -> List[Node]:
         return [self.child]
 
+    def renamed(self) -> Optional[Dict[str, str]]:
+        """``{output name: child column}`` when every expression is a bare child column, else None."""
+        if not all(isinstance(e, exp.Column) and not e.table for e in self.expressions):
+            return None
+        return {n: e.name for n, e in zip(self.names, self.expressions)}
+
+    def is_rename(self) -> bool:
+        """Whether this only renames its child's columns: each kept once, none dropped."""
+        renamed = self.renamed()
+        return renamed is not None and sorted(renamed.values()) == sorted(self.child.columns)
+
     @property
     def row_key(self) -> Optional[List[str]]:
         key = self.child.row_key
@@ -131,6 +142,16 @@ class Filter(Node):
     @property
     def row_key(self) -> Optional[List[str]]:
         return self.child.row_key
+
+    def pinned(self) -> Optional[Tuple[str, exp.Literal]]:
+        """The column and literal of a ``column = literal`` condition: every row holds that value."""
+        condition = self.condition
+        if not isinstance(condition, exp.EQ):
+            return None
+        for column, literal in ((condition.this, condition.expression), (condition.expression, condition.this)):
+            if isinstance(column, exp.Column) and not column.table and isinstance(literal, exp.Literal):
+                return column.name, literal
+        return None
 
 
 @dataclass(eq=False)

@@ -8,7 +8,8 @@ recomputations are consolidated here: rows of a touched partition whose window v
 change cancel. Exact for every window function whose result is determined by the partition's rows
 (ties in ORDER BY must be broken repeatably for row_number, lag/lead, first/last).
 Cost: Q read twice, restricted to the touched partitions. The top-1-per-partition pattern
-(``row_number() ... = 1`` in a subquery) is this rule followed by the linear filter rule.
+(``row_number() ... = 1`` in a subquery) is this rule followed by the linear filter rule, except
+that inserts fold into the DT's stored first rows (top_one.py).
 """
 
 from __future__ import annotations

@@ -1,0 +1,88 @@
+"""The first row per partition under inserts, folded into the DT's stored rows (seed 000 §5.4)::
+
+    Q' = σ_{rn = 1}(ξp(Q))    rn = row_number() OVER (PARTITION BY p ORDER BY o)
+
+    ΔQ' = -(DT ⋉p ΔQ) + σ_{rn = 1}(ξp((DT ⋉p ΔQ) ⊎ ΔQ))
+
+When Q only gains rows, a partition's new first row is the first of its old first row (the one
+the DT stores) and its inserted rows, so the refresh reads ΔQ and the touched rows of the DT,
+never Q; the window rule would recompute every touched partition from Q twice. Deletes (the first
+row can leave, and the DT does not hold the runner-up) and rank/dense_rank (ties keep several rows)
+use the window rule. The DT stores the first rows without ``rn`` (``select * except rn`` style
+queries); ``rn`` is the constant 1 there, which is how the stored rows reach this node.
+Like the window rule, exact when ORDER BY breaks ties repeatably.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Dict, Optional, Tuple
+
+from sqlglot import exp
+
+from dbt.adapters.dyntable.differentiation.aggregate import touched_keys, touched_rows
+from dbt.adapters.dyntable.differentiation.plan import Filter, Node, Project, Window
+from dbt.adapters.dyntable.differentiation.render import rename, window_select
+from dbt.adapters.dyntable.differentiation.sqltext import WEIGHT, cols, consolidate, q, signed, union_all
+
+if TYPE_CHECKING:
+    from dbt.adapters.dyntable.differentiation.derivative import Differentiator
+
+RULE = "Δσrn=1(ξp(Q)) = -(DT ⋉p ΔQ) + σrn=1(ξp((DT ⋉p ΔQ) ⊎ ΔQ))   (ΔQ inserts only)"
+
+
+def first_row_window(node: Filter) -> Optional[Tuple[Window, Dict[str, str]]]:
+    """The ``row_number()`` window that ``node`` keeps the first row of, with ``{window column:
+    node column}``; None when ``node`` is not ``rn = 1`` over renames of such a window.
+
+    >>> from dbt.adapters.dyntable.differentiation.planner import plan_query
+    >>> first = "select k, v from (select k, v, {} over (partition by k order by v) as rn from s.t) r where rn = 1"
+    >>> window, names = first_row_window(plan_query(first.format("row_number()"), schema={"s.t": ["k", "v"]}).root.child)
+    >>> names
+    {'c1_k': 'c4_k', 'c2_v': 'c5_v', 'c3_rownumber': 'c6_rn'}
+    >>> first_row_window(plan_query(first.format("rank()"), schema={"s.t": ["k", "v"]}).root.child) is None
+    True
+    """
+    pinned = node.pinned()
+    if pinned is None or not (pinned[1].is_int and int(pinned[1].this) == 1):
+        return None
+    names = {c: c for c in node.columns}
+    below: Node = node.child
+    while isinstance(below, Project) and below.is_rename():
+        names = {child: names[n] for n, child in below.renamed().items()}  # type: ignore[union-attr]
+        below = below.child
+    if not isinstance(below, Window) or len(below.functions) != 1:
+        return None
+    function_name, function = below.functions[0]
+    if not isinstance(function.this, exp.RowNumber) or names[function_name] != pinned[0]:
+        return None
+    return below, names
+
+
+def derive(node: Filter, d: "Differentiator") -> Optional[str]:
+    """The folded delta, or None when the rule does not apply (the caller differentiates as usual)."""
+    matched = first_row_window(node)
+    stored = d.stored_rows(node)
+    if matched is None or stored is None:
+        return None
+    window, names = matched
+    if not d.positive(window.child):
+        return None
+    delta = d.derive(window.child)
+    if delta is None:
+        return None
+    partition = window.partition_by
+    touched = touched_keys(d, partition, delta)
+    stored_first = f"SELECT {rename([names[c] for c in window.columns], window.columns)} FROM ({stored}) AS `_dyn_s`"
+    old = d.share(touched_rows(stored_first, window.columns, partition, touched))
+    # Copies of an inserted row are interchangeable here: row_number keeps one of them.
+    candidates = union_all([
+        f"SELECT {cols(window.child.columns)} FROM ({old}) AS `_dyn_o`",
+        f"SELECT {cols(window.child.columns)} FROM ({delta}) AS `_dyn_d`",
+    ])
+    assert candidates is not None
+    function_name = window.functions[0][0]
+    new = f"SELECT * FROM ({window_select(window, candidates)}) AS `_dyn_w` WHERE {q(function_name)} = 1"
+    terms = union_all([signed(old, window.columns, -1), signed(new, window.columns, 1)])
+    assert terms is not None
+    listed = rename(window.columns + [WEIGHT], [names[c] for c in window.columns] + [WEIGHT])
+    return consolidate(f"SELECT {listed} FROM ({terms}) AS `_dyn_t`", node.columns)
