@@ -42,6 +42,16 @@ def test_declared_keys_propagate_through_project_filter_and_join() -> None:
     assert dropped.row_key is None
 
 
+def test_declared_keys_are_told_from_proven_ones_and_may_be_several() -> None:
+    declared = plan_query("select email, name from s.users", unique_keys={"s.users": [["id"], ["email"]]})
+    assert (declared.row_key, declared.row_key_is_declared) == (["email"], True)  # the first one read
+    grouped = plan_query("select id, count(*) as n from s.users group by id", unique_keys={"s.users": ["id"]})
+    assert (grouped.row_key, grouped.row_key_is_declared) == (["id"], False)
+    # DISTINCT over a declared key: the key the plan proves (every column) is preferred
+    distinct = plan_query("select distinct id, name from s.users", unique_keys={"s.users": ["id"]})
+    assert (distinct.row_key, distinct.row_key_is_declared) == (["id", "name"], False)
+
+
 def test_distinct_rows_are_their_own_key() -> None:
     assert plan_query("select distinct a, b from s.t").row_key == ["a", "b"]
     assert plan_query("select a from s.t union all select a from s.u").row_key is None
@@ -87,7 +97,7 @@ def test_unchanged_sources_prune_every_branch() -> None:
 
 def test_explain_shows_plan_rules_sql_or_the_reason() -> None:
     report = explain("select k, sum(v) as s from s.t group by k")
-    assert "Aggregate BY" in report and "rule: Δγk(Q)" in report and "delta SQL:" in report
+    assert "Aggregate BY" in report and "<= Δγk(Q)" in report and "delta SQL:" in report
     refused = explain("select id from s.t limit 3")
     assert refused.startswith("NOT INCREMENTALIZABLE") and "operator: limit" in refused
 

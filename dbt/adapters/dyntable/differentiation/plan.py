@@ -28,7 +28,13 @@ class Node:
 
     @property
     def row_key(self) -> Optional[List[str]]:
-        """Columns (a subset of ``columns``) that identify an output row, if the plan proves one."""
+        """Columns (a subset of ``columns``) that identify an output row, if the plan proves one or
+        the keys declared on its tables give one."""
+        return self.key(declared=True)
+
+    def key(self, declared: bool) -> Optional[List[str]]:
+        """The row key; with ``declared`` False, only one the plan proves (group keys, distinct
+        rows), not one resting on keys declared on base tables, which the data may violate."""
         return None
 
     def sources(self) -> FrozenSet[str]:
@@ -46,27 +52,28 @@ class Node:
 @dataclass(eq=False)
 class Scan(Node):
     """A base table; ``source_columns[i]`` is read as ``output_columns[i]`` (None: the constant 1,
-    for a table read only to count its rows)."""
+    for a table read only to count its rows). ``unique_keys`` are the keys declared on the table
+    (source column names), the first one whose columns the scan reads being its row key."""
 
     table: str
     source_columns: List[Optional[str]] = field(default_factory=list)
     output_columns: List[str] = field(default_factory=list)
-    unique_key: Optional[List[str]] = None  # source column names
+    unique_keys: List[List[str]] = field(default_factory=list)
 
     @property
     def columns(self) -> List[str]:
         return self.output_columns
 
-    @property
-    def row_key(self) -> Optional[List[str]]:
-        if not self.unique_key:
+    def key(self, declared: bool) -> Optional[List[str]]:
+        if not declared:
             return None
         by_source = {
             s.lower(): o for s, o in zip(self.source_columns, self.output_columns) if s is not None
         }
-        if not all(k.lower() in by_source for k in self.unique_key):
-            return None
-        return [by_source[k.lower()] for k in self.unique_key]
+        for unique_key in self.unique_keys:
+            if unique_key and all(k.lower() in by_source for k in unique_key):
+                return [by_source[k.lower()] for k in unique_key]
+        return None
 
     def sources(self) -> FrozenSet[str]:
         return frozenset({self.table})
@@ -82,8 +89,7 @@ class OneRow(Node):
     def columns(self) -> List[str]:
         return [self.name]
 
-    @property
-    def row_key(self) -> Optional[List[str]]:
+    def key(self, declared: bool) -> Optional[List[str]]:
         return []
 
 
@@ -112,9 +118,8 @@ class Project(Node):
         renamed = self.renamed()
         return renamed is not None and sorted(renamed.values()) == sorted(self.child.columns)
 
-    @property
-    def row_key(self) -> Optional[List[str]]:
-        key = self.child.row_key
+    def key(self, declared: bool) -> Optional[List[str]]:
+        key = self.child.key(declared)
         if key is None:
             return None
         passed = {}
@@ -139,9 +144,8 @@ class Filter(Node):
     def children(self) -> List[Node]:
         return [self.child]
 
-    @property
-    def row_key(self) -> Optional[List[str]]:
-        return self.child.row_key
+    def key(self, declared: bool) -> Optional[List[str]]:
+        return self.child.key(declared)
 
     def pinned(self) -> Optional[Tuple[str, exp.Literal]]:
         """The column and literal of a ``column = literal`` condition: every row holds that value."""
@@ -172,9 +176,8 @@ class Join(Node):
     def children(self) -> List[Node]:
         return [self.left, self.right]
 
-    @property
-    def row_key(self) -> Optional[List[str]]:
-        left, right = self.left.row_key, self.right.row_key
+    def key(self, declared: bool) -> Optional[List[str]]:
+        left, right = self.left.key(declared), self.right.key(declared)
         if left is None or right is None:
             return None
         return left + right
@@ -197,9 +200,8 @@ class SemiJoin(Node):
     def children(self) -> List[Node]:
         return [self.left, self.right]
 
-    @property
-    def row_key(self) -> Optional[List[str]]:
-        return self.left.row_key
+    def key(self, declared: bool) -> Optional[List[str]]:
+        return self.left.key(declared)
 
 
 @dataclass(eq=False)
@@ -235,8 +237,7 @@ class Aggregate(Node):
     def children(self) -> List[Node]:
         return [self.child]
 
-    @property
-    def row_key(self) -> Optional[List[str]]:
+    def key(self, declared: bool) -> Optional[List[str]]:
         return [name for name, _ in self.keys]
 
 
@@ -252,9 +253,8 @@ class Distinct(Node):
     def children(self) -> List[Node]:
         return [self.child]
 
-    @property
-    def row_key(self) -> Optional[List[str]]:
-        return self.child.row_key or list(self.child.columns)
+    def key(self, declared: bool) -> Optional[List[str]]:
+        return self.child.key(declared) or list(self.child.columns)
 
 
 @dataclass(eq=False)
@@ -277,16 +277,17 @@ class Window(Node):
     def children(self) -> List[Node]:
         return [self.child]
 
-    @property
-    def row_key(self) -> Optional[List[str]]:
-        return self.child.row_key
+    def key(self, declared: bool) -> Optional[List[str]]:
+        return self.child.key(declared)
 
 
 @dataclass(eq=False)
 class Plan:
     """A lowered query: ``root`` computes the columns named ``columns`` (in order).
 
-    ``row_key`` is None when no key is proven; ``[]`` for a global aggregate (always one row).
+    ``row_key`` is None when there is no key; ``[]`` for a global aggregate (always one row).
+    A key the plan proves is preferred to one resting on keys declared on its tables;
+    ``row_key_is_declared`` says which it is.
     """
 
     sql: str
@@ -299,7 +300,15 @@ class Plan:
 
     @property
     def row_key(self) -> Optional[List[str]]:
-        key = self.root.row_key
+        proven = self._output_key(declared=False)
+        return proven if proven is not None else self._output_key(declared=True)
+
+    @property
+    def row_key_is_declared(self) -> bool:
+        return self._output_key(declared=False) is None and self.row_key is not None
+
+    def _output_key(self, declared: bool) -> Optional[List[str]]:
+        key = self.root.key(declared)
         if key is None:
             return None
         output = dict(zip(self.root.columns, self.columns))

@@ -10,7 +10,7 @@ unqualified columns to be unambiguous, and ``*`` over such a table cannot be exp
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Dict, FrozenSet, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Callable, Dict, FrozenSet, List, Mapping, Optional, Sequence, Set, Tuple, Union
 
 import sqlglot
 from sqlglot import exp
@@ -81,6 +81,21 @@ def output_name(item: exp.Expression) -> str:
     if isinstance(item, exp.Dot):
         return item.name
     return sql_of(item).lower()
+
+
+#: A table's declared unique key (column names), or several candidate keys.
+UniqueKeys = Union[Sequence[str], Sequence[Sequence[str]]]
+
+
+def candidate_keys(keys: UniqueKeys) -> List[List[str]]:
+    """One declared key or several, as a list of candidate keys.
+
+    >>> candidate_keys(["id"]), candidate_keys([["id"], ["email", "region"]])
+    ([['id']], [['id'], ['email', 'region']])
+    """
+    if all(isinstance(k, str) for k in keys):
+        return [list(keys)] if keys else []  # type: ignore[arg-type]
+    return [[key] if isinstance(key, str) else list(key) for key in keys]
 
 
 @dataclass
@@ -159,12 +174,12 @@ class Planner:
     def __init__(
         self,
         views: Mapping[str, str],
-        unique_keys: Mapping[str, Sequence[str]],
+        unique_keys: Mapping[str, UniqueKeys],
         deterministic_functions: FrozenSet[str],
         schema: Mapping[str, Sequence[str]],
     ) -> None:
         self.views = {normalize_name(k): v for k, v in views.items()}
-        self.unique_keys = {normalize_name(k): list(v) for k, v in unique_keys.items()}
+        self.unique_keys = {normalize_name(k): candidate_keys(v) for k, v in unique_keys.items()}
         self.deterministic_functions = frozenset(f.lower() for f in deterministic_functions)
         self.schema = {normalize_name(k): list(v) for k, v in schema.items()}
         self.names = Names()
@@ -414,7 +429,7 @@ class Planner:
             raise NotIncrementalizable(
                 "relation", sql_of(relation), "column aliases on a base table are not supported"
             )
-        scan = Scan(key, unique_key=self.unique_keys.get(key))
+        scan = Scan(key, unique_keys=self.unique_keys.get(key, []))
         return Source(alias, scan, scan=scan, schema=self.schema.get(key))
 
     def _closed_source(
@@ -830,14 +845,14 @@ def _replace(old: exp.Expression, new: exp.Expression) -> None:
 def plan_query(
     sql: str,
     views: Optional[Mapping[str, str]] = None,
-    unique_keys: Optional[Mapping[str, Sequence[str]]] = None,
+    unique_keys: Optional[Mapping[str, UniqueKeys]] = None,
     deterministic_functions: FrozenSet[str] = frozenset(),
     schema: Optional[Mapping[str, Sequence[str]]] = None,
 ) -> Plan:
     """Lower ``sql`` to a plan, or raise :class:`NotIncrementalizable`.
 
     ``views`` maps view names to their SQL (expanded recursively), ``unique_keys`` declares the
-    unique columns of base tables, ``deterministic_functions`` names UDFs that are safe to
+    unique columns of base tables (one key or a list of candidate keys per table), ``deterministic_functions`` names UDFs that are safe to
     re-evaluate, and ``schema`` optionally lists the columns of base tables (needed for ``*``).
 
     >>> plan = plan_query("select c.country, count(*) as n from s.orders o "
