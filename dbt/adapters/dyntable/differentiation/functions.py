@@ -40,7 +40,16 @@ DETERMINISTIC_BUILTINS: FrozenSet[str] = frozenset(
     equal_null nvl2 zeroifnull nullifzero date_from_unix_date unix_date timestamp_seconds
     timestamp_millis unix_seconds unix_millis try_add try_divide try_multiply try_subtract contains
     startswith endswith mask substring_index overlay find_in_set elt locate position format_number
-    array map get every some any bool_and bool_or""".split()
+    array map get every some any bool_and bool_or hypot expm1 log1p bitwise_not shiftrightunsigned
+    negate isnull isnotnull arrays_overlap cardinality forall zip_with map_concat map_entries
+    map_filter map_zip_with transform_keys transform_values json_array_length from_csv to_csv
+    from_xml to_xml schema_of_csv schema_of_json sentences regexp url_encode url_decode
+    try_url_decode try_parse_url is_valid_utf8 validate_utf8 try_validate_utf8 make_valid_utf8
+    to_varchar try_to_number try_to_binary try_to_timestamp to_timestamp_ntz timestamp_micros
+    make_timestamp_ntz try_make_timestamp try_make_timestamp_ntz make_dt_interval make_ym_interval
+    try_make_interval try_mod try_parse_json variant_get try_variant_get aes_decrypt
+    try_aes_decrypt xpath xpath_boolean xpath_double xpath_float xpath_int xpath_long
+    xpath_number xpath_short xpath_string mean std try_sum try_avg""".split()
 )
 
 #: Spark built-ins sqlglot parses as anonymous functions that read the clock, the row's file or
@@ -48,11 +57,15 @@ DETERMINISTIC_BUILTINS: FrozenSet[str] = frozenset(
 NONDETERMINISTIC_BUILTINS: FrozenSet[str] = frozenset(
     """now monotonically_increasing_id input_file_name input_file_block_start
     input_file_block_length spark_partition_id uuid random rand randn shuffle current_timestamp
-    current_date localtimestamp current_timezone""".split()
+    current_date localtimestamp current_timezone user session_user current_user version
+    aes_encrypt reflect java_method try_reflect""".split()
 )
 
-#: Anonymous-parsed aggregates (sqlglot knows bool_and/bool_or, but not these spellings).
-ANONYMOUS_AGGREGATES: FrozenSet[str] = frozenset({"every", "some", "any", "bool_and", "bool_or"})
+#: Anonymous-parsed aggregates (sqlglot knows bool_and/bool_or, but not these spellings), all
+#: independent of the order rows arrive in.
+ANONYMOUS_AGGREGATES: FrozenSet[str] = frozenset(
+    {"every", "some", "any", "bool_and", "bool_or", "mean", "std", "try_sum", "try_avg"}
+)
 
 #: Aggregates whose result does not depend on input order, so recomputing a group is exact.
 ORDER_INDEPENDENT_AGGREGATES: tuple[Type[exp.Expression], ...] = tuple(
@@ -118,6 +131,6 @@ def nondeterminism(node: exp.Expression, deterministic_functions: FrozenSet[str]
             return None
         return (
             f"function {name} is not a known deterministic built-in; if it is a deterministic UDF, "
-            "declare it in deterministic_functions"
+            "list it in the model's deterministic_functions config"
         )
     return None
