@@ -84,6 +84,14 @@ def plan_tree(node: Node, depth: int = 0) -> List[str]:
     return lines
 
 
+def row_key(plan: Plan) -> str:
+    """The plan's row key in words: proven, resting on declared keys, or none."""
+    if plan.row_key is None:
+        return "(none: rows are a multiset)"
+    listed = ", ".join(plan.row_key) or "(none: always one row)"
+    return f"{listed} (from keys declared on its tables)" if plan.row_key_is_declared else listed
+
+
 def reads(delta_sql: str) -> str:
     """How often a symbolic delta reads each source version (``t@v0``, ``t@v1``, ``t@changes``):
     the cost shape of a derivative."""
@@ -92,15 +100,6 @@ def reads(delta_sql: str) -> str:
         for name in re.findall(r"((?:`[^`]+`\.)*`[^`]+@(?:v0|v1|changes)`)", delta_sql)
     )
     return " ".join(f"{name}x{count}" for name, count in sorted(found.items()))
-
-
-def tree(node: Node, depth: int = 0) -> List[str]:
-    rule = rule_for(node)
-    formula = getattr(rule, "RULE", "constant: Δ = ∅")
-    lines = [f"{'  ' * depth}{describe(node)}", f"{'  ' * depth}  rule: {formula}"]
-    for child in node.children:
-        lines.extend(tree(child, depth + 1))
-    return lines
 
 
 def explain(
@@ -121,12 +120,12 @@ def explain(
     delta = differentiate(plan, resolver or SymbolicResolver())
     lines = [
         f"columns: {', '.join(plan.columns)}",
-        f"row key: {', '.join(plan.row_key) if plan.row_key is not None else '(none: rows are a multiset)'}",
+        f"row key: {row_key(plan)}",
         f"sources: {', '.join(plan.sources)}",
         f"monotone: {plan.is_monotone()} (with insert-only sources, the delta only inserts)",
         f"insert only: {delta.insert_only}",
         "plan:",
-        *tree(plan.root, 1),
+        *plan_tree(plan.root, 1),
         "delta SQL:",
         delta.sql,
     ]
