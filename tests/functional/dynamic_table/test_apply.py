@@ -110,8 +110,26 @@ def test_keyed_delta_replaces_the_row_under_its_key_despite_float_rounding(embed
 def test_keyed_delta_that_would_store_a_key_twice_fails_and_leaves_the_dt(embedded_engine, keyed_dt):
     applier = DeltaApplier(embedded_engine, keyed_dt)
     before = version(embedded_engine, keyed_dt)
-    with pytest.raises(DeltaValidationError, match="two rows under one key"):
+    with pytest.raises(DeltaValidationError, match=r"1 key\(s\) of \(k\) would hold two rows"):
         applier.prepare(keyed_delta_sql([(2, 6.0, 1)]), ["k", "total"], key=["k"])
     with pytest.raises(DeltaValidationError, match="deletes rows the table does not hold"):
         applier.prepare(keyed_delta_sql([(9, 1.0, -1)]), ["k", "total"], key=["k"])
     assert version(embedded_engine, keyed_dt) == before
+
+
+def test_a_key_the_dt_already_breaks_is_never_matched_on(embedded_engine, keyed_dt):
+    """Two stored rows under k = 2: a keyed MERGE deleting one of them would delete both. A key
+    the plan proves fails the refresh; a declared one (a unique test the data breaks) falls back to
+    whole-row matching, which is right for any multiset, and says so."""
+    embedded_engine.execute(f"insert into {keyed_dt.relation} values (2, 8.0D)")
+    applier = DeltaApplier(embedded_engine, keyed_dt)
+    before = version(embedded_engine, keyed_dt)
+    changes = keyed_delta_sql([(2, 8.0, -1), (2, 9.0, 1)])
+    with pytest.raises(DeltaValidationError, match="would hold two rows"):
+        applier.prepare(changes, ["k", "total"], key=["k"])
+    assert version(embedded_engine, keyed_dt) == before
+    prepared = applier.prepare(changes, ["k", "total"], key=["k"], declared_by="a unique test on k")
+    assert prepared.key is None and "declared by a unique test on k, is not unique" in prepared.warning
+    assert applier.apply(prepared) == (1, 1)
+    assert Counter(map(tuple, embedded_engine.execute(f"select k, total from {keyed_dt.relation}").collect())) == \
+        Counter({(1, 0.1 + 0.2): 1, (2, 5.0): 1, (2, 9.0): 1, (None, 7.0): 1})

@@ -8,13 +8,16 @@ inserts back ``old + weight`` of them; ``old`` is read from the DT for the touch
 An insert-only delta, the common case for appends through filters and joins, is a plain INSERT
 that never reads the DT.
 
-When the plan proves a row key (group keys, distinct rows, a top-1 partition), the DT holds at most
-one row per key and the merge matches on the key alone: a deleted row is the row stored under its
-key, even when its non-key values (a sum of doubles, say) were recomputed with different rounding.
+With a row key (group keys, distinct rows, a top-1 partition, or a key the project declares), the
+DT holds at most one row per key and the merge matches on the key alone: a deleted row is the row
+stored under its key, even when its non-key values (a sum of doubles, say) were recomputed with
+different rounding.
 
 Before the MERGE (seed 000 §6.1): the delta must be consolidated (no tuple twice) and must never
-delete more copies of a tuple (a keyed row) than the DT holds. A violation fails the refresh and
-leaves the DT untouched.
+delete more copies of a tuple (a keyed row) than the DT holds; with a key, no key may hold two
+rows, before or after. A violation of a key the plan proves, or of the rest, fails the refresh and
+leaves the DT untouched. A declared key is a promise the data may break (a failing unique test): then
+the rows are matched whole, which is right for any multiset, and the refresh says so in a warning.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ class PreparedDelta:
     columns: List[str]
     rows: pa.Table  # columns + weight + old multiplicity (of the tuple, or of the key) in the DT
     key: Optional[List[str]] = None  # the row key the DT is matched on; None: the whole row
+    warning: Optional[str] = None  # a declared key the data breaks, so whole rows were matched
 
     @property
     def is_empty(self) -> bool:
@@ -115,13 +119,17 @@ class DeltaApplier:
     # -- INCREMENTAL -----------------------------------------------------------------------------
 
     def prepare(
-        self, delta_sql: str, columns: List[str], key: Optional[Sequence[str]] = None
+        self,
+        delta_sql: str,
+        columns: List[str],
+        key: Optional[Sequence[str]] = None,
+        declared_by: Optional[str] = None,
     ) -> PreparedDelta:
         """Run the delta query once and validate it. Only a delta that deletes reads the DT:
         an insert-only delta (appends through filters and joins) is applied without a scan.
-        With a row ``key``, the DT's rows are matched on the key instead of the whole row."""
+        With a row ``key``, the DT's rows are matched on the key instead of the whole row;
+        ``declared_by`` says who declared it when the plan does not prove it."""
         key = list(key) if key is not None else None
-        match = key if key is not None else columns
         # Typed as the DT's columns: a rule's arithmetic (a folded sum, a widened union) may
         # produce a wider type than the query's, which the MERGE would refuse.
         types = {f.name.lower(): f.dataType.simpleString() for f in self.engine.spark.table(self.dt.relation).schema.fields}
@@ -138,45 +146,81 @@ class DeltaApplier:
             )
         with self._local_view(rows) as view:
             self._check_consolidated(view, columns)
-            if pc.min(rows.column(WEIGHT)).as_py() > 0 and key is None:
-                return PreparedDelta(columns, rows.append_column(OLD, pa.array([0] * rows.num_rows, pa.int64())))
-            old = (
-                f"""SELECT {", ".join(f"t.{quote(c)} AS {quote(c)}" for c in match)}, count(*) AS {OLD}
-                    FROM {self.dt.relation} AS t
-                    JOIN (SELECT DISTINCT {", ".join(quote(c) for c in match)} FROM {view}) AS k
-                      ON {_null_safe_match("t", "k", match)}
-                    GROUP BY {", ".join(f"t.{quote(c)}" for c in match)}"""
-                if match
-                # a global aggregate: one row, keyed by nothing
-                else f"SELECT count(*) AS {OLD} FROM {self.dt.relation}"
-            )
-            with_old = self.engine.execute(
-                f"""
-                WITH old AS ({old})
-                SELECT {", ".join(f"d.{quote(c)}" for c in columns)}, d.{WEIGHT} AS {WEIGHT},
-                       coalesce(o.{OLD}, 0) AS {OLD}
-                FROM {view} AS d LEFT JOIN old AS o ON {_null_safe_match("d", "o", match)}
-                """
-            ).toArrow()
-        if key is None:
-            missing = pc.min(pc.add(with_old.column(OLD), with_old.column(WEIGHT))).as_py() < 0
-        else:
-            per_key = with_old.group_by(key, use_threads=False).aggregate([(WEIGHT, "sum"), (OLD, "max")])
-            after = pc.add(per_key.column(f"{OLD}_max"), per_key.column(f"{WEIGHT}_sum"))
-            missing = pc.min(after).as_py() < 0
-            if pc.max(after).as_py() > 1:
-                raise DeltaValidationError(
-                    f"Refresh of {self.dt.name} stopped before touching it: the delta would store two "
-                    f"rows under one key ({', '.join(key)}). This is a bug in dbt-dyntable's "
-                    "differentiation; refresh_mode='full' works around it."
+            inserts_only = pc.min(rows.column(WEIGHT)).as_py() > 0
+            warning = None
+            # Appends under a declared key are inserted without reading the DT; a later delete
+            # checks the key before matching on it.
+            if key is not None and not (inserts_only and declared_by is not None):
+                with_old = self._with_old(view, columns, key)
+                broken = self._keys_holding_two_rows(with_old, key)
+                if not broken:
+                    return self._validated(PreparedDelta(columns, with_old, key))
+                if declared_by is None:
+                    raise DeltaValidationError(
+                        f"Refresh of {self.dt.name} stopped before touching it: {broken} key(s) of "
+                        f"({', '.join(key)}) would hold two rows. This is a bug in dbt-dyntable's "
+                        "differentiation, or the table was changed outside dbt-dyntable; "
+                        f"`dbt run --full-refresh -s <model>` rebuilds it."
+                    )
+                warning = (
+                    f"Dynamic table {self.dt.name}: its key ({', '.join(key)}), declared by "
+                    f"{declared_by}, is not unique in the data ({broken} key(s) hold two rows), so "
+                    "this refresh matched whole rows instead. Fix the data or the declaration."
                 )
-        if missing:
+            if inserts_only:
+                return PreparedDelta(
+                    columns, rows.append_column(OLD, pa.array([0] * rows.num_rows, pa.int64())),
+                    warning=warning,
+                )
+            prepared = PreparedDelta(columns, self._with_old(view, columns, None), warning=warning)
+        return self._validated(prepared)
+
+    def _with_old(self, view: str, columns: List[str], key: Optional[List[str]]) -> pa.Table:
+        """The delta's rows with ``_dyn_old``: how many rows of the DT hold the row's tuple (no
+        key) or its key."""
+        match = key if key is not None else columns
+        old = (
+            f"""SELECT {", ".join(f"t.{quote(c)} AS {quote(c)}" for c in match)}, count(*) AS {OLD}
+                FROM {self.dt.relation} AS t
+                JOIN (SELECT DISTINCT {", ".join(quote(c) for c in match)} FROM {view}) AS k
+                  ON {_null_safe_match("t", "k", match)}
+                GROUP BY {", ".join(f"t.{quote(c)}" for c in match)}"""
+            if match
+            # a global aggregate: one row, keyed by nothing
+            else f"SELECT count(*) AS {OLD} FROM {self.dt.relation}"
+        )
+        return self.engine.execute(
+            f"""
+            WITH old AS ({old})
+            SELECT {", ".join(f"d.{quote(c)}" for c in columns)}, d.{WEIGHT} AS {WEIGHT},
+                   coalesce(o.{OLD}, 0) AS {OLD}
+            FROM {view} AS d LEFT JOIN old AS o ON {_null_safe_match("d", "o", match)}
+            """
+        ).toArrow()
+
+    @staticmethod
+    def _keys_holding_two_rows(with_old: pa.Table, key: List[str]) -> int:
+        """How many keys hold more than one row in the DT now, or would after the delta."""
+        per_key = with_old.group_by(key, use_threads=False).aggregate([(WEIGHT, "sum"), (OLD, "max")])
+        old = per_key.column(f"{OLD}_max")
+        after = pc.add(old, per_key.column(f"{WEIGHT}_sum"))
+        return int(pc.sum(pc.or_(pc.greater(old, 1), pc.greater(after, 1))).as_py() or 0)
+
+    def _validated(self, delta: PreparedDelta) -> PreparedDelta:
+        """``delta``, unless it deletes rows (or keyed rows) the DT does not hold."""
+        rows = delta.rows
+        if delta.key is None:
+            remaining = pc.add(rows.column(OLD), rows.column(WEIGHT))
+        else:
+            per_key = rows.group_by(delta.key, use_threads=False).aggregate([(WEIGHT, "sum"), (OLD, "max")])
+            remaining = pc.add(per_key.column(f"{OLD}_max"), per_key.column(f"{WEIGHT}_sum"))
+        if pc.min(remaining).as_py() < 0:
             raise DeltaValidationError(
                 f"Refresh of {self.dt.name} stopped before touching it: the delta deletes rows the "
                 "table does not hold (it was changed outside dbt-dyntable, or a delta was lost). "
                 "Run `dbt run --full-refresh -s <model>` to rebuild it."
             )
-        return PreparedDelta(columns, with_old, key)
+        return delta
 
     def _check_consolidated(self, view: str, columns: List[str]) -> None:
         cols = ", ".join(quote(c) for c in columns)
