@@ -494,19 +494,11 @@ def explain(
     """How a dynamic table refreshes: its differentiation plan, or why it refreshes FULL."""
     loaded, graph = load(project_dir, profiles_dir, target)
     node = node_or_fail(graph, model)
-    dt = node.dt
-    if dt.config.refresh_mode == "full":
-        console.print(
-            f"{node.model} refreshes FULL: its refresh_mode is 'full', so every refresh whose "
-            "sources changed recomputes the whole query (unchanged sources: NO_DATA)."
-        )
-        return
-    from dbt.adapters.dyntable.differentiation import explain as explain_plan
-    from dbt.adapters.dyntable.dynamic_table.pinning import expand_views
-
     start_service(loaded)
-    views = loaded.service().refresher.views_for(dt.sql, dt.schema)
-    report_text = explain_plan(expand_views(dt.sql, views, dt.schema).sql(dialect="spark"))
+    try:
+        report_text = loaded.service().refresher.explain(node.dt)
+    except Exception as exc:  # noqa: BLE001 - one clear error naming the model
+        fail(f"{node.model}: {exc}")
     console.print(report_text, markup=False, highlight=False)
 
 

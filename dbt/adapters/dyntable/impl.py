@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Union
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Union
 
 from dbt.adapters.base import BaseRelation, available
 from dbt.adapters.events.logging import AdapterLogger
@@ -15,8 +15,11 @@ from dbt_common.exceptions import CompilationError, DbtRuntimeError
 from dbt.adapters.dyntable.connections import DyntableConnectionManager, EngineRegistry
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     import agate
 
+    from dbt.adapters.dyntable.dynamic_table.refresh import DynamicTable
     from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
 
 logger = AdapterLogger("dyntable")
@@ -34,6 +37,7 @@ class DyntableConfig(SparkConfig):
     initialize: Optional[str] = None
     on_configuration_change: Optional[str] = None
     unique_key: Optional[Union[str, List[str]]] = None
+    deterministic_functions: Optional[Union[str, List[str]]] = None
 
 
 class DyntableAdapter(SparkAdapter):
@@ -142,6 +146,27 @@ class DyntableAdapter(SparkAdapter):
         except DynamicTableConfigError as exc:
             raise CompilationError(str(exc)) from None
 
+    def _dynamic_table(
+        self,
+        relation: BaseRelation,
+        sql: str,
+        config: Dict[str, Any],
+        model_name: str,
+        graph: Optional[Mapping[str, Any]],
+        model_id: Optional[str],
+    ) -> "DynamicTable":
+        from dbt.adapters.dyntable.dynamic_table.config import DynamicTableConfigError
+        from dbt.adapters.dyntable.dynamic_table.declared_keys import declared_keys
+        from dbt.adapters.dyntable.dynamic_table.service import dynamic_table_from_model
+
+        keys = declared_keys(graph, model_id) if graph and model_id else {}
+        try:
+            return dynamic_table_from_model(
+                relation.schema, relation.identifier, sql, config, model_name, keys
+            )
+        except DynamicTableConfigError as exc:
+            raise CompilationError(str(exc)) from None
+
     @available
     def refresh_dynamic_table(
         self,
@@ -149,19 +174,14 @@ class DyntableAdapter(SparkAdapter):
         sql: str,
         config: Dict[str, Any],
         full_refresh: bool,
-        data_timestamp: datetime,
+        data_timestamp: "datetime",
         model_name: str,
+        graph: Optional[Mapping[str, Any]] = None,
+        model_id: Optional[str] = None,
     ) -> Dict[str, Any]:
-        """Refresh one dynamic table at the invocation's data timestamp (the materialization)."""
-        from dbt.adapters.dyntable.dynamic_table.config import DynamicTableConfigError
-        from dbt.adapters.dyntable.dynamic_table.service import dynamic_table_from_model
-
-        try:
-            dt = dynamic_table_from_model(
-                relation.schema, relation.identifier, sql, config, model_name
-            )
-        except DynamicTableConfigError as exc:
-            raise CompilationError(str(exc)) from None
+        """Refresh one dynamic table at the invocation's data timestamp (the materialization).
+        ``graph`` (dbt's flat graph) and ``model_id`` give the unique keys the project declares."""
+        dt = self._dynamic_table(relation, sql, config, model_name, graph, model_id)
         try:
             result = self._dynamic_tables().refresh(dt, data_timestamp, "DBT_RUN", full_refresh)
         except Exception as exc:  # noqa: BLE001 - one clear error per failed refresh
@@ -176,6 +196,24 @@ class DyntableAdapter(SparkAdapter):
             "rows": rows,
             "message": f"{result.action or result.state} +{result.rows_inserted} -{result.rows_deleted}",
         }
+
+    @available
+    def explain_dynamic_table(
+        self,
+        relation: BaseRelation,
+        sql: str,
+        config: Dict[str, Any],
+        model_name: str,
+        graph: Optional[Mapping[str, Any]] = None,
+        model_id: Optional[str] = None,
+    ) -> str:
+        """How the dynamic table refreshes: its plan, the rule at each node, its row key and the
+        delta SQL, or why it refreshes FULL (``dyntable explain`` prints the same)."""
+        dt = self._dynamic_table(relation, sql, config, model_name, graph, model_id)
+        try:
+            return self._dynamic_tables().refresher.explain(dt)
+        except Exception as exc:  # noqa: BLE001 - one clear error naming the model
+            raise DbtRuntimeError(f"Dynamic table {dt.name} (model {model_name}): {exc}") from exc
 
 
 #: One dynamic-table service per engine and metadata schema, shared by dbt's threads.

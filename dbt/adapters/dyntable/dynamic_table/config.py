@@ -70,6 +70,9 @@ class DynamicTableConfig:
     on_configuration_change: str = "apply"
     unique_key: Tuple[str, ...] = ()
     partition_by: Tuple[str, ...] = ()
+    #: UDFs the query calls that return the same result for the same arguments, so a derivative
+    #: may evaluate them again (unknown functions otherwise make the query FULL-only).
+    deterministic_functions: Tuple[str, ...] = ()
 
     @classmethod
     def from_model(cls, model: str, config: Mapping[str, Any]) -> "DynamicTableConfig":
@@ -86,7 +89,7 @@ class DynamicTableConfig:
                 raise fail(key, value, " | ".join(allowed))
             return value.lower()
 
-        def names(key: str) -> Tuple[str, ...]:
+        def names(key: str, what: str = "column") -> Tuple[str, ...]:
             value = config.get(key)
             if value is None:
                 return ()
@@ -94,7 +97,7 @@ class DynamicTableConfig:
             if not isinstance(items, (list, tuple)) or not all(
                 isinstance(i, str) and i.strip() for i in items
             ):
-                raise fail(key, value, "a column name or a list of column names")
+                raise fail(key, value, f"a {what} name or a list of {what} names")
             return tuple(i.strip() for i in items)
 
         lag = config.get("target_lag")
@@ -116,6 +119,9 @@ class DynamicTableConfig:
             on_configuration_change=choice("on_configuration_change", ON_CONFIGURATION_CHANGE, "apply"),
             unique_key=names("unique_key"),
             partition_by=names("partition_by"),
+            deterministic_functions=tuple(
+                f.lower() for f in names("deterministic_functions", "function")
+            ),
         )
 
 

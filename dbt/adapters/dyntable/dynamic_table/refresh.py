@@ -43,6 +43,7 @@ from dbt.adapters.dyntable.engines.warehouse import quote
 
 if TYPE_CHECKING:
     from dbt.adapters.dyntable.delta_log import DeltaLog
+    from dbt.adapters.dyntable.differentiation import Plan
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +72,9 @@ class DynamicTable:
     identifier: str
     sql: str
     config: DynamicTableConfig
+    #: Unique keys the dbt project declares on this table and the relations it reads
+    #: (declared_keys.py): ``{schema.table: [key, ...]}``.
+    declared_keys: Mapping[str, List[List[str]]] = field(default_factory=dict, compare=False)
 
     @property
     def name(self) -> str:
@@ -113,6 +117,41 @@ class RefreshResult:
     source_versions: Dict[str, int] = field(default_factory=dict)
     #: Things the user should hear about though the refresh succeeded (dbt and the CLI show them).
     warnings: List[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class OutputKey:
+    """The columns a refresh matches the DT's rows on (None: whole rows), and, when the key is
+    declared rather than proven by the plan, who declared it (the refresh checks it first)."""
+
+    columns: Optional[List[str]]
+    declared_by: Optional[str] = None
+
+    def describe(self) -> str:
+        if self.columns is None:
+            return "(none: rows are matched whole, as a multiset)"
+        listed = ", ".join(self.columns) or "(none: one row)"
+        return f"{listed} ({'declared by ' + self.declared_by if self.declared_by else 'proven by the plan'})"
+
+
+def output_key(plan: "Plan", dt: DynamicTable) -> OutputKey:
+    """The row key of the DT: the plan's proven key, else the model's ``unique_key`` config, else
+    a unique test or constraint on the model, else a key the plan derives from its sources'
+    declared keys."""
+    if plan.row_key is not None and not plan.row_key_is_declared:
+        return OutputKey(plan.row_key)
+    by_name = {c.lower(): c for c in plan.columns}
+    own = [("the unique_key config", list(dt.config.unique_key))] if dt.config.unique_key else []
+    own += [
+        (f"a unique test or constraint on {', '.join(key)}", key)
+        for key in dt.declared_keys.get(dt.name, [])
+    ]
+    for origin, key in own:
+        if all(c.lower() in by_name for c in key):
+            return OutputKey([by_name[c.lower()] for c in key], origin)
+    if plan.row_key is not None:
+        return OutputKey(plan.row_key, "unique tests or constraints on its sources")
+    return OutputKey(None)
 
 
 @dataclass(frozen=True)
@@ -252,7 +291,7 @@ class Refresher:
                 return RefreshResult(dt.name, "NO_DATA", "SUCCEEDED", "no source changed",
                                      effective_ts, dt_version=frontier.dt_version, source_versions=versions)
         plan, not_incremental = (
-            (None, None) if dt.config.refresh_mode == "full" else self._plan(sql, views, dt)
+            (None, None) if dt.config.refresh_mode == "full" else self.plan(dt, sql, views, sources)
         )
         if dt.config.refresh_mode == "incremental" and not_incremental is not None:
             raise RefreshError(
@@ -292,7 +331,8 @@ class Refresher:
                     f"changes weigh {changed / total:.0%} of the sources' bytes (over "
                     f"{AUTO_FULL_CHANGE_SHARE:.0%}): recomputing is cheaper",
                     sql, views, versions, effective_ts, refresh_id, base)
-        return self._incremental(dt, dt_log, frontier, plan, sources, effective_ts, refresh_id, base)
+        return self._incremental(dt, dt_log, frontier, plan, sources, effective_ts, refresh_id, base,
+                                 warnings)
 
     # -- actions ---------------------------------------------------------------------------------
 
@@ -340,7 +380,7 @@ class Refresher:
                 read_at=lambda name, version: relations.view(self._log(*name.split(".", 1)), version),
             )
 
-    def _incremental(self, dt, dt_log, frontier, plan, sources, ts, refresh_id, base):
+    def _incremental(self, dt, dt_log, frontier, plan, sources, ts, refresh_id, base, warnings):
         from dbt.adapters.dyntable.changes import FileSetResolver
         from dbt.adapters.dyntable.differentiation import differentiate
 
@@ -353,7 +393,10 @@ class Refresher:
         try:
             delta = differentiate(plan, resolver, stored=dt.relation)
             applier = DeltaApplier(self.engine, dt)
-            staged = applier.prepare(delta.sql, list(plan.columns), delta.row_key)
+            key = output_key(plan, dt)
+            staged = applier.prepare(delta.sql, list(plan.columns), key.columns, key.declared_by)
+            if staged.warning:
+                warnings.append(staged.warning)
             base_version = dt_log.latest_version()
             intent = Intent(refresh_id, ts, versions, base_version, action="INCREMENTAL", **base)
             if staged.is_empty:
@@ -445,13 +488,44 @@ class Refresher:
             states.append(SourceState(name, log, start, version, name in upstream))
         return states, effective
 
-    def _plan(self, sql: str, views: Mapping[str, str], dt: DynamicTable):
+    def plan(
+        self, dt: DynamicTable, sql: str, views: Mapping[str, str], sources: List[SourceState]
+    ) -> Tuple[Optional["Plan"], Optional[str]]:
+        """The differentiation plan of ``sql`` (views expanded), or None and the reason it cannot
+        be refreshed incrementally. The planner gets each source's columns from its Delta log
+        (for ``*`` and unqualified columns), the keys the project declares, and the model's
+        deterministic UDFs."""
         from dbt.adapters.dyntable.differentiation import NotIncrementalizable, plan_query
 
         try:
-            return plan_query(expand_views(sql, views, dt.schema).sql(dialect="spark")), None
+            return plan_query(
+                expand_views(sql, views, dt.schema).sql(dialect="spark"),
+                unique_keys=dt.declared_keys,
+                deterministic_functions=frozenset(dt.config.deterministic_functions),
+                schema={s.name: s.log.schema_at(s.end).fieldNames() for s in sources},
+            ), None
         except NotIncrementalizable as exc:
             return None, str(exc)
+
+    def explain(self, dt: DynamicTable) -> str:
+        """How ``dt`` refreshes as of its sources' latest versions: the plan, the rule at each node,
+        the row key and the delta SQL, or why it refreshes FULL."""
+        from dbt.adapters.dyntable.differentiation import explain
+
+        if dt.config.refresh_mode == "full":
+            return (
+                f"{dt.name} refreshes FULL: its refresh_mode is 'full', so every refresh whose "
+                "sources changed recomputes the whole query (unchanged sources: NO_DATA)."
+            )
+        views = self.views_for(dt.sql, dt.schema)
+        sources, _ = self._resolve_sources(dt.sql, views, dt.schema, utcnow(), None)
+        plan, reason = self.plan(dt, dt.sql, views, sources)
+        if plan is None:
+            return (
+                f"{dt.name} refreshes FULL (refresh_mode {dt.config.refresh_mode}): its query is "
+                f"not incrementalizable: {reason}"
+            )
+        return f"{dt.name}\noutput key: {output_key(plan, dt).describe()}\n{explain(plan)}"
 
     # -- history ---------------------------------------------------------------------------------
 

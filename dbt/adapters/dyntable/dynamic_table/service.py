@@ -121,5 +121,15 @@ class DynamicTableService:
         )
 
 
-def dynamic_table_from_model(schema: str, identifier: str, sql: str, config: Mapping[str, Any], model_name: str) -> DynamicTable:
-    return DynamicTable(schema, identifier, sql, DynamicTableConfig.from_model(model_name, config))
+def dynamic_table_from_model(
+    schema: str,
+    identifier: str,
+    sql: str,
+    config: Mapping[str, Any],
+    model_name: str,
+    declared_keys: Optional[Mapping[str, List[List[str]]]] = None,
+) -> DynamicTable:
+    return DynamicTable(
+        schema, identifier, sql, DynamicTableConfig.from_model(model_name, config),
+        dict(declared_keys or {}),
+    )

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Set, Tuple
 
 from dbt.adapters.dyntable.dynamic_table.config import DynamicTableConfig, DynamicTableConfigError
+from dbt.adapters.dyntable.dynamic_table.declared_keys import KeysByRelation, declared_keys, relation_name
 from dbt.adapters.dyntable.dynamic_table.refresh import DynamicTable, refresh_boundaries
 from dbt.adapters.dyntable.runner.graph import GraphNode
 
@@ -144,7 +145,11 @@ def load_project(options: ProjectOptions) -> LoadedProject:
             raise ProjectError(f"The dynamic-table models do not compile: {_why(result)}")
         compiled = {r.node.unique_id: r.node.compiled_code for r in result.result.results}
 
-    nodes = [_graph_node(manifest, uid, node, compiled.get(uid)) for uid, node in dt_nodes.items()]
+    manifest.build_flat_graph()
+    nodes = [
+        _graph_node(manifest, uid, node, compiled.get(uid), declared_keys(manifest.flat_graph, uid))
+        for uid, node in dt_nodes.items()
+    ]
     selected = _select(manifest, options, dt_nodes) if options.select else None
     return LoadedProject(options, credentials, nodes, selected)
 
@@ -179,14 +184,16 @@ def _credentials(options: ProjectOptions) -> "DyntableCredentials":
     return creds
 
 
-def _graph_node(manifest: Any, uid: str, node: Any, sql: Optional[str]) -> GraphNode:
+def _graph_node(
+    manifest: Any, uid: str, node: Any, sql: Optional[str], keys: KeysByRelation
+) -> GraphNode:
     if sql is None:
         raise ProjectError(f"Model '{node.name}' was not compiled; run `dbt compile` to see why.")
     try:
         config = DynamicTableConfig.from_model(node.name, node.config.to_dict())
     except DynamicTableConfigError as exc:
         raise ProjectError(str(exc)) from None
-    dt = DynamicTable(node.schema, node.alias or node.name, sql, config)
+    dt = DynamicTable(node.schema, node.alias or node.name, sql, config, keys)
     boundaries = refresh_boundaries(sql)
     upstream: Set[str] = set()
     others: Set[str] = set()
@@ -202,7 +209,7 @@ def _graph_node(manifest: Any, uid: str, node: Any, sql: Optional[str]) -> Graph
         parent = manifest.nodes.get(parent_id) or manifest.sources.get(parent_id)
         if parent is None:
             continue
-        relation = _relation_name(parent)
+        relation = relation_name(parent)
         if relation in boundaries:
             continue
         if parent_id in manifest.nodes and parent.config.materialized == DYNAMIC_TABLE:
@@ -220,11 +227,6 @@ def _graph_node(manifest: Any, uid: str, node: Any, sql: Optional[str]) -> Graph
     )
 
 
-def _relation_name(node: Any) -> str:
-    identifier = getattr(node, "alias", None) or getattr(node, "identifier", None) or node.name
-    return f"{node.schema}.{identifier}".lower()
-
-
 def _select(manifest: Any, options: ProjectOptions, dt_nodes: Dict[str, Any]) -> Set[str]:
     """Relation names of the dynamic tables that dbt's selection syntax picks."""
     from dbt.cli.main import dbtRunner
@@ -236,7 +238,7 @@ def _select(manifest: Any, options: ProjectOptions, dt_nodes: Dict[str, Any]) ->
     if not listed.success:
         raise ProjectError(f"--select {' '.join(options.select)}: {_why(listed)}")
     ids = {json.loads(line)["unique_id"] for line in listed.result or []}
-    chosen = {_relation_name(dt_nodes[uid]) for uid in ids if uid in dt_nodes}
+    chosen = {relation_name(dt_nodes[uid]) for uid in ids if uid in dt_nodes}
     if not chosen:
         raise ProjectError(
             f"--select {' '.join(options.select)} picks no dynamic table. Dynamic tables: "

@@ -11,7 +11,7 @@
 
   {%- set result = adapter.refresh_dynamic_table(
         target_relation, compiled_code, config.model.config, should_full_refresh(),
-        run_started_at, model.name) -%}
+        run_started_at, model.name, graph, model.unique_id) -%}
 
   {% call noop_statement('main', result['message'], result['state'], result['rows']) %}
     -- {{ result['action'] }}: {{ result['reason'] }}
