@@ -1,21 +1,34 @@
-"""Left, right and full outer joins (seed 000 §5.5.1), factored so that a left or right join
-reads each input version at most twice beyond its changes (a full join: three times).
+"""Left, right and full outer joins (seed 000 §5.5.1), by counting partners instead of re-reading
+an input at both ends of the interval.
 
 An outer join is the inner join plus the null-padded anti-join of each preserved side:
-``L ⟕ R = L ⋈ R + pad(L ▷ R)``. The anti-join part changes in two ways: rows of ΔL find (or not) a
-partner in R|I1, and rows of L|I0 gain or lose their last partner because of ΔR. The latter can
-only be rows matching some row of ΔR, ``A = L|I0 ⋉ ΔR``, so for the left join::
+``L ⟕ R = L ⋈ R + pad(L ▷ R)``. A row ``l`` of L|I0 can only gain or lose its padding when it
+matches a row of ΔR. Those rows, as distinct tuples with their multiplicity ``m`` in L|I0, are
+``A = γ(L|I0 ⋉ ΔR)``. With ``c0(l)`` and ``c1(l)`` the numbers of partners of ``l`` in R|I0 and
+R|I1 (``c1 = c0 + Σ`` of the weights of its partners in ΔR)::
 
-    Δ(L ⟕ R) = ΔL ⟕ R|I1                 -- ΔL ⋈ R|I1 and pad(ΔL ▷ R|I1) in one outer join
-             + L|I0 ⋈ ΔR
-             + pad(A ▷ R|I1) - pad(A ▷ R|I0)
+    Δ(L ⟕ R) = ΔL ⟕ R|I1                -- ΔL ⋈ R|I1 and pad(ΔL ▷ R|I1), in one outer join
+             + A ⋈ ΔR                   -- L|I0 ⋈ ΔR, each pair weighted m·w
+             + Σ_{l ∈ A} m(l)·([c1(l) = 0] - [c0(l) = 0])·pad(l)
 
-The right join is the mirror image (using Δ(L⋈R) = L|I1⋈ΔR + ΔL⋈R|I0), and the full join adds
-the right side's ``pad(ΔR ▷ L|I1) + pad(B ▷ L|I1) - pad(B ▷ L|I0)`` with ``B = R|I0 ⋉ ΔL``.
-Padding uses a left join against the other side tagged with a marker column, so the NULLs carry
-the other side's column types. Insert-only specialisation: when ΔR only inserts, every row of A
-has a partner in R|I1, so ``A ▷ R|I1`` is empty and that branch is skipped. Any join condition
-works; equi-joins let the engine hash the semi-join that finds A.
+c0 and c1 come from one grouped join of A with R|I0 (each row a partner at both ends) and ΔR
+(each row a partner at the end, by its weight), so R|I0 is read once, and A, being distinct,
+stands in for L|I0 in the inner part. Padding NULLs keep the other side's column types: they
+come from a left join against that side's rows, or against an empty selection of its delta. Insert-only
+specialisation: when ΔR only inserts, every row of A has a partner in R|I1, so the flips are
+``-m·pad(A ▷ R|I0)``, an anti-join instead of the count.
+
+The right join is the mirror image. The full join adds the right side's padding: the flips of
+``B = γ(R|I0 ⋉ ΔL)`` and ``pad(ΔR ▷ L|I1)``, counted together over L|I0 and ΔL (the inner part
+of ΔR is already in ``A ⋈ ΔR``). A row of ΔR that matches no row of ΔL keeps its partner count,
+so only its weight matters: each distinct row ``r`` of B and ΔR carries ``n0`` (its
+multiplicity in B) and ``n1`` (that plus its weight in ΔR), and contributes
+``(n1·[c1(r) = 0] - n0·[c0(r) = 0])·pad(r)``.
+
+Cost, when both sides changed, beyond the changes: a left join reads L|I0 once, R|I0 once and
+R|I1 once (a right join: the mirror); a full join reads L|I0 twice, R|I0 twice and R|I1 once
+(A and B are shared relations, each read by two terms). Terms whose delta side did not change
+are pruned; without ΔL, the full join's right padding is ``pad(ΔR ▷ L|I1)``, one read of L|I1. Any join condition works; equi-joins let the engine hash every join here.
 """
 
 from __future__ import annotations
@@ -28,14 +41,21 @@ from dbt.adapters.dyntable.differentiation.sqltext import WEIGHT, cols, expr, q,
 if TYPE_CHECKING:
     from dbt.adapters.dyntable.differentiation.derivative import Differentiator
 
-RULE = "Δ(L⟕R) = ΔL⟕R|I1 + L|I0⋈ΔR + pad(A▷R|I1) - pad(A▷R|I0), A = L|I0⋉ΔR"
+RULE = (
+    "Δ(L⟕R) = ΔL⟕R|I1 + A⋈ΔR + m·([c1=0]-[c0=0])·pad(A), A = L|I0⋉ΔR with multiplicities m, "
+    "c0/c1 its partners in R|I0/R|I1; ⟖ mirrored, ⟗ both sides"
+)
 
 DELTA_WEIGHT = f"`_dyn_p`.{q(WEIGHT)}"
-PLUS, MINUS = "CAST(1 AS BIGINT)", "CAST(-1 AS BIGINT)"
+COPIES = "`_dyn_copies`"
 
 
 def _condition(node: Join) -> str:
     return expr(node.condition) if node.condition is not None else "TRUE"
+
+
+def _listed(columns: List[str]) -> str:
+    return ", ".join(q(c) for c in columns)
 
 
 def _outer(node: Join, preserved: str, other: str, weight: str) -> str:
@@ -53,10 +73,13 @@ def _inner(node: Join, one: str, other: str, weight: str) -> str:
 
 
 def _touched(node: Join, side: Node, side_rows: str, other_delta: str) -> str:
-    """Rows of ``side_rows`` that match some row of ``other_delta``: those whose padding may flip."""
+    """Distinct rows of ``side_rows`` matching some row of ``other_delta`` (those whose padding
+    may flip), with their multiplicity."""
+    listed = _listed(side.columns)
     return (
-        f"SELECT {cols(side.columns)} FROM ({side_rows}) AS `_dyn_p` "
-        f"LEFT SEMI JOIN ({other_delta}) AS `_dyn_o` ON {_condition(node)}"
+        f"SELECT {listed}, COUNT(*) AS {COPIES} FROM (SELECT {cols(side.columns)} "
+        f"FROM ({side_rows}) AS `_dyn_p` LEFT SEMI JOIN ({other_delta}) AS `_dyn_o` "
+        f"ON {_condition(node)}) AS `_dyn_a` GROUP BY {listed}"
     )
 
 
@@ -69,45 +92,86 @@ def _unmatched(node: Join, rows: str, other: str, weight: str) -> str:
     )
 
 
-def _padding_flips(
-    node: Join, d: "Differentiator", side: Node, other: Node, other_delta: str
-) -> List[str]:
-    touched = d.share(_touched(node, side, d.before(side), other_delta))
-    terms = []
-    if not d.positive(other):
-        terms.append(_unmatched(node, touched, d.after(other), PLUS))
-    terms.append(_unmatched(node, touched, d.before(other), MINUS))
+def _counted_flips(
+    node: Join, d: "Differentiator", side: Node, other: Node, probes: str, other_delta: str
+) -> str:
+    """Padded rows of ``side`` whose padding changes: ``probes`` are distinct rows with ``_dyn_n0``
+    and ``_dyn_n1``, the copies of each that count at the interval's start and end; each row's
+    partners are counted at both ends from other|I0 and ``other_delta``."""
+    listed = _listed(side.columns)
+    partners = union_all([
+        f"SELECT {cols(other.columns)}, CAST(1 AS BIGINT) AS `_dyn_c0`, CAST(1 AS BIGINT) AS `_dyn_c1` "
+        f"FROM ({d.before(other)}) AS `_dyn_b`",
+        f"SELECT {cols(other.columns)}, CAST(0 AS BIGINT) AS `_dyn_c0`, {q(WEIGHT)} AS `_dyn_c1` "
+        f"FROM ({other_delta}) AS `_dyn_b`",
+    ])
+    # Probes without a partner at either end (rows of ΔR in a full join) still count: LEFT JOIN.
+    changed = (
+        f"SELECT {listed}, CAST("
+        f"CASE WHEN COALESCE(SUM(`_dyn_o`.`_dyn_c1`), 0) = 0 THEN `_dyn_n1` ELSE 0 END - "
+        f"CASE WHEN COALESCE(SUM(`_dyn_o`.`_dyn_c0`), 0) = 0 THEN `_dyn_n0` ELSE 0 END AS BIGINT) "
+        f"AS {q(WEIGHT)} FROM ({probes}) AS `_dyn_p` LEFT JOIN ({partners}) AS `_dyn_o` "
+        f"ON {_condition(node)} GROUP BY {listed}, `_dyn_n0`, `_dyn_n1`"
+    )
+    # Padded by a left join against no rows of the other side's type, which the engine plans
+    # as typed NULL literals.
+    return (
+        f"SELECT {with_weight(node.columns, DELTA_WEIGHT)} FROM ({changed}) AS `_dyn_p` "
+        f"LEFT JOIN (SELECT {cols(other.columns)} FROM ({other_delta}) AS `_dyn_b` WHERE FALSE) "
+        f"AS `_dyn_o` ON TRUE WHERE {DELTA_WEIGHT} <> 0"
+    )
+
+
+def _padding_changes(
+    node: Join, d: "Differentiator", side: Node, other: Node, touched: str, side_delta: Optional[str]
+) -> str:
+    """The change in ``pad(side ▷ other)`` from the flips of ``touched`` (``_touched``'s rows) and,
+    when given, from the rows of ``side_delta``."""
+    other_delta = d.derive(other)
+    assert other_delta is not None, "rows are touched only by the other side's changes"
+    if side_delta is None and d.positive(other):
+        return _unmatched(node, touched, d.before(other), f"-`_dyn_p`.{COPIES}")
+    probes = (
+        f"SELECT {cols(side.columns)}, {COPIES} AS `_dyn_n0`, {COPIES} AS `_dyn_n1` "
+        f"FROM ({touched}) AS `_dyn_t`"
+    )
+    if side_delta is not None:
+        listed = _listed(side.columns)
+        own = (
+            f"SELECT {cols(side.columns)}, CAST(0 AS BIGINT) AS `_dyn_n0`, {q(WEIGHT)} AS `_dyn_n1` "
+            f"FROM ({side_delta}) AS `_dyn_t`"
+        )
+        probes = (
+            f"SELECT {listed}, SUM(`_dyn_n0`) AS `_dyn_n0`, SUM(`_dyn_n1`) AS `_dyn_n1` "
+            f"FROM ({union_all([probes, own])}) AS `_dyn_t` GROUP BY {listed}"
+        )
+    return _counted_flips(node, d, side, other, probes, other_delta)
+
+
+def _preserved_side(node: Join, d: "Differentiator", side: Node, other: Node) -> List[str]:
+    """The terms of a join that preserves ``side``: the inner part, and ``side``'s padding."""
+    terms: List[str] = []
+    side_delta = d.derive(side)
+    if side_delta is not None:
+        terms.append(_outer(node, side_delta, d.after(other), DELTA_WEIGHT))
+    other_delta = d.derive(other)
+    if other_delta is not None:
+        touched = d.share(_touched(node, side, d.before(side), other_delta))
+        terms.append(_inner(node, touched, other_delta, f"`_dyn_p`.{COPIES} * `_dyn_o`.{q(WEIGHT)}"))
+        terms.append(_padding_changes(node, d, side, other, touched, None))
     return terms
 
 
 def derive(node: Join, d: "Differentiator") -> Optional[str]:
     if node.kind == "left":
-        preserved, other = node.left, node.right
-    elif node.kind == "right":
-        preserved, other = node.right, node.left
-    else:
-        return _derive_full(node, d)
-    terms: List[str] = []
-    preserved_delta = d.derive(preserved)
-    if preserved_delta is not None:
-        terms.append(_outer(node, preserved_delta, d.after(other), DELTA_WEIGHT))
-    other_delta = d.derive(other)
-    if other_delta is not None:
-        terms.append(_inner(node, other_delta, d.before(preserved), DELTA_WEIGHT))
-        terms.extend(_padding_flips(node, d, preserved, other, other_delta))
-    return union_all(terms)
-
-
-def _derive_full(node: Join, d: "Differentiator") -> Optional[str]:
-    terms: List[str] = []
-    left_delta = d.derive(node.left)
-    right_delta = d.derive(node.right)
+        return union_all(_preserved_side(node, d, node.left, node.right))
+    if node.kind == "right":
+        return union_all(_preserved_side(node, d, node.right, node.left))
+    terms = _preserved_side(node, d, node.left, node.right)
+    left_delta, right_delta = d.derive(node.left), d.derive(node.right)
     if left_delta is not None:
-        terms.append(_outer(node, left_delta, d.after(node.right), DELTA_WEIGHT))
-    if right_delta is not None:
-        terms.append(_inner(node, right_delta, d.before(node.left), DELTA_WEIGHT))
-        terms.extend(_padding_flips(node, d, node.left, node.right, right_delta))
+        touched = d.share(_touched(node, node.right, d.before(node.right), left_delta))
+        terms.append(_padding_changes(node, d, node.right, node.left, touched, right_delta))
+    elif right_delta is not None:
         terms.append(_unmatched(node, right_delta, d.after(node.left), DELTA_WEIGHT))
-    if left_delta is not None:
-        terms.extend(_padding_flips(node, d, node.right, node.left, left_delta))
     return union_all(terms)
