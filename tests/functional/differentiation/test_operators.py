@@ -445,3 +445,94 @@ def test_intersect_and_except(wh: Warehouse) -> None:
     dml = [*_join_dml(orders, customers), f"insert into {customers} values (null, 'again', 'fr')"]
     wh.check(f"select cid from {orders} intersect select id from {customers}", dml)
     wh.check(f"select cid from {orders} except select id as cid from {customers}", dml)
+
+
+OUTER_JOINS = ["left join", "right join", "full outer join"]
+
+
+def _padded_pair(wh: Warehouse, right_rows: list[str]) -> tuple[str, str]:
+    """A left table with duplicate rows and NULL keys, and a right table with ``right_rows``."""
+    left = wh.table("l", "k bigint, v string", [
+        "(1, 'a')", "(1, 'a')", "(1, 'a')", "(2, 'b')", "(null, 'n')", "(null, 'n')", "(3, 'c')",
+    ])
+    return left, wh.table("r", "k bigint, w string", right_rows)
+
+
+def _outer_join(left: str, right: str, kind: str, condition: str) -> str:
+    return f"select l.k, l.v, r.k as rk, r.w from {left} l {kind} {right} r on {condition}"
+
+
+@pytest.mark.parametrize("resolver", ["except-all", "file-sets"])
+@pytest.mark.parametrize("kind", OUTER_JOINS)
+def test_outer_join_last_partner_of_duplicates_deleted(wh: Warehouse, kind: str, resolver: str) -> None:
+    left, right = _padded_pair(wh, ["(1, 'x')", "(2, 'y')", "(2, 'y')", "(4, 'z')", "(4, 'z')"])
+    wh.check(
+        _outer_join(left, right, kind, "l.k = r.k"),
+        [
+            f"delete from {right} where k = 1",  # the only partner of three equal left rows
+            f"delete from {right} where k = 2",  # two equal partners become one: no flip
+            f"insert into {right} values (2, 'y')",
+            f"delete from {left} where k = 3",
+            f"insert into {left} values (4, 'd')",  # the padded right rows (4, 'z') find a partner
+        ],
+        resolver=resolver,
+    )
+
+
+@pytest.mark.parametrize("condition", ["l.k = r.k", "l.k <=> r.k"])
+@pytest.mark.parametrize("kind", OUTER_JOINS)
+def test_outer_join_insert_partners_previously_padded_rows(wh: Warehouse, kind: str, condition: str) -> None:
+    left, right = _padded_pair(wh, ["(2, 'y')"])
+    wh.check(
+        _outer_join(left, right, kind, condition),
+        [
+            f"insert into {right} values (3, 'p'), (3, 'p'), (null, 'q'), (5, 'u')",
+            f"insert into {left} values (null, 'm'), (5, 'e')",  # (5, 'u') is partnered only by ΔL
+        ],
+    )
+
+
+@pytest.mark.parametrize("kind", OUTER_JOINS)
+def test_outer_join_insert_only_specialisation(wh: Warehouse, kind: str) -> None:
+    left, right = _padded_pair(wh, ["(2, 'y')"])
+    wh.check(
+        _outer_join(left, right, kind, "l.k = r.k"),
+        [
+            f"insert into {right} values (1, 'x'), (3, 'p'), (null, 'q'), (6, 'v')",
+            f"insert into {left} values (2, 'b'), (6, 'f')",
+        ],
+        insert_only={left, right},
+    )
+
+
+@pytest.mark.parametrize("kind", OUTER_JOINS)
+def test_outer_join_update_moves_a_right_join_key(wh: Warehouse, kind: str) -> None:
+    left, right = _padded_pair(wh, ["(1, 'x')", "(2, 'y')", "(2, 'y')"])
+    wh.check(
+        _outer_join(left, right, kind, "l.k = r.k"),
+        [f"update {right} set k = 3 where k = 1", f"update {right} set k = null where w = 'y'"],
+        resolver="grouped-counts",
+    )
+
+
+@pytest.mark.parametrize("kind", OUTER_JOINS)
+def test_outer_join_non_equi(wh: Warehouse, kind: str) -> None:
+    left, right = _padded_pair(wh, ["(1, 'x')", "(2, 'y')", "(3, 'c')"])
+    wh.check(
+        _outer_join(left, right, kind, "l.k < r.k and l.v <> r.w"),
+        [
+            f"delete from {right} where k = 2",
+            f"update {right} set w = 'a' where k = 3",  # (1, 'a') keeps no partner but (2, 'b')
+            f"insert into {left} values (0, 'x'), (2, 'b')",
+            f"delete from {left} where k = 1",
+        ],
+    )
+
+
+@pytest.mark.parametrize("kind", OUTER_JOINS)
+def test_outer_join_on_true(wh: Warehouse, kind: str) -> None:
+    left, right = _padded_pair(wh, ["(1, 'x')", "(1, 'x')"])
+    query = _outer_join(left, right, kind, "true")
+    wh.check(query, [f"delete from {right} where k = 1"])  # every left row loses both partners
+    wh.check(query, [f"insert into {right} values (9, 'n')", f"delete from {left} where k is null"])
+    wh.check(query, [f"delete from {left} where true"])
