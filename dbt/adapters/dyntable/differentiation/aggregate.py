@@ -3,7 +3,7 @@
     Δγ_k(Q) = -γ_k(Q|I0 ⋉_k ΔQ) + γ_k(Q|I1 ⋉_k ΔQ)
 
 The semi-join on the group keys is NULL-safe (``<=>``), as GROUP BY puts NULL keys in one group.
-The two recomputations are consolidated here, so a touched group whose aggregates did not change
+The two sides are consolidated here, so a touched group whose aggregates did not change
 contributes nothing and an updated group becomes one -1 and one +1 row (the materialization turns
 that pair into an update by ``plan.row_key``, the group keys). Any order-independent aggregate
 works (count, count(distinct), sum, avg, min, max, bool_and/or, stddev, ...), since the group is
@@ -12,18 +12,28 @@ recomputed from its rows.
 A global aggregate (no GROUP BY) has exactly one row at every version, even over empty input
 (count 0, sum NULL), so its derivative is ``-γ(Q|I0) + γ(Q|I1)`` whenever Q changed.
 
-Cost: Q read twice, restricted to the touched groups; cheaper than recomputation when few groups
-change, dearer when most do (seed 001 notes the ambiguity; a cost-based choice of FULL refresh is
-the materialization's).
+When the DT stores this node's rows (``Differentiator.stored_rows``: they are γk(Q|I0)), the old
+side is read from the DT instead of recomputed (seed 000 §5.4's use of the DT's own state)::
 
-Insert-only changes under a root GROUP BY of count, sum, min and max (the common streaming case)
-are folded into the DT's stored rows instead (seed 000 §5.4's use of the DT's own state)::
+    Δγ_k(Q) = -(DT ⋉_k ΔQ) + γ_k(Q|I1 ⋉_k ΔQ)        Δγ(Q) = -DT + γ(Q|I1)
+
+matching the DT's group-key columns NULL-safely against the keys ΔQ touches. The deleted rows are
+the DT's own, so they remove exactly what is stored, even a float sum that earlier folds rounded
+differently from a recomputation (which then simply does not cancel against the new row).
+
+Cost beyond ΔQ: Q read twice (at I0 and I1), restricted to the touched groups; with the DT's rows,
+Q read once (at I1) and the DT's rows of the touched groups. Cheaper than recomputation when few
+groups change, dearer when most do (seed 001 notes the ambiguity; a cost-based choice of FULL
+refresh is the materialization's).
+
+Insert-only changes under a stored GROUP BY of count, sum, min and max (the common streaming case)
+are folded into the DT's stored rows instead::
 
     Δγk(Q) = -(DT ⋉k ΔQ) + (DT ⟕k γk'(ΔQ))    with count' = SUM(w), sum' = SUM(x·w), min/max as is
 
 which reads ΔQ and the touched rows of the DT, never Q. It is exact for inserts only: a deletion
 could empty a group or take away its minimum, which the stored row cannot tell. Deletes and the
-other aggregates (count(distinct), avg, bool_and/or, ...) use the recomputation above.
+other aggregates (count(distinct), avg, bool_and/or, ...) read Q|I1 as above.
 """
 
 from __future__ import annotations
@@ -44,7 +54,7 @@ RULE = "Δγk(Q) = -γk(Q|I0 ⋉k ΔQ) + γk(Q|I1 ⋉k ΔQ)"
 
 def touched_keys(d: "Differentiator", keys: Sequence[exp.Expression], delta: str) -> str:
     """The distinct values of the ``keys`` expressions in ``delta``, as ``_dyn_k0, _dyn_k1...``;
-    computed once, read for both versions."""
+    computed once, read for both sides of a derivative."""
     distinct_keys = ", ".join(f"{expr(e)} AS {q(f'_dyn_k{i}')}" for i, e in enumerate(keys))
     return d.share(f"SELECT DISTINCT {distinct_keys} FROM ({delta}) AS `_dyn_d`")
 
@@ -67,15 +77,19 @@ def derive(node: Aggregate, d: "Differentiator") -> Optional[str]:
         folded = fold_into_stored(node, delta, stored)
         if folded is not None:
             return folded
-    before, after = d.before(node.child), d.after(node.child)
-    if node.keys:
-        keys = [e for _, e in node.keys]
-        touched = touched_keys(d, keys, delta)
-        before = touched_rows(before, node.child.columns, keys, touched)
-        after = touched_rows(after, node.child.columns, keys, touched)
-    old = signed(aggregate_select(node, before), node.columns, -1)
-    new = signed(aggregate_select(node, after), node.columns, 1)
-    combined = union_all([old, new])
+    keys = [e for _, e in node.keys]
+    touched = touched_keys(d, keys, delta) if keys else None
+
+    def restricted(relation: str, columns: Sequence[str], on: Sequence[exp.Expression]) -> str:
+        return relation if touched is None else touched_rows(relation, columns, on, touched)
+
+    if stored is not None:
+        stored_keys = [exp.column(n, quoted=True) for n, _ in node.keys]
+        old = restricted(stored, node.columns, stored_keys)
+    else:
+        old = aggregate_select(node, restricted(d.before(node.child), node.child.columns, keys))
+    new = aggregate_select(node, restricted(d.after(node.child), node.child.columns, keys))
+    combined = union_all([signed(old, node.columns, -1), signed(new, node.columns, 1)])
     assert combined is not None
     return consolidate(combined, node.columns)
 
