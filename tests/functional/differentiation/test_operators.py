@@ -348,6 +348,37 @@ def test_windows_recompute_touched_partitions(wh: Warehouse) -> None:
     )
 
 
+@pytest.mark.parametrize("resolver", ["except-all", "file-sets"])
+def test_window_reads_the_old_partitions_from_the_stored_rows(wh: Warehouse, resolver: str) -> None:
+    """A DT storing a window's rows: -(DT ⋉p ΔQ) + ξp(Q|I1 ⋉p ΔQ), the partition expression
+    evaluated on the stored rows. Deletes and updates within and across partitions, the NULL
+    partition, one that vanishes, one that appears, duplicate rows, a partition left unchanged."""
+    t = wh.table("t", "k string, v bigint, y double", [
+        "('a', 1, 0.1)", "('a', 2, 0.2)", "('a', 2, 0.2)", "('b', 3, 0.3)", "(null, 4, 0.4)",
+        "(null, 5, null)", "('c', 6, 0.6)", "('d', 7, 0.7)",
+    ])
+    v0 = wh.version(t)
+    outcome = wh.check(
+        f"""select k, v, y, sum(y) over (partition by coalesce(k, 'z')) as sy,
+                   count(*) over (partition by coalesce(k, 'z')) as n,
+                   row_number() over (partition by coalesce(k, 'z') order by v, y) as rn,
+                   lag(v) over (partition by coalesce(k, 'z') order by v, y) as prev
+            from {t}""",
+        [
+            f"delete from {t} where k = 'a' and v = 1",
+            f"delete from {t} where k = 'b'",  # vanishes
+            f"update {t} set k = 'a' where v = 5",  # from the NULL partition into a
+            f"update {t} set y = 0.65 where k = 'c'",
+            f"update {t} set k = 'e' where k = 'd'",  # d vanishes, e appears
+            f"insert into {t} values ('z', 8, 0.8)",  # joins the NULL partition: coalesce(k, 'z')
+        ],
+        resolver=resolver, stored=True,
+    )
+    assert "stored_" in outcome.delta.sql
+    if resolver == "file-sets":
+        assert not _reads_before(outcome, t, v0)
+
+
 def test_top_one_per_partition(wh: Warehouse) -> None:
     orders, customers = _orders_customers(wh)
     wh.check(

@@ -1,6 +1,6 @@
-"""Where the DT stores an aggregate's result, the derivative reads the old side from the DT: each
-source is read at v1 and as changes, never at v0 (the shapes are checked on the engine in
-tests/functional/differentiation/test_operators.py)."""
+"""Where the DT stores an aggregate's or a window's result, the derivative reads the old side from
+the DT: each source is read at v1 and as changes, never at v0 (the shapes are checked on the
+engine in tests/functional/differentiation/test_operators.py)."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ def shapes(sql: str) -> tuple[str, str]:
     "select k, count(distinct v) as d, avg(v) as a, bool_or(v > 1) as b from s.t group by k",
     "select k as key, sum(v) as total from s.t group by k",
     "select count(*) as n, sum(v) as s, max(v) as m from s.t",
+    "select k, v, sum(v) over (partition by k) as s, row_number() over (partition by k order by v) as rn from s.t",
 ])
 def test_the_old_side_is_read_from_the_dt(sql: str) -> None:
     recomputed, stored = shapes(sql)
@@ -34,6 +35,8 @@ def test_the_old_side_is_read_from_the_dt(sql: str) -> None:
 @pytest.mark.parametrize("sql", [
     # HAVING: the DT stores a filtered aggregate, not the aggregate's rows.
     "select k, count(*) as n from s.t group by k having count(*) > 1",
+    # The DT does not store the window's input column v.
+    "select k, sum(v) over (partition by k) as s from s.t",
 ])
 def test_without_the_nodes_rows_the_old_side_is_recomputed(sql: str) -> None:
     recomputed, stored = shapes(sql)

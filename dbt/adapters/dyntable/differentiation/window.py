@@ -4,12 +4,24 @@
 
 A window function only sees its own partition, so rows outside the touched partitions keep their
 values. The semi-join on the partition expressions is NULL-safe (NULLs form one partition). The two
-recomputations are consolidated here: rows of a touched partition whose window value did not
-change cancel. Exact for every window function whose result is determined by the partition's rows
+sides are consolidated here: rows of a touched partition whose window value did not change
+cancel. Exact for every window function whose result is determined by the partition's rows
 (ties in ORDER BY must be broken repeatably for row_number, lag/lead, first/last).
-Cost: Q read twice, restricted to the touched partitions. The top-1-per-partition pattern
-(``row_number() ... = 1`` in a subquery) is this rule followed by the linear filter rule, except
-that inserts fold into the DT's stored first rows (top_one.py).
+
+When the DT stores this node's rows (``Differentiator.stored_rows``: they are ξp(Q|I0)), the old
+side is read from the DT instead of recomputed::
+
+    Δξ_p(Q) = -(DT ⋉_p ΔQ) + ξ_p(Q|I1 ⋉_p ΔQ)
+
+The partition expressions are over the window's input columns, which the window passes through
+under the same names, so they evaluate on the stored rows as they do on Q. The deleted rows are
+the DT's own: an old window value a recomputation would round differently is still removed exactly.
+
+Cost beyond ΔQ: Q read twice (at I0 and I1), restricted to the touched partitions; with the DT's
+rows, Q read once (at I1) and the DT's rows of the touched partitions.
+
+The top-1-per-partition pattern (``row_number() ... = 1`` in a subquery) is this rule followed by
+the linear filter rule, except where the DT stores the first rows (top_one.py).
 """
 
 from __future__ import annotations
@@ -33,10 +45,12 @@ def derive(node: Window, d: "Differentiator") -> Optional[str]:
         return None
     partition = node.partition_by
     touched = touched_keys(d, partition, delta)
-    before = touched_rows(d.before(node.child), node.child.columns, partition, touched)
-    after = touched_rows(d.after(node.child), node.child.columns, partition, touched)
-    old = signed(window_select(node, before), node.columns, -1)
-    new = signed(window_select(node, after), node.columns, 1)
-    combined = union_all([old, new])
+    stored = d.stored_rows(node)
+    if stored is not None:
+        old = touched_rows(stored, node.columns, partition, touched)
+    else:
+        old = window_select(node, touched_rows(d.before(node.child), node.child.columns, partition, touched))
+    new = window_select(node, touched_rows(d.after(node.child), node.child.columns, partition, touched))
+    combined = union_all([signed(old, node.columns, -1), signed(new, node.columns, 1)])
     assert combined is not None
     return consolidate(combined, node.columns)
