@@ -411,11 +411,36 @@ def test_inserts_fold_into_the_stored_first_rows(wh: Warehouse, resolver: str) -
         assert "v0_" not in outcome.delta.sql  # the sources before the change are never read
 
 
-def test_deletes_and_rank_recompute_first_rows_even_with_stored_rows(wh: Warehouse) -> None:
+@pytest.mark.parametrize("resolver", ["except-all", "grouped-counts", "file-sets"])
+def test_deletes_and_updates_read_the_old_first_rows_from_the_stored_rows(wh: Warehouse, resolver: str) -> None:
+    """Deletes of a partition's first row (the runner-up takes over, or the partition vanishes)
+    and updates moving rows between partitions (taking the lead of the new one, or not): the old
+    first rows come from the DT, the new ones from the sources at v1; with and without ``rn``
+    among the DT's columns."""
+    for keep_rn in (False, True):
+        t = wh.table(f"t{int(keep_rn)}", "k string, v bigint, s string", [
+            "('a', 1, 'x')", "('a', 2, 'y')", "('a', 3, 'z')", "('b', 5, 'p')", "('c', 4, 'q')",
+            "(null, 6, 'n')", "(null, 7, 'm')", "('d', 8, 'r')", "('d', 9, 's')",
+        ])
+        v0 = wh.version(t)
+        rn = ", rn" if keep_rn else ""
+        sql = f"""select k, v, s{rn} from (
+                    select k, v, s, row_number() over (partition by k order by v, s) as rn from {t}) r
+                  where rn = 1"""
+        outcome = wh.check(sql, [
+            f"delete from {t} where k = 'a' and v = 1",  # a's first row: the runner-up leads
+            f"delete from {t} where k = 'b'",  # partition b vanishes
+            f"update {t} set k = 'c' where k = 'd' and v = 8",  # d's first row moves behind c's
+            f"update {t} set k = null where v = 2",  # a's new first row leads the NULL partition
+            f"update {t} set k = 'e' where s = 'q'",  # c's first row moves to a new partition e
+        ], resolver=resolver, stored=True)
+        assert "stored_" in outcome.delta.sql
+        if resolver == "file-sets":
+            assert not _reads_before(outcome, t, v0)
+
+
+def test_rank_recomputes_first_rows_even_with_stored_rows(wh: Warehouse) -> None:
     t = wh.table("t", "k string, v bigint", ["('a', 1)", "('a', 2)", "('b', 3)"])
-    first = f"select k, v from (select k, v, row_number() over (partition by k order by v) as rn from {t}) r where rn = 1"
-    outcome = wh.check(first, [f"delete from {t} where v = 1"], stored=True)
-    assert "stored_" not in outcome.delta.sql
     ranked = f"select k, v from (select k, v, rank() over (partition by k order by v) as rn from {t}) r where rn = 1"
     outcome = wh.check(ranked, [f"insert into {t} values ('a', 0), ('a', 0)"], insert_only={t}, stored=True)
     assert "stored_" not in outcome.delta.sql

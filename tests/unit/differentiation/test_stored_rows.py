@@ -1,6 +1,6 @@
-"""Where the DT stores an aggregate's or a window's result, the derivative reads the old side from
-the DT: each source is read at v1 and as changes, never at v0 (the shapes are checked on the
-engine in tests/functional/differentiation/test_operators.py)."""
+"""Where the DT stores an aggregate's, a window's or the first rows' result, the derivative reads
+the old side from the DT: each source is read at v1 and as changes, never at v0 (the shapes are
+checked on the engine in tests/functional/differentiation/test_operators.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ import pytest
 from dbt.adapters.dyntable.differentiation import differentiate, plan_query
 from dbt.adapters.dyntable.differentiation.explain import SymbolicResolver, reads
 from dbt.adapters.dyntable.differentiation.plan import Aggregate
+
+FIRST_ROW = "select k, v{rn} from (select k, v, row_number() over (partition by k order by v) as rn from s.t) r where rn = 1"
 
 
 def shapes(sql: str) -> tuple[str, str]:
@@ -25,6 +27,8 @@ def shapes(sql: str) -> tuple[str, str]:
     "select k as key, sum(v) as total from s.t group by k",
     "select count(*) as n, sum(v) as s, max(v) as m from s.t",
     "select k, v, sum(v) over (partition by k) as s, row_number() over (partition by k order by v) as rn from s.t",
+    FIRST_ROW.format(rn=""),
+    FIRST_ROW.format(rn=", rn"),
 ])
 def test_the_old_side_is_read_from_the_dt(sql: str) -> None:
     recomputed, stored = shapes(sql)
@@ -37,6 +41,8 @@ def test_the_old_side_is_read_from_the_dt(sql: str) -> None:
     "select k, count(*) as n from s.t group by k having count(*) > 1",
     # The DT does not store the window's input column v.
     "select k, sum(v) over (partition by k) as s from s.t",
+    # rank() = 1 keeps ties: the window rule, over rows the DT does not store.
+    "select k, v from (select k, v, rank() over (partition by k order by v) as rn from s.t) r where rn = 1",
 ])
 def test_without_the_nodes_rows_the_old_side_is_recomputed(sql: str) -> None:
     recomputed, stored = shapes(sql)

@@ -2,7 +2,8 @@
 
 Cost: that of ΔQ. An update that moves a row into or out of the filter arrives as a -1 of the old
 row and a +1 of the new one, each kept or dropped on its own. A filter keeping the first row per
-partition of a window folds inserts into the DT's stored rows instead (top_one.py).
+partition of a window whose first rows the DT stores is differentiated off them instead
+(top_one.py).
 """
 
 from __future__ import annotations

@@ -1,15 +1,21 @@
-"""The first row per partition under inserts, folded into the DT's stored rows (seed 000 §5.4)::
+"""The first row per partition, read off the DT's stored first rows (seed 000 §5.4)::
 
     Q' = σ_{rn = 1}(ξp(Q))    rn = row_number() OVER (PARTITION BY p ORDER BY o)
 
-    ΔQ' = -(DT ⋉p ΔQ) + σ_{rn = 1}(ξp((DT ⋉p ΔQ) ⊎ ΔQ))
+    ΔQ' = -(DT ⋉p ΔQ) + σ_{rn = 1}(ξp((DT ⋉p ΔQ) ⊎ ΔQ))    when ΔQ only inserts
+    ΔQ' = -(DT ⋉p ΔQ) + σ_{rn = 1}(ξp(Q|I1 ⋉p ΔQ))          otherwise
 
 When Q only gains rows, a partition's new first row is the first of its old first row (the one
-the DT stores) and its inserted rows, so the refresh reads ΔQ and the touched rows of the DT,
-never Q; the window rule would recompute every touched partition from Q twice. Deletes (the first
-row can leave, and the DT does not hold the runner-up) and rank/dense_rank (ties keep several rows)
-use the window rule. The DT stores the first rows without ``rn`` (``select * except rn`` style
-queries); ``rn`` is the constant 1 there, which is how the stored rows reach this node.
+the DT stores) and its inserted rows. Otherwise the first row can leave and the DT does not hold
+the runner-up, so the touched partitions are recomputed at I1; their old first rows are still the
+DT's (the window rule followed by the filter would recompute them at I0 as well).
+
+Cost beyond ΔQ: the DT's rows of the touched partitions; for inserts nothing else (Q is never
+read), otherwise Q read once (at I1), restricted to the touched partitions.
+
+rank/dense_rank (ties keep several rows), and DTs that do not store these first rows, use the
+window rule and the filter. The DT may store the first rows without ``rn`` (``select * except rn``
+style queries); ``rn`` is the constant 1 there, which is how the stored rows reach this node.
 Like the window rule, exact when ORDER BY breaks ties repeatably.
 """
 
@@ -27,7 +33,10 @@ from dbt.adapters.dyntable.differentiation.sqltext import WEIGHT, cols, consolid
 if TYPE_CHECKING:
     from dbt.adapters.dyntable.differentiation.derivative import Differentiator
 
-RULE = "Δσrn=1(ξp(Q)) = -(DT ⋉p ΔQ) + σrn=1(ξp((DT ⋉p ΔQ) ⊎ ΔQ))   (ΔQ inserts only)"
+RULE = (
+    "Δσrn=1(ξp(Q)) = -(DT ⋉p ΔQ) + σrn=1(ξp((DT ⋉p ΔQ) ⊎ ΔQ)) (ΔQ inserts only), "
+    "else -(DT ⋉p ΔQ) + σrn=1(ξp(Q|I1 ⋉p ΔQ))"
+)
 
 
 def first_row_window(node: Filter) -> Optional[Tuple[Window, Dict[str, str]]]:
@@ -59,27 +68,30 @@ def first_row_window(node: Filter) -> Optional[Tuple[Window, Dict[str, str]]]:
 
 
 def derive(node: Filter, d: "Differentiator") -> Optional[str]:
-    """The folded delta, or None when the rule does not apply (the caller differentiates as usual)."""
+    """The delta read off the DT's first rows, or None when the rule does not apply (the caller
+    differentiates as usual)."""
     matched = first_row_window(node)
     stored = d.stored_rows(node)
     if matched is None or stored is None:
         return None
     window, names = matched
-    if not d.positive(window.child):
-        return None
     delta = d.derive(window.child)
     if delta is None:
         return None
     partition = window.partition_by
     touched = touched_keys(d, partition, delta)
     stored_first = f"SELECT {rename([names[c] for c in window.columns], window.columns)} FROM ({stored}) AS `_dyn_s`"
-    old = d.share(touched_rows(stored_first, window.columns, partition, touched))
-    # Copies of an inserted row are interchangeable here: row_number keeps one of them.
-    candidates = union_all([
-        f"SELECT {cols(window.child.columns)} FROM ({old}) AS `_dyn_o`",
-        f"SELECT {cols(window.child.columns)} FROM ({delta}) AS `_dyn_d`",
-    ])
-    assert candidates is not None
+    old = touched_rows(stored_first, window.columns, partition, touched)
+    if d.positive(window.child):
+        old = d.share(old)
+        # Copies of an inserted row are interchangeable here: row_number keeps one of them.
+        candidates = union_all([
+            f"SELECT {cols(window.child.columns)} FROM ({old}) AS `_dyn_o`",
+            f"SELECT {cols(window.child.columns)} FROM ({delta}) AS `_dyn_d`",
+        ])
+        assert candidates is not None
+    else:
+        candidates = touched_rows(d.after(window.child), window.child.columns, partition, touched)
     function_name = window.functions[0][0]
     new = f"SELECT * FROM ({window_select(window, candidates)}) AS `_dyn_w` WHERE {q(function_name)} = 1"
     terms = union_all([signed(old, window.columns, -1), signed(new, window.columns, 1)])
