@@ -103,10 +103,14 @@ def reads(delta_sql: str) -> str:
 
 
 def explain(
-    sql_or_plan: Union[str, Plan], resolver: Optional[SourceResolver] = None, **plan_options: Any
+    sql_or_plan: Union[str, Plan],
+    resolver: Optional[SourceResolver] = None,
+    stored: Optional[str] = None,
+    **plan_options: Any,
 ) -> str:
     """A readable report of how ``sql_or_plan`` is differentiated. ``plan_options`` are passed to
-    :func:`plan_query`; without ``resolver``, sources are named symbolically."""
+    :func:`plan_query`; without ``resolver``, sources are named symbolically. ``stored`` names the
+    relation holding the result (the DT), as refreshes pass it to :func:`differentiate`."""
     if isinstance(sql_or_plan, Plan):
         plan = sql_or_plan
     else:
@@ -117,7 +121,7 @@ def explain(
                 "NOT INCREMENTALIZABLE\n"
                 f"  operator: {error.operator}\n  reason: {error.reason}\n  fragment: {error.fragment}"
             )
-    delta = differentiate(plan, resolver or SymbolicResolver())
+    delta = differentiate(plan, resolver or SymbolicResolver(), stored=stored)
     lines = [
         f"columns: {', '.join(plan.columns)}",
         f"row key: {row_key(plan)}",

@@ -525,7 +525,10 @@ class Refresher:
                 f"{dt.name} refreshes FULL (refresh_mode {dt.config.refresh_mode}): its query is "
                 f"not incrementalizable: {reason}"
             )
-        return f"{dt.name}\noutput key: {output_key(plan, dt).describe()}\n{explain(plan)}"
+        return (
+            f"{dt.name}\noutput key: {output_key(plan, dt).describe()}\n"
+            f"{explain(plan, stored=dt.relation)}"
+        )
 
     # -- history ---------------------------------------------------------------------------------
 
