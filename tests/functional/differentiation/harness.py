@@ -19,6 +19,7 @@ from dbt.adapters.dyntable.changes import FileSetResolver
 from dbt.adapters.dyntable.delta_log import DeltaLog
 from dbt.adapters.dyntable.differentiation import (
     DeltaQuery,
+    Plan,
     VersionDiffResolver,
     differentiate,
     plan_query,
@@ -74,7 +75,6 @@ class Warehouse:
 
     engine: EmbeddedEngine
     schema: str = field(default_factory=lambda: f"dd_{uuid.uuid4().hex[:10]}")
-    tables: List[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.engine.execute(f"create schema if not exists {self.schema}")
@@ -85,7 +85,6 @@ class Warehouse:
         self.engine.execute(f"create table {qualified} ({columns}) using delta {properties}")
         if rows:
             self.engine.execute(f"insert into {qualified} values {', '.join(rows)}")
-        self.tables.append(qualified)
         return qualified
 
     def view(self, name: str, sql: str) -> str:
@@ -129,23 +128,11 @@ class Warehouse:
             self.engine.execute(statement)
         end = {t: self.version(t) for t in plan.sources}
         after = self.rows(sql)
-        if resolver == "file-sets":
-            logs = {}
-            for table in plan.sources:
-                schema, name = table.split(".")
-                logs[table] = (DeltaLog(self.engine.table_location(schema, name)), start[table], end[table])
-            with FileSetResolver(self.engine.spark, logs) as file_sets:
-                delta = differentiate(plan, file_sets, stored_relation)
-                collected = self.engine.execute(delta.sql).collect()
-        else:
-            columns = None
-            if resolver == "grouped-counts":
-                columns = {t: self.engine.spark.table(t).columns for t in plan.sources}
-            version_diff = VersionDiffResolver(
-                {t: (start[t], end[t]) for t in plan.sources}, insert_only=insert_only, columns=columns
-            )
-            delta = differentiate(plan, version_diff, stored_relation)
-            collected = self.engine.execute(delta.sql).collect()
+        try:
+            delta, collected = self._delta(plan, start, end, resolver, insert_only, stored_relation)
+        finally:
+            if stored_relation:
+                self.engine.execute(f"drop table {stored_relation}")
         assert delta.columns == plan.columns
         delta_rows = []
         for row in collected:
@@ -164,3 +151,30 @@ class Warehouse:
             assert all(w > 0 for _, w in delta_rows), outcome.report(dml)
         assert outcome.applied == after, outcome.report(dml)
         return outcome
+
+    def _delta(
+        self,
+        plan: Plan,
+        start: Mapping[str, int],
+        end: Mapping[str, int],
+        resolver: str,
+        insert_only: Optional[Set[str]],
+        stored_relation: Optional[str],
+    ) -> Tuple[DeltaQuery, List[Any]]:
+        """The derivative over [start, end] read through ``resolver``, and its rows."""
+        if resolver == "file-sets":
+            logs = {}
+            for table in plan.sources:
+                schema, name = table.split(".")
+                logs[table] = (DeltaLog(self.engine.table_location(schema, name)), start[table], end[table])
+            with FileSetResolver(self.engine.spark, logs) as file_sets:
+                delta = differentiate(plan, file_sets, stored_relation)
+                return delta, self.engine.execute(delta.sql).collect()
+        columns = None
+        if resolver == "grouped-counts":
+            columns = {t: self.engine.spark.table(t).columns for t in plan.sources}
+        version_diff = VersionDiffResolver(
+            {t: (start[t], end[t]) for t in plan.sources}, insert_only=insert_only, columns=columns
+        )
+        delta = differentiate(plan, version_diff, stored_relation)
+        return delta, self.engine.execute(delta.sql).collect()
