@@ -28,6 +28,7 @@ from rich.progress import Progress
 
 from benchmarks.common import RESULTS, Goal, markdown_table, pyplot, seconds, timed, write_results
 from benchmarks.data import KIND_NOTES, SCHEMA, SHAPES, Fact
+from dbt.adapters.dyntable.dynamic_table.lifecycle import RefreshRequest, Trigger
 
 SHAPE = "join"
 HAND_MODEL = f"{SCHEMA}.hand_written_join"
@@ -81,7 +82,7 @@ def verdict(actual: Tuple[int, int], expected: Tuple[int, int]) -> str:
 
 def run(engine, warehouse, sizes: Sequence[int], points: Dict[str, List[float]], console: Console) -> List[Point]:
     from dbt.adapters.dyntable.dynamic_table.config import DynamicTableConfig
-    from dbt.adapters.dyntable.dynamic_table.refresh import DynamicTable
+    from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
     from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
 
     result: List[Point] = []
@@ -95,7 +96,7 @@ def run(engine, warehouse, sizes: Sequence[int], points: Dict[str, List[float]],
             name = f"dt_join_{rows}"
             dt = DynamicTable(SCHEMA, name, SHAPES[SHAPE], DynamicTableConfig.from_model(
                 name, {"target_lag": "1 minute", "refresh_mode": "incremental"}))
-            service.refresh(dt, datetime.now(timezone.utc), "MANUAL")
+            service.refresh(dt, RefreshRequest(datetime.now(timezone.utc), Trigger.MANUAL))
             fact.sql(f"CREATE TABLE {HAND_MODEL} USING delta AS {SHAPES[SHAPE]}")
             progress.advance(task)
             for kind, fractions in points.items():
@@ -103,7 +104,7 @@ def run(engine, warehouse, sizes: Sequence[int], points: Dict[str, List[float]],
                     progress.update(task, description=f"benchmark 3, {rows:,} rows: {kind} {fraction:.2%}")
                     fact.change(kind, max(1, int(rows * fraction)))
                     with timed() as dt_time:
-                        outcome = service.refresh(dt, datetime.now(timezone.utc), "MANUAL")
+                        outcome = service.refresh(dt, RefreshRequest(datetime.now(timezone.utc), Trigger.MANUAL))
                     assert outcome.state == "SUCCEEDED", outcome
                     with timed() as hand_time:
                         fact.sql(merge_statement())

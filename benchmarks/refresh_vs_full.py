@@ -29,6 +29,7 @@ from rich.progress import Progress
 
 from benchmarks.common import Goal, markdown_table, pyplot, seconds, timed, write_results
 from benchmarks.data import KIND_NOTES, KINDS, SCHEMA, SHAPES, Fact
+from dbt.adapters.dyntable.dynamic_table.lifecycle import RefreshRequest, Trigger
 
 MODES = ["incremental", "full", "auto"]
 ALL_FRACTIONS = [0.0001, 0.001, 0.01, 0.1, 0.5]
@@ -76,7 +77,7 @@ class Point:
 
 def dynamic_tables(tag: str) -> Dict[Tuple[str, str], "DynamicTable"]:
     from dbt.adapters.dyntable.dynamic_table.config import DynamicTableConfig
-    from dbt.adapters.dyntable.dynamic_table.refresh import DynamicTable
+    from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
 
     tables = {}
     for shape, sql in SHAPES.items():
@@ -90,7 +91,7 @@ def dynamic_tables(tag: str) -> Dict[Tuple[str, str], "DynamicTable"]:
 def refresh(service, dt, data_timestamp: datetime) -> Tuple[float, float, str]:
     try:
         with timed() as t:
-            result = service.refresh(dt, data_timestamp, "MANUAL")
+            result = service.refresh(dt, RefreshRequest(data_timestamp, Trigger.MANUAL))
     except Exception as exc:
         raise RuntimeError(f"refreshing {dt.name} failed: {str(exc).splitlines()[0]}") from exc
     if result.state != "SUCCEEDED":
@@ -102,7 +103,7 @@ def no_data_latency(service, dt) -> float:
     times = []
     for _ in range(NO_DATA_REPEATS):
         with timed() as t:
-            result = service.refresh(dt, datetime.now(timezone.utc), "MANUAL")
+            result = service.refresh(dt, RefreshRequest(datetime.now(timezone.utc), Trigger.MANUAL))
         assert result.action == "NO_DATA", result
         times.append(t.wall)
     return statistics.median(times)

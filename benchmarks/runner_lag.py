@@ -26,6 +26,7 @@ from rich.console import Console
 from rich.progress import Progress
 
 from benchmarks.common import RESULTS, Goal, markdown_table, pyplot, timed, write_results
+from dbt.adapters.dyntable.dynamic_table.lifecycle import RefreshRequest, Trigger
 
 SCHEMA = "pipeline"
 UNIT_MS = 1_500
@@ -94,7 +95,7 @@ class Writer(threading.Thread):
 
 def run(engine, warehouse, seconds: float, console: Console):
     from dbt.adapters.dyntable.dynamic_table.config import DynamicTableConfig
-    from dbt.adapters.dyntable.dynamic_table.refresh import DynamicTable
+    from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
     from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
     from dbt.adapters.dyntable.runner.backend import ServiceBackend
     from dbt.adapters.dyntable.runner.graph import GraphNode, build_graph

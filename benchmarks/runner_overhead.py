@@ -20,7 +20,9 @@ from pathlib import Path
 from typing import ContextManager, Dict, List
 
 from dbt.adapters.dyntable.dynamic_table.config import DynamicTableConfig, TargetLag
-from dbt.adapters.dyntable.dynamic_table.refresh import DynamicTable, RefreshResult
+from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, State
+from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
+from dbt.adapters.dyntable.dynamic_table.refresh import RefreshResult
 from dbt.adapters.dyntable.runner.graph import GraphNode, build_graph
 from dbt.adapters.dyntable.runner.scheduler import DynamicTableState, Scheduler
 
@@ -38,7 +40,7 @@ class InstantBackend:
 
     def refresh(self, dt: DynamicTable, data_timestamp: datetime, trigger: str) -> RefreshResult:
         self.data_ts[dt.name] = data_timestamp
-        return RefreshResult(dt.name, "NO_DATA", "SUCCEEDED", "no source changed", data_timestamp)
+        return RefreshResult(dt.name, Action.NO_DATA, State.SUCCEEDED, "no source changed", data_timestamp)
 
     def record_not_refreshed(self, *args: object) -> None:
         pass

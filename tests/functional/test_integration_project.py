@@ -140,7 +140,6 @@ def test_empty_seed_cells_load_as_null(project: Path) -> None:
 def test_shop_dynamic_tables_equal_their_queries_after_streamed_changes(project: Path) -> None:
     """The shop's DTs after inserts, updates and deletes from the generator and a second dbt run."""
     from dbt.adapters.dyntable.dynamic_table.metadata import MetadataStore
-    from dbt.adapters.dyntable.dynamic_table.refresh import Refresher
     from dbt.adapters.dyntable.dynamic_table.verify import check_dvs
     from dbt.adapters.dyntable.engines.embedded import EmbeddedEngine
 
@@ -152,13 +151,12 @@ def test_shop_dynamic_tables_equal_their_queries_after_streamed_changes(project:
     assert done.returncode == 0, done.stdout[-4000:]
 
     store = MetadataStore(warehouse / "dyntable_meta", "dyntable_meta")
-    actions = {name: store.history(name)[-1]["refresh_action"] for name in store.frontiers()}
+    actions = {name: store.history(name)[-1].refresh_action for name in store.frontiers()}
     assert len(actions) == 9
     assert "INCREMENTAL" in actions.values(), actions
     engine = EmbeddedEngine(warehouse).start()
     try:
-        refresher = Refresher(engine, store, warehouse / "dyntable_meta" / ".locks")
-        checks = [check_dvs(engine, store, name, refresher.views_for) for name in sorted(actions)]
+        checks = [check_dvs(engine, store, name) for name in sorted(actions)]
     finally:
         engine.stop()
     assert [(c.name, c.detail) for c in checks if not c.ok] == []

@@ -15,6 +15,7 @@ SCRIPT = textwrap.dedent(
     import sys
     from datetime import datetime, timezone
     from pathlib import Path
+    from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, State, Trigger
     from dbt.adapters.dyntable.dynamic_table.metadata import HistoryRow, MetadataStore
 
     store = MetadataStore(Path(sys.argv[1]), "meta")
@@ -23,8 +24,8 @@ SCRIPT = textwrap.dedent(
     for i in range(60):
         name = f"m{i % 3}"
         store.append_history(HistoryRow(
-            name=name, refresh_id=str(i), data_timestamp=now, state="SUCCEEDED",
-            refresh_action="INCREMENTAL", refresh_trigger="MANUAL",
+            name=name, refresh_id=str(i), data_timestamp=now, state=State.SUCCEEDED,
+            refresh_action=Action.INCREMENTAL, refresh_trigger=Trigger.MANUAL,
             refresh_start_time=now, refresh_end_time=now,
         ))
         assert len(store.history(name)) == i // 3 + 1

@@ -2,7 +2,7 @@
 
 The differentiation engine asks, per source table, for the table before and after the refresh
 interval and for its changes: the table's columns plus ``_dyn_weight`` (+1 for a row instance
-that appeared, -1 for one that went away). Everywhere, changes come from file sets (DESIGN §4):
+that appeared, -1 for one that went away). Everywhere, changes come from file sets (docs/ARCHITECTURE.md, "Reading sources"):
 rows of the files added over ``(v0, v1]`` count +1, rows of removed files -1, read with
 ``spark.read.parquet`` so Sail and JVM Spark behave alike. Where the engine has a change data feed
 and the table kept it on for the whole interval, updates are read from the feed instead, which
@@ -16,9 +16,8 @@ from datetime import datetime
 from functools import reduce
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from sqlglot import exp
-
 from dbt.adapters.dyntable.delta_log import DataFile, DeltaLog, Interval, IntervalKind, Snapshot
+from dbt.adapters.dyntable.vocabulary import RESERVED_COLUMNS, WEIGHT, WEIGHT_SUM, quote, quoted_table, table_name
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -26,10 +25,7 @@ if TYPE_CHECKING:
 
     from dbt.adapters.dyntable.engines.base import Capabilities
 
-WEIGHT = "_dyn_weight"
-_SUM = "_dyn_weight_sum"
 _COPY = "_dyn_weight_copy"
-RESERVED_COLUMNS = frozenset({WEIGHT, _SUM, _COPY})
 #: Change-feed row kinds that add a row instance (+1) and that take one away (-1).
 ADDS = ("insert", "update_postimage")
 REMOVES = ("delete", "update_preimage")
@@ -48,10 +44,6 @@ class ChangeDataFeedUnavailable(RuntimeError):
     """The engine or the table's configuration cannot serve a change-data-feed read."""
 
 
-def quote(identifier: str) -> str:
-    return "`" + identifier.replace("`", "``") + "`"
-
-
 def _col(name: str) -> "Column":
     from pyspark.sql import functions as F
 
@@ -68,7 +60,7 @@ def changes_dataframe(
 
     ADDED_ONLY and REMOVED_ONLY intervals read one side only and need no consolidation. A MIXED
     interval carries every row a copy-on-write rewrite copied on both sides; with ``minimize``
-    those pairs are cancelled here (seed 001's MINIMIZE shape) so that later joins and aggregates
+    those pairs are cancelled here (the minimized shape) so that later joins and aggregates
     see only real changes. Minimising needs all columns groupable, so tables with map columns
     keep the redundant form, which is still a correct multiset delta.
     """
@@ -76,7 +68,7 @@ def changes_dataframe(
         raise UndifferentiableSource(log.location, interval.undifferentiable_reason)
     after = log.snapshot(interval.v1)
     schema = after.schema
-    clash = RESERVED_COLUMNS.intersection(f.name for f in schema.fields)
+    clash = (RESERVED_COLUMNS | {_COPY}).intersection(f.name for f in schema.fields)
     if clash:
         raise UndifferentiableSource(log.location, f"column name(s) {sorted(clash)} are reserved")
     sides: List["DataFrame"] = []
@@ -88,7 +80,7 @@ def changes_dataframe(
         return spark.createDataFrame([], _with_weight(schema))
     changes = reduce(lambda left, right: left.unionAll(right), sides)
     if minimize and interval.kind is IntervalKind.MIXED and all(_groupable(f.dataType) for f in schema.fields):
-        changes = consolidate(changes, [f.name for f in schema.fields])
+        changes = minimized(changes, [f.name for f in schema.fields])
     return changes
 
 
@@ -113,17 +105,18 @@ def register_changes(
     return view_name
 
 
-def consolidate(changes: "DataFrame", columns: Sequence[str]) -> "DataFrame":
-    """Sum the weights of identical rows, drop rows that cancel, and give every remaining row
-    instance its own +1/-1 row, so the result keeps the one-row-per-instance contract."""
+def minimized(changes: "DataFrame", columns: Sequence[str]) -> "DataFrame":
+    """Seed 001's MINIMIZE shape: cancel the +1/-1 pairs of identical rows a copy-on-write rewrite
+    leaves, keeping one +1/-1 row per remaining row instance (the change views' contract; unlike
+    :func:`~dbt.adapters.dyntable.vocabulary.consolidate`, which keeps one row per tuple)."""
     from pyspark.sql import functions as F
 
     keys = [_col(c) for c in columns]
-    summed = changes.groupBy(*keys).agg(F.sum(_col(WEIGHT)).alias(_SUM)).where(_col(_SUM) != 0)
+    summed = changes.groupBy(*keys).agg(F.sum(_col(WEIGHT)).alias(WEIGHT_SUM)).where(_col(WEIGHT_SUM) != 0)
     expanded = summed.select(
         *keys,
-        F.when(_col(_SUM) > 0, F.lit(1)).otherwise(F.lit(-1)).cast("int").alias(WEIGHT),
-        F.explode(F.sequence(F.lit(1), F.abs(_col(_SUM)).cast("int"))).alias(_COPY),
+        F.when(_col(WEIGHT_SUM) > 0, F.lit(1)).otherwise(F.lit(-1)).cast("int").alias(WEIGHT),
+        F.explode(F.sequence(F.lit(1), F.abs(_col(WEIGHT_SUM)).cast("int"))).alias(_COPY),
     )
     return expanded.select(*keys, _col(WEIGHT))
 
@@ -240,16 +233,10 @@ def register_changes_from_cdf(
 # -- the differentiation engine's source resolver ---------------------------------------------------
 
 
-def _table_key(table: str) -> Tuple[str, ...]:
-    """``s.t``, ``S.T`` and ``` `s`.`t` ``` name the same table (Spark resolves case-insensitively)."""
-    parsed = exp.to_table(table, dialect="spark")
-    return tuple(part.name.lower() for part in parsed.parts)
-
-
 class VersionedRelations:
     """How to read "table at version v" on this engine: ``VERSION AS OF`` where the engine's time
     travel reads it, else a temp view over the snapshot's files (read as change extraction reads
-    them). Sail fails on most versions behind a table's latest checkpoint (DESIGN §3);
+    them). Sail fails on most versions behind a table's latest checkpoint (docs/ARCHITECTURE.md, "Engines");
     ``close()`` drops the views.
     """
 
@@ -322,18 +309,18 @@ class FileSetResolver:
         self.spark = spark
         self.capabilities = capabilities
         self.minimize = minimize
-        self._sources: Dict[Tuple[str, ...], Tuple[str, DeltaLog, int, int]] = {}
+        self._sources: Dict[str, Tuple[str, DeltaLog, int, int]] = {}
         for name, (log, v0, v1) in sources.items():
-            key = _table_key(name)
-            relation = ".".join(quote(part) for part in key)
+            key = table_name(name)
+            relation = quoted_table(key)
             self._sources[key] = (relation, log, v0, v1)
-        self._intervals: Dict[Tuple[str, ...], Interval] = {}
-        self._views: Dict[Tuple[str, ...], str] = {}
+        self._intervals: Dict[str, Interval] = {}
+        self._views: Dict[str, str] = {}
         self._prefix = f"_dyn_changes_{uuid.uuid4().hex[:12]}"
         self._versions = VersionedRelations(spark, capabilities)
 
-    def _source(self, table: str) -> Tuple[Tuple[str, ...], str, DeltaLog, int, int]:
-        key = _table_key(table)
+    def _source(self, table: str) -> Tuple[str, str, DeltaLog, int, int]:
+        key = table_name(table)
         try:
             relation, log, v0, v1 = self._sources[key]
         except KeyError:
@@ -351,7 +338,7 @@ class FileSetResolver:
     def interval(self, table: str) -> Interval:
         return self._interval(self._source(table)[0])
 
-    def _interval(self, key: Tuple[str, ...]) -> Interval:
+    def _interval(self, key: str) -> Interval:
         if key not in self._intervals:
             _, log, v0, v1 = self._sources[key]
             self._intervals[key] = log.interval(v0, v1)

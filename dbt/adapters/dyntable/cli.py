@@ -34,11 +34,10 @@ from typing_extensions import Annotated
 from dbt.adapters.dyntable.dynamic_table.config import TargetLag
 from dbt.adapters.dyntable.runner.graph import CANONICAL_UNIT_MS, DynamicTableGraph, GraphError, build_graph
 from dbt.adapters.dyntable.runner.project import LoadedProject, ProjectError, ProjectOptions, load_project
+from dbt.adapters.dyntable.dynamic_table.lifecycle import SchedulingState, State, Trigger
+from dbt.adapters.dyntable.dynamic_table.metadata import HistoryRow
+from dbt.adapters.dyntable.runner.backend import ServiceBackend
 from dbt.adapters.dyntable.runner.scheduler import (
-    FAILED,
-    MANUAL,
-    SUCCEEDED,
-    UPSTREAM_FAILED,
     Outcome,
     Scheduler,
     TickPlan,
@@ -176,11 +175,11 @@ def period_text(graph: DynamicTableGraph, name: str) -> str:
 
 
 STATE_STYLES = {
-    SUCCEEDED: "green",
-    FAILED: "bold red",
-    UPSTREAM_FAILED: "red",
-    "SKIPPED": "yellow",
-    "SUSPENDED": "magenta",
+    State.SUCCEEDED: "green",
+    State.FAILED: "bold red",
+    State.UPSTREAM_FAILED: "red",
+    State.SKIPPED: "yellow",
+    SchedulingState.SUSPENDED: "magenta",
 }
 
 
@@ -188,7 +187,7 @@ def styled(state: Optional[str]) -> str:
     if not state:
         return "-"
     style = STATE_STYLES.get(state)
-    return f"[{style}]{state}[/]" if style else state
+    return f"[{style}]{state}[/]" if style else str(state)
 
 
 TIMES_IN_UTC = "times in UTC"
@@ -261,8 +260,6 @@ def run(
     """The scheduler: refresh every due dynamic table at each tick, in dependency order."""
     duration = parse_duration(run_for) if run_for else None
     loaded, graph = load(project_dir, profiles_dir, target, select, time_scale)
-    from dbt.adapters.dyntable.runner.backend import ServiceBackend
-
     scheduler_selected = loaded.selected
     chosen = graph.closure(
         [n for n in graph.scheduled if scheduler_selected is None or n in scheduler_selected]
@@ -282,7 +279,7 @@ def run(
 
     def report_tick(plan: TickPlan, outcomes: List[Outcome]) -> None:
         with print_lock:
-            failures.extend(o for o in outcomes if o.state in (FAILED, UPSTREAM_FAILED))
+            failures.extend(o for o in outcomes if o.state in (State.FAILED, State.UPSTREAM_FAILED))
             if outcomes:
                 console.print(outcome_table(f"tick {clock_text(plan.data_timestamp)}", outcomes))
             else:
@@ -316,13 +313,11 @@ def refresh(
     target: Target = None,
 ) -> None:
     """Refresh one dynamic table now, at a new data timestamp, with the DTs it reads."""
-    from dbt.adapters.dyntable.runner.backend import ServiceBackend
-
     loaded, graph = load(project_dir, profiles_dir, target)
     node = node_or_fail(graph, model)
     start_service(loaded)
     scheduler = Scheduler(graph, ServiceBackend(loaded.service()))
-    plan = scheduler.dispatch(int(time.time() * 1000), trigger=MANUAL, roots=[node.name])
+    plan = scheduler.dispatch(int(time.time() * 1000), trigger=Trigger.MANUAL, roots=[node.name])
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
                   TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
                   console=console, transient=True) as progress:
@@ -332,7 +327,7 @@ def refresh(
         )
     console.print(outcome_table(f"Manual refresh at {clock_text(plan.data_timestamp)}", outcomes))
     mine = next(o for o in outcomes if o.name == node.name)
-    if mine.state != SUCCEEDED:
+    if mine.state is not State.SUCCEEDED:
         raise typer.Exit(EXIT_FAILED)
 
 
@@ -347,7 +342,7 @@ def suspend(
     loaded, graph = load(project_dir, profiles_dir, target)
     node = node_or_fail(graph, model)
     start_service(loaded)
-    loaded.service().suspend(node.dt)
+    loaded.service().recorder.schedule(node.dt, SchedulingState.SUSPENDED)
     console.print(f"Suspended {node.model}: runners skip it until `dyntable resume {node.model}`.")
 
 
@@ -362,18 +357,15 @@ def resume(
     loaded, graph = load(project_dir, profiles_dir, target)
     node = node_or_fail(graph, model)
     start_service(loaded)
-    loaded.service().resume(node.dt)
+    loaded.service().recorder.schedule(node.dt, SchedulingState.ACTIVE)
     console.print(f"Resumed {node.model}: the next due tick refreshes it.")
 
 
 # -- status, history, graph ------------------------------------------------------------------------
 
 
-def _latest_history(history: List[Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
-    latest: Dict[str, Dict[str, Any]] = {}
-    for row in history:
-        latest[row["name"]] = row
-    return latest
+def _latest_history(history: List[HistoryRow]) -> Dict[str, HistoryRow]:
+    return {row.name: row for row in history}
 
 
 @app.command()
@@ -395,7 +387,7 @@ def status(
         ("dynamic table", "target lag", "period", "data timestamp", "current lag",
          "state", "last action", "failures"), TIMES_IN_UTC)
     for name in graph.order:
-        frontier, row, last = frontiers.get(name), graph_rows.get(name, {}), latest.get(name)
+        frontier, row, last = frontiers.get(name), graph_rows.get(name), latest.get(name)
         lag: Optional[float] = None
         if frontier is not None:
             lag = (now - frontier.data_timestamp).total_seconds()
@@ -405,16 +397,16 @@ def status(
             lag_cell = f"[{'red' if lag > target_seconds else 'green'}]{lag_cell}[/]"
         last_cell = "-"
         if last is not None:
-            last_cell = f"{last['refresh_action'] or '-'} {styled(last['state'])}"
+            last_cell = f"{last.refresh_action or '-'} {styled(last.state)}"
         table.add_row(
             graph.model(name),
             lag_text(graph, name),
             period_text(graph, name),
             clock_text(frontier.data_timestamp if frontier else None),
             lag_cell if frontier else "[dim]not initialized[/]",
-            styled(row.get("scheduling_state") or "ACTIVE"),
+            styled(row.scheduling_state if row else SchedulingState.ACTIVE),
             last_cell,
-            str(row.get("consecutive_failures") or 0),
+            str(row.consecutive_failures if row else 0),
         )
     if not graph.nodes:
         console.print("This project has no dynamic tables (materialized='dynamic_table').")
@@ -439,12 +431,12 @@ def history(
         ("started", "trigger", "action", "state", "data timestamp", "seconds", "+rows",
          "-rows", "reason / message"), TIMES_IN_UTC)
     for row in rows:
-        seconds = (row["refresh_end_time"] - row["refresh_start_time"]).total_seconds()
-        detail = "; ".join(t for t in (row["reason"], row["state_message"]) if t)
-        table.add_row(clock_text(row["refresh_start_time"]), row["refresh_trigger"],
-                      row["refresh_action"] or "-", styled(row["state"]),
-                      clock_text(row["data_timestamp"]), f"{seconds:.2f}",
-                      str(row["rows_inserted"] or 0), str(row["rows_deleted"] or 0), escape(detail))
+        seconds = (row.refresh_end_time - row.refresh_start_time).total_seconds()
+        detail = "; ".join(t for t in (row.reason, row.state_message) if t)
+        table.add_row(clock_text(row.refresh_start_time), str(row.refresh_trigger),
+                      str(row.refresh_action or "-"), styled(row.state),
+                      clock_text(row.data_timestamp), f"{seconds:.2f}",
+                      str(row.rows_inserted or 0), str(row.rows_deleted or 0), escape(detail))
     if not rows:
         console.print(f"No refresh of {node.model} recorded yet.")
         return
@@ -466,17 +458,16 @@ def graph_command(
          "pipeline upstream", "across a boundary", "recorded"), TIMES_IN_UTC)
     names = list(graph.order) + sorted(set(rows) - set(graph.nodes))
     for name in names:
-        row: Mapping[str, Any] = rows.get(name, {})
-        node = graph.nodes.get(name)
+        row, node = rows.get(name), graph.nodes.get(name)
         table.add_row(
             node.model if node else f"{name} [dim](not in project)[/]",
-            styled(row.get("scheduling_state")),
-            str(row.get("consecutive_failures") or 0) if row else "-",
-            row.get("target_lag") or (str(node.dt.config.target_lag) if node else "-"),
-            ", ".join(row.get("inputs") or []) or "-",
+            styled(row.scheduling_state if row else None),
+            str(row.consecutive_failures) if row else "-",
+            row.target_lag if row else (str(node.dt.config.target_lag) if node else "-"),
+            ", ".join(row.inputs) if row and row.inputs else "-",
             ", ".join(sorted(graph.model(u) for u in node.upstream)) if node else "-",
             ", ".join(sorted(node.boundary_inputs)) if node else "-",
-            clock_text(row.get("recorded_at")),
+            clock_text(row.recorded_at if row else None),
         )
     console.print(table)
 
@@ -496,7 +487,7 @@ def explain(
     node = node_or_fail(graph, model)
     start_service(loaded)
     try:
-        report_text = loaded.service().refresher.explain(node.dt)
+        report_text = loaded.service().explain(node.dt)
     except Exception as exc:  # noqa: BLE001 - one clear error naming the model
         fail(f"{node.model}: {exc}")
     console.print(report_text, markup=False, highlight=False)

@@ -12,7 +12,7 @@ import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
 
 from dbt.adapters.contracts.connection import Connection, ConnectionState
 from dbt.adapters.events.logging import AdapterLogger
@@ -22,7 +22,11 @@ from dbt.adapters.spark.session import Cursor as SessionCursor
 from dbt.adapters.spark.session import SessionConnectionWrapper
 from dbt_common.exceptions import DbtConfigError, DbtRuntimeError
 
+from dbt.adapters.dyntable.engines import start_engine
 from dbt.adapters.dyntable.engines.base import Engine, EngineError
+
+if TYPE_CHECKING:
+    from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
 
 logger = AdapterLogger("dyntable")
 
@@ -83,31 +87,52 @@ class DyntableCredentials(SparkCredentials):
         return ("method", "host", "port", "schema", "warehouse", "metadata_schema")
 
 
+def warehouse_of(creds: DyntableCredentials, project_root: Path) -> Path:
+    """The profile's `warehouse` as an absolute path: a relative one is relative to the dbt
+    project, wherever dbt was started from."""
+    path = Path(os.path.expanduser(creds.warehouse)) if creds.warehouse else DEFAULT_WAREHOUSE
+    return path if path.is_absolute() else (project_root / path).resolve()
+
+
+@dataclass
+class Environment:
+    """A started engine and the dynamic-table services on it (one per metadata schema)."""
+
+    engine: Engine
+    warehouse: Path
+    services: Dict[str, "DynamicTableService"] = field(default_factory=dict)
+
+    def service(self, metadata_schema: str) -> "DynamicTableService":
+        # Imported here, not at the top: dbt loads this module for every command, and the
+        # refresh machinery (deltalake, pyarrow, the planner) costs a second to import.
+        from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
+
+        service = self.services.get(metadata_schema)
+        if service is None:
+            service = self.services[metadata_schema] = DynamicTableService(
+                self.engine, self.warehouse, metadata_schema
+            )
+        return service
+
+
 class EngineRegistry:
-    """One engine per process and profile target, shared by dbt's threads, stopped at exit.
+    """One environment per process and profile target, shared by dbt's threads (and by the dbt
+    invocations of one process), stopped at exit.
 
     dbt opens and closes connections per node; starting an engine per connection would cost a
     server start each time and, for the embedded engine, a separate in-memory catalog.
     """
 
-    project_root: Path = Path.cwd()
-    _engines: Dict[Tuple[Any, ...], Engine] = {}
+    _environments: Dict[Tuple[Any, ...], Environment] = {}
     _lock = threading.Lock()
 
     @classmethod
-    def warehouse_of(cls, creds: DyntableCredentials) -> Path:
-        path = Path(os.path.expanduser(creds.warehouse)) if creds.warehouse else DEFAULT_WAREHOUSE
-        return path if path.is_absolute() else (cls.project_root / path).resolve()
-
-    @classmethod
-    def get(cls, creds: DyntableCredentials) -> Engine:
-        from dbt.adapters.dyntable.engines import start_engine
-
-        warehouse = cls.warehouse_of(creds)
+    def get(cls, creds: DyntableCredentials, project_root: Path) -> Environment:
+        warehouse = warehouse_of(creds, project_root)
         key = (creds.method, creds.host, creds.port, str(warehouse))
         with cls._lock:
-            engine = cls._engines.get(key)
-            if engine is None:
+            environment = cls._environments.get(key)
+            if environment is None:
                 engine = start_engine(
                     creds.method,
                     warehouse=warehouse,
@@ -117,15 +142,15 @@ class EngineRegistry:
                     spark_conf=dict(creds.server_side_parameters),
                     connect_url=creds.host if creds.method == "connect" else None,
                 )
-                cls._engines[key] = engine
-            return engine
+                environment = cls._environments[key] = Environment(engine, warehouse)
+            return environment
 
     @classmethod
     def stop_all(cls) -> None:
         with cls._lock:
-            engines, cls._engines = list(cls._engines.values()), {}
-        for engine in engines:
-            engine.stop()
+            environments, cls._environments = list(cls._environments.values()), {}
+        for environment in environments:
+            environment.engine.stop()
 
 
 atexit.register(EngineRegistry.stop_all)
@@ -179,29 +204,37 @@ class EngineConnectionWrapper(SessionConnectionWrapper):
 
 
 class DyntableConnectionManager(SparkConnectionManager):
+    """dbt-spark's connections, plus the environments this plugin starts (an engine and its
+    dynamic-table services), which it owns as dbt-duckdb's connection manager owns its database."""
+
     TYPE = "dyntable"
 
-    @classmethod
-    def open(cls, connection: Connection) -> Connection:
+    def __init__(self, profile: Any, mp_context: Any) -> None:
+        super().__init__(profile, mp_context)
+        self.project_root = Path(getattr(profile, "project_root", None) or Path.cwd())
+
+    # An instance method where dbt-spark's is a class method: an engine's warehouse is relative
+    # to the dbt project, which only the instance knows. dbt calls it through the instance.
+    def open(self, connection: Connection) -> Connection:  # type: ignore[override]
         if connection.state == ConnectionState.OPEN:
             return connection
         creds: DyntableCredentials = connection.credentials
         if creds.method in SPARK_METHODS:
             return super().open(connection)
-        try:
-            engine = EngineRegistry.get(creds)
-        except EngineError as exc:
-            raise DbtRuntimeError(str(exc)) from exc
+        engine = self.environment(connection).engine
         connection.handle = EngineConnectionWrapper(EngineConnection(engine))
         connection.state = ConnectionState.OPEN
         return connection
 
-    @classmethod
-    def engine_for(cls, connection: Connection) -> Engine:
+    def environment(self, connection: Connection) -> Environment:
+        """The engine (started on first use) and services of ``connection``'s profile target."""
         creds: DyntableCredentials = connection.credentials
         if creds.method in SPARK_METHODS:
             raise DbtRuntimeError(
                 f"Dynamic tables need a Spark session; `method: {creds.method}` only runs SQL. "
                 "Use `method: embedded`, `session` or `connect`."
             )
-        return EngineRegistry.get(creds)
+        try:
+            return EngineRegistry.get(creds, self.project_root)
+        except EngineError as exc:
+            raise DbtRuntimeError(str(exc)) from exc

@@ -2,7 +2,7 @@
 
 A refresh first asks "did any source change?" and "which version was current at T?". Asking the
 engine costs a query each; reading the transaction log costs a directory listing. That is what
-makes a NO_DATA refresh nearly free (DESIGN §4), so this module answers those questions from the
+makes a NO_DATA refresh nearly free (docs/ARCHITECTURE.md, "Reading sources"), so this module answers those questions from the
 log alone:
 
 * versions and commit timestamps come from listing ``_delta_log`` (no snapshot is loaded);
@@ -57,7 +57,7 @@ class HistoryUnavailable(DeltaLogError):
 
 
 class IntervalKind(str, Enum):
-    """The plan shapes of seed 001 §3.2.2, decided from file sets alone."""
+    """The change shapes of docs/ARCHITECTURE.md, "Reading sources", decided from file sets alone."""
 
     EMPTY = "EMPTY"
     """No file added or removed: the table's rows did not change."""
@@ -390,6 +390,10 @@ class DeltaLog:
     def partition_columns(self) -> Tuple[str, ...]:
         """Partition columns of the latest version."""
         return self.snapshot(self.latest_version()).partition_columns
+
+    def size_bytes(self, version: int) -> int:
+        """The size of the table's live data files at ``version``."""
+        return sum(f.size_bytes for f in self.snapshot(version).files.values())
 
     def files_at(self, version: int) -> Tuple[DataFile, ...]:
         return tuple(self.snapshot(version).files.values())

@@ -4,22 +4,25 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from pathlib import Path
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Union
 
 from dbt.adapters.base import BaseRelation, available
 from dbt.adapters.events.logging import AdapterLogger
 from dbt.adapters.spark.impl import SparkAdapter, SparkConfig
 from dbt_common.exceptions import CompilationError, DbtRuntimeError
+from dbt_common.invocation import get_invocation_started_at
+from dbt.flags import get_flags
 
-from dbt.adapters.dyntable.connections import DyntableConnectionManager, EngineRegistry
+from dbt.adapters.dyntable.connections import DyntableConnectionManager, warehouse_of
+from dbt.adapters.dyntable.dynamic_table.config import DynamicTableConfigError
+from dbt.adapters.dyntable.dynamic_table.lifecycle import RefreshRequest, Trigger
+from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
+from dbt.adapters.dyntable.vocabulary import relation_name
 
 if TYPE_CHECKING:
-    from datetime import datetime
-
     import agate
 
-    from dbt.adapters.dyntable.dynamic_table.refresh import DynamicTable
     from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
 
 logger = AdapterLogger("dyntable")
@@ -43,13 +46,6 @@ class DyntableConfig(SparkConfig):
 class DyntableAdapter(SparkAdapter):
     ConnectionManager = DyntableConnectionManager  # type: ignore[assignment]
     AdapterSpecificConfigs = DyntableConfig  # type: ignore[assignment]
-
-    def __init__(self, config: Any, mp_context: Any) -> None:
-        super().__init__(config, mp_context)
-        # A relative `warehouse` is relative to the dbt project, wherever dbt was started from.
-        project_root = getattr(config, "project_root", None)
-        if project_root:
-            EngineRegistry.project_root = Path(project_root)
 
     @classmethod
     def type(cls) -> str:
@@ -79,18 +75,10 @@ class DyntableAdapter(SparkAdapter):
 
     # -- dynamic tables --------------------------------------------------------------------------
 
-    def _dynamic_tables(self) -> "DynamicTableService":
-        from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
-
+    def _service(self) -> "DynamicTableService":
+        """The dynamic-table service of this thread's connection (engine started on first use)."""
         connection = self.connections.get_thread_connection()
-        creds = connection.credentials
-        engine = self.connections.engine_for(connection)
-        key = (id(engine), creds.metadata_schema)
-        service = _SERVICES.get(key)
-        if service is None:
-            warehouse = EngineRegistry.warehouse_of(creds)
-            service = _SERVICES[key] = DynamicTableService(engine, warehouse, creds.metadata_schema)
-        return service
+        return self.connections.environment(connection).service(connection.credentials.metadata_schema)
 
     def _get_columns_for_catalog(self, relation: BaseRelation) -> Iterable[Dict[str, Any]]:
         """dbt-spark's catalog rows; a dynamic table's say so, with its lag, mode and freshness
@@ -101,22 +89,24 @@ class DyntableAdapter(SparkAdapter):
             yield row
 
     def _dynamic_table_catalog_details(self, relation: BaseRelation) -> Dict[str, Any]:
+        # Imported here: dbt loads the adapter for every command, the metadata store's
+        # dependencies (deltalake, pyarrow) take a second to import, and only docs need them.
         from dbt.adapters.dyntable.dynamic_table.metadata import GRAPH_HISTORY, MetadataStore
 
         creds = self.config.credentials
-        root = EngineRegistry.warehouse_of(creds) / creds.metadata_schema.lower()
+        root = warehouse_of(creds, self.connections.project_root) / creds.metadata_schema.lower()
         if not (root / GRAPH_HISTORY / "_delta_log").is_dir():
             return {}
         store = MetadataStore(root, creds.metadata_schema)
-        name = f"{relation.schema}.{relation.identifier}".lower()
+        name = relation_name(relation.schema, relation.identifier)
         graph = store.graph(name).get(name)
         if graph is None:
             return {}
         frontier = store.frontier(name)
         stats = {
-            "target_lag": ("Target lag", graph["target_lag"], "How stale the table may get"),
-            "refresh_mode": ("Refresh mode", graph["refresh_mode"], "auto, full or incremental"),
-            "scheduling_state": ("Scheduling state", graph["scheduling_state"], "ACTIVE or SUSPENDED"),
+            "target_lag": ("Target lag", graph.target_lag, "How stale the table may get"),
+            "refresh_mode": ("Refresh mode", graph.refresh_mode, "auto, full or incremental"),
+            "scheduling_state": ("Scheduling state", str(graph.scheduling_state), "ACTIVE or SUSPENDED"),
             "data_timestamp": (
                 "Data timestamp",
                 frontier.data_timestamp.isoformat() if frontier else "not initialized",
@@ -133,88 +123,47 @@ class DyntableAdapter(SparkAdapter):
             })
         return details
 
-    @available
-    def validate_dynamic_table_config(self, model_name: str, config: Dict[str, Any]) -> str:
-        """Raise a compiler error naming the model, key and accepted forms; return the lag."""
-        from dbt.adapters.dyntable.dynamic_table.config import (
-            DynamicTableConfig,
-            DynamicTableConfigError,
-        )
-
+    @available.parse_none
+    def dynamic_table(self, model: Any, graph: Optional[Mapping[str, Any]] = None) -> DynamicTable:
+        """The dynamic table ``model`` (dbt's node) defines, with the unique keys ``graph`` (dbt's
+        flat graph) declares; a bad config is a compiler error naming the model, the key and the
+        accepted forms."""
         try:
-            return str(DynamicTableConfig.from_model(model_name, config).target_lag)
+            return DynamicTable.from_node(model, graph)
         except DynamicTableConfigError as exc:
             raise CompilationError(str(exc)) from None
 
-    def _dynamic_table(
-        self,
-        relation: BaseRelation,
-        sql: str,
-        config: Dict[str, Any],
-        model_name: str,
-        graph: Optional[Mapping[str, Any]],
-        model_id: Optional[str],
-    ) -> "DynamicTable":
-        from dbt.adapters.dyntable.dynamic_table.config import DynamicTableConfigError
-        from dbt.adapters.dyntable.dynamic_table.declared_keys import declared_keys
-        from dbt.adapters.dyntable.dynamic_table.service import dynamic_table_from_model
-
-        keys = declared_keys(graph, model_id) if graph and model_id else {}
+    @available.parse(lambda *args, **kwargs: {"action": None, "state": "", "reason": "", "rows": 0, "message": ""})
+    def refresh_dynamic_table(self, dt: DynamicTable) -> Dict[str, Any]:
+        """Refresh ``dt`` at the invocation's data timestamp: the materialization."""
+        full_refresh = dt.config.full_refresh
+        if full_refresh is None:
+            full_refresh = bool(get_flags().FULL_REFRESH)  # dbt's should_full_refresh()
+        request = RefreshRequest(invocation_started_at(), Trigger.DBT_RUN, full_refresh)
         try:
-            return dynamic_table_from_model(
-                relation.schema, relation.identifier, sql, config, model_name, keys
-            )
-        except DynamicTableConfigError as exc:
-            raise CompilationError(str(exc)) from None
-
-    @available
-    def refresh_dynamic_table(
-        self,
-        relation: BaseRelation,
-        sql: str,
-        config: Dict[str, Any],
-        full_refresh: bool,
-        data_timestamp: "datetime",
-        model_name: str,
-        graph: Optional[Mapping[str, Any]] = None,
-        model_id: Optional[str] = None,
-    ) -> Dict[str, Any]:
-        """Refresh one dynamic table at the invocation's data timestamp (the materialization).
-        ``graph`` (dbt's flat graph) and ``model_id`` give the unique keys the project declares."""
-        dt = self._dynamic_table(relation, sql, config, model_name, graph, model_id)
-        try:
-            result = self._dynamic_tables().refresh(dt, data_timestamp, "DBT_RUN", full_refresh)
+            result = self._service().refresh(dt, request)
         except Exception as exc:  # noqa: BLE001 - one clear error per failed refresh
-            raise DbtRuntimeError(f"Dynamic table {dt.name} (model {model_name}): {exc}") from exc
+            raise DbtRuntimeError(f"Dynamic table {dt.name} (model {dt.model}): {exc}") from exc
         for warning in result.warnings:
             logger.warning(warning)
-        rows = result.rows_inserted + result.rows_deleted
         return {
-            "action": result.action,
-            "state": result.state,
+            "action": str(result.action) if result.action else None,
+            "state": str(result.state),
             "reason": result.reason,
-            "rows": rows,
+            "rows": result.rows_inserted + result.rows_deleted,
             "message": f"{result.action or result.state} +{result.rows_inserted} -{result.rows_deleted}",
         }
 
-    @available
-    def explain_dynamic_table(
-        self,
-        relation: BaseRelation,
-        sql: str,
-        config: Dict[str, Any],
-        model_name: str,
-        graph: Optional[Mapping[str, Any]] = None,
-        model_id: Optional[str] = None,
-    ) -> str:
-        """How the dynamic table refreshes: its plan, the rule at each node, its row key and the
-        delta SQL, or why it refreshes FULL (``dyntable explain`` prints the same)."""
-        dt = self._dynamic_table(relation, sql, config, model_name, graph, model_id)
+    @available.parse(lambda *args, **kwargs: "")
+    def explain_dynamic_table(self, dt: DynamicTable) -> str:
+        """How ``dt`` refreshes: its plan, the rule at each node, its row key and the delta SQL,
+        or why it refreshes FULL (``dyntable explain`` prints the same)."""
         try:
-            return self._dynamic_tables().refresher.explain(dt)
+            return self._service().explain(dt)
         except Exception as exc:  # noqa: BLE001 - one clear error naming the model
-            raise DbtRuntimeError(f"Dynamic table {dt.name} (model {model_name}): {exc}") from exc
+            raise DbtRuntimeError(f"Dynamic table {dt.name} (model {dt.model}): {exc}") from exc
 
 
-#: One dynamic-table service per engine and metadata schema, shared by dbt's threads.
-_SERVICES: Dict[Any, "DynamicTableService"] = {}
+def invocation_started_at() -> datetime:
+    """The data timestamp of every dynamic table one dbt invocation refreshes: its start (UTC)."""
+    return get_invocation_started_at()

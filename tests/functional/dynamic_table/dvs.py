@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 from dbt.adapters.dyntable.dynamic_table.metadata import Frontier, MetadataStore
-from dbt.adapters.dyntable.dynamic_table.refresh import Refresher
 from dbt.adapters.dyntable.dynamic_table.verify import check_dvs
 
 
@@ -17,15 +16,14 @@ def metadata(warehouse: Path, schema: str = "dyntable_meta") -> MetadataStore:
 def project_engine(project: Any):
     adapter = project.adapter
     with adapter.connection_named("dvs_check"):
-        return adapter.connections.engine_for(adapter.connections.get_thread_connection())
+        return adapter.connections.environment(adapter.connections.get_thread_connection()).engine
 
 
 def assert_dvs(project: Any, warehouse: Path, model: str) -> Frontier:
     """DT ``model`` equals its query at its recorded data timestamp, as a multiset."""
     engine = project_engine(project)
     store = metadata(warehouse)
-    refresher = Refresher(engine, store, warehouse / "dyntable_meta" / ".locks")
-    check = check_dvs(engine, store, f"{project.test_schema}.{model}".lower(), refresher.views_for)
+    check = check_dvs(engine, store, f"{project.test_schema}.{model}".lower())
     assert check.ok, f"{check.name}: {check.detail}"
     assert check.frontier is not None
     return check.frontier

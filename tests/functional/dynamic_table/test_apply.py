@@ -1,4 +1,4 @@
-"""Applying Z-set deltas to a DT: bag semantics and the production validations (seed 000 §6.1)."""
+"""Applying Z-set deltas to a DT: bag semantics and the production validations (docs/ARCHITECTURE.md, "Applying")."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from collections import Counter
 import pytest
 from deltalake import DeltaTable
 
-from dbt.adapters.dyntable.dynamic_table.apply import DeltaApplier, DeltaValidationError
+from dbt.adapters.dyntable.dynamic_table.refresh.apply import DeltaApplier, DeltaValidationError
 from dbt.adapters.dyntable.dynamic_table.config import DynamicTableConfig
-from dbt.adapters.dyntable.dynamic_table.refresh import DynamicTable
+from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
 
 COLUMNS = ["k", "v"]
 

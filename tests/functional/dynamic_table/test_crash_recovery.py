@@ -1,4 +1,4 @@
-"""Exactly-once apply under SIGKILL at every step of a refresh (DESIGN §2.4, §6).
+"""Exactly-once apply under SIGKILL at every step of a refresh (docs/ARCHITECTURE.md, "Exactly once").
 
 Each case runs `dbt run` in its own process with a failpoint armed, so the process dies at that
 step with no cleanup; then a normal `dbt run` must recover by itself: the DT equals its query at
@@ -110,8 +110,8 @@ def test_sigkill_at_each_step_recovers(tmp_path, mode, failpoint, recovered_stat
     assert_dt_matches_query(tmp_path)
 
     store = store_of(tmp_path)
-    recovery = [h for h in store.history("app.country_dt") if h["refresh_trigger"] == "RECOVERY"]
+    recovery = [h for h in store.history("app.country_dt") if h.refresh_trigger == "RECOVERY"]
     assert len(recovery) == 1, store.history("app.country_dt")
     if recovered_state:
-        assert recovery[0]["state"] == recovered_state
-    assert recovery[0]["state_message"].startswith("recovered:")
+        assert recovery[0].state == recovered_state
+    assert recovery[0].state_message.startswith("recovered:")

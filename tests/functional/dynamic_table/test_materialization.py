@@ -81,7 +81,7 @@ def assert_all_dvs(project, warehouse):
 
 def last_actions(warehouse, project):
     return {
-        m: history(warehouse, f"{project.test_schema}.{m}")[-1]["refresh_action"] for m in MODELS
+        m: history(warehouse, f"{project.test_schema}.{m}")[-1].refresh_action for m in MODELS
     }
 
 
@@ -92,7 +92,7 @@ class TestDynamicTableChain:
         assert_all_dvs(project, dyntable_warehouse)
         assert set(last_actions(dyntable_warehouse, project).values()) == {"REINITIALIZE"}
         first = history(dyntable_warehouse, f"{project.test_schema}.orders_dt")[-1]
-        assert first["refresh_trigger"] == "CREATION"
+        assert first.refresh_trigger == "CREATION"
 
         # inserts, an update that moves a customer to another group, deletes, a duplicate row
         project.run_sql(f"insert into {raw}.orders values (16, 4, 500.0), (14, 3, 200.0), (17, 9, 1.0)")
@@ -111,22 +111,24 @@ class TestDynamicTableChain:
         assert {m: assert_dvs(project, dyntable_warehouse, m).dt_version for m in MODELS} == versions
 
     def test_no_data_refresh_runs_no_engine_statement(self, project, raw, dyntable_warehouse):
-        """NO_DATA is decided from Delta log metadata alone (DESIGN §4)."""
+        """NO_DATA is decided from Delta log metadata alone (docs/ARCHITECTURE.md, "Reading sources")."""
         from datetime import datetime, timezone
 
-        from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService, dynamic_table_from_model
+        from dbt.adapters.dyntable.dynamic_table.lifecycle import RefreshRequest, Trigger
+        from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
+        from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
         from tests.functional.dynamic_table.dvs import project_engine
 
         run_dbt(["run"])
         engine = project_engine(project)
         service = DynamicTableService(engine, dyntable_warehouse, "dyntable_meta")
         frontier = assert_dvs(project, dyntable_warehouse, "orders_dt")
-        dt = dynamic_table_from_model(
-            project.test_schema, "orders_dt", frontier.definition,
-            {"target_lag": "1 minute", "refresh_mode": "incremental"}, "orders_dt",
-        )
+        dt = DynamicTable.from_node({
+            "schema": project.test_schema, "name": "orders_dt", "compiled_code": frontier.definition,
+            "config": {"target_lag": "1 minute", "refresh_mode": "incremental"},
+        })
         before = engine.statements_run
-        result = service.refresh(dt, datetime.now(timezone.utc), "MANUAL")
+        result = service.refresh(dt, RefreshRequest(datetime.now(timezone.utc), Trigger.MANUAL))
         assert result.action == "NO_DATA"
         assert engine.statements_run == before
 
@@ -135,7 +137,7 @@ class TestDynamicTableChain:
         project.run_sql(f"delete from {raw}.customers where customer_id = 3")
         run_dbt(["run", "--full-refresh"])
         assert set(last_actions(dyntable_warehouse, project).values()) == {"REINITIALIZE"}
-        reasons = {history(dyntable_warehouse, f"{project.test_schema}.{m}")[-1]["reason"] for m in MODELS}
+        reasons = {history(dyntable_warehouse, f"{project.test_schema}.{m}")[-1].reason for m in MODELS}
         assert reasons == {"--full-refresh"}
         assert_all_dvs(project, dyntable_warehouse)
 
@@ -194,16 +196,16 @@ class TestConfigurationChanges:
         self._rewrite(project, ORDERS_DT.replace("1 minute", "10 minutes"))
         run_dbt(["run"])
         name = f"{project.test_schema}.orders_dt"
-        assert history(dyntable_warehouse, name)[-1]["refresh_action"] == "NO_DATA"
+        assert history(dyntable_warehouse, name)[-1].refresh_action == "NO_DATA"
         from tests.functional.dynamic_table.dvs import metadata
 
-        assert metadata(dyntable_warehouse).graph(name)[name]["target_lag"] == "10 minutes"
+        assert metadata(dyntable_warehouse).graph(name)[name].target_lag == "10 minutes"
 
     def test_query_change_apply_reinitializes(self, project, raw, dyntable_warehouse):
         self._rewrite(project, ORDERS_DT.replace("c.country", "upper(c.country) as country"))
         run_dbt(["run"])
         last = history(dyntable_warehouse, f"{project.test_schema}.orders_dt")[-1]
-        assert (last["refresh_action"], last["reason"]) == ("REINITIALIZE", "definition changed")
+        assert (last.refresh_action, last.reason) == ("REINITIALIZE", "definition changed")
         assert_dvs(project, dyntable_warehouse, "orders_dt")
 
     def test_query_change_continue_keeps_old_definition(self, project, raw, dyntable_warehouse):
@@ -257,11 +259,11 @@ class TestInitializeOnSchedule:
         name = f"{project.test_schema}.orders_dt"
         assert project.run_sql(f"select count(*) from {name}", fetch="one")[0] == 0
         [created] = history(dyntable_warehouse, name)
-        assert (created["state"], created["refresh_action"]) == ("SKIPPED", None)
-        assert "on_schedule" in created["reason"]
+        assert (created.state, created.refresh_action) == ("SKIPPED", None)
+        assert "on_schedule" in created.reason
 
         run_dbt(["run"])  # a later refresh (here dbt's; the runner's first tick alike) initializes it
         last = history(dyntable_warehouse, name)[-1]
-        assert (last["refresh_action"], last["reason"]) == ("REINITIALIZE", "first refresh (initialize: on_schedule)")
+        assert (last.refresh_action, last.reason) == ("REINITIALIZE", "first refresh (initialize: on_schedule)")
         assert_dvs(project, dyntable_warehouse, "orders_dt")
         assert project.run_sql(f"select count(*) from {name}", fetch="one")[0] > 0

@@ -11,7 +11,8 @@ import pytest
 from dbt.tests.util import get_manifest, run_dbt, run_dbt_and_capture
 
 from dbt.adapters.dyntable.dynamic_table.declared_keys import declared_keys
-from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService, dynamic_table_from_model
+from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
+from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
 from tests.functional.dynamic_table.dvs import assert_dvs, history, project_engine
 
 INCREMENTAL = "{{ config(materialized='dynamic_table', target_lag='1 minute', refresh_mode='incremental') }}\n"
@@ -102,7 +103,7 @@ class TestPlanningInputs:
         project.run_sql(f"delete from {raw}.orders where order_id = 13")
         run_dbt(["run"])
         for model in MODELS:
-            assert last(dyntable_warehouse, project, model)["refresh_action"] == "INCREMENTAL", model
+            assert last(dyntable_warehouse, project, model).refresh_action == "INCREMENTAL", model
             assert_dvs(project, dyntable_warehouse, model)
 
     def test_explain_from_jinja_and_from_python(self, project, raw, dyntable_warehouse):
@@ -116,12 +117,10 @@ class TestPlanningInputs:
         keys = declared_keys(manifest.flat_graph, "model.test.keyed_dt")
         assert keys == {f"{raw}.orders".lower(): [["order_id"]]}
         frontier = assert_dvs(project, dyntable_warehouse, "keyed_dt")
-        dt = dynamic_table_from_model(
-            project.test_schema, "keyed_dt", frontier.definition,
-            {"target_lag": "1 minute", "refresh_mode": "incremental"}, "keyed_dt", keys,
-        )
+        dt = DynamicTable.from_node(manifest.nodes["model.test.keyed_dt"], manifest.flat_graph, frontier.definition)
+        assert dt.declared_keys == keys
         service = DynamicTableService(project_engine(project), dyntable_warehouse, "dyntable_meta")
-        report = service.refresher.explain(dt)
+        report = service.explain(dt)
         assert "output key: order_id (declared by unique tests or constraints on its sources)" in report
 
     def test_a_broken_declared_key_is_matched_whole_with_a_warning(self, project, raw, dyntable_warehouse):
@@ -133,7 +132,7 @@ class TestPlanningInputs:
         project.run_sql(f"update {raw}.orders set amount = 33.0 where order_id = 12 and customer_id = 3")
         _, log = run_dbt_and_capture(["run", "--select", "keyed_dt"])
         assert "its key (order_id), declared by unique tests or constraints on its sources, is not unique" in log
-        assert last(dyntable_warehouse, project, "keyed_dt")["refresh_action"] == "INCREMENTAL"
+        assert last(dyntable_warehouse, project, "keyed_dt").refresh_action == "INCREMENTAL"
         assert_dvs(project, dyntable_warehouse, "keyed_dt")
         rows = project.run_sql(
             f"select customer_id, doubled from {project.test_schema}.keyed_dt where order_id = 12 order by 1",

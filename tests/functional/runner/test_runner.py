@@ -30,6 +30,7 @@ from typer.testing import CliRunner
 from dbt.adapters.dyntable import cli
 from dbt.adapters.dyntable.cli import app
 from dbt.adapters.dyntable.dynamic_table.config import TargetLag
+from dbt.adapters.dyntable.dynamic_table.lifecycle import SchedulingState, Trigger
 from tests.functional.dynamic_table.dvs import assert_dvs, history, metadata, project_engine
 
 ORDERS_DT = """
@@ -143,30 +144,30 @@ class TestRunner:
         assert "Schedule" in result.output and "tick" in result.output
 
         scheduled = {
-            m: [r for r in rows_by_name(dyntable_warehouse, project, m) if r["refresh_trigger"] == "SCHEDULED"]
+            m: [r for r in rows_by_name(dyntable_warehouse, project, m) if r.refresh_trigger == "SCHEDULED"]
             for m in MODELS
         }
-        # a tick that overlaps a slow one skips DTs still busy (seed 000 §3.3.3); nothing fails
-        states = {r["state"] for rows in scheduled.values() for r in rows}
+        # a tick that overlaps a slow one skips DTs still busy; nothing fails
+        states = {r.state for rows in scheduled.values() for r in rows}
         assert states <= {"SUCCEEDED", "SKIPPED"}, scheduled
-        scheduled = {m: [r for r in rows if r["state"] == "SUCCEEDED"] for m, rows in scheduled.items()}
+        scheduled = {m: [r for r in rows if r.state == "SUCCEEDED"] for m, rows in scheduled.items()}
         assert len(scheduled["orders_dt"]) >= 3
         assert not scheduled["lookup_dt"]  # 1 hour: its boundary input is not dragged along
         # one tick, one data timestamp: whenever a DT refreshed at T, what it reads did too
-        stamps = {m: {r["data_timestamp"] for r in rows} for m, rows in scheduled.items()}
+        stamps = {m: {r.data_timestamp for r in rows} for m, rows in scheduled.items()}
         assert stamps["revenue_dt"] <= stamps["orders_dt"]
         assert stamps["big_dt"] <= stamps["revenue_dt"]
         assert stamps["enriched_dt"] <= stamps["orders_dt"]
-        assert any(r["refresh_action"] == "FULL" for r in scheduled["orders_dt"])
+        assert any(r.refresh_action == "FULL" for r in scheduled["orders_dt"])
         # within target lag: from the first scheduled commit on, no peak exceeded it
         for model in ("orders_dt", "big_dt", "enriched_dt"):
             target = TargetLag.parse(
                 metadata(dyntable_warehouse).graph(f"{project.test_schema}.{model}")
-                [f"{project.test_schema}.{model}"]["target_lag"]
+                [f"{project.test_schema}.{model}"].target_lag
             ).seconds
             rows = scheduled[model]
             for before, after in zip(rows, rows[1:]):
-                peak = (after["refresh_end_time"] - before["data_timestamp"]).total_seconds()
+                peak = (after.refresh_end_time - before.data_timestamp).total_seconds()
                 assert peak <= target, (model, peak, target)
         for model in MODELS:
             assert_dvs(project, dyntable_warehouse, model)
@@ -176,9 +177,9 @@ class TestRunner:
         result = dyntable(project, "refresh", "big_dt")
         assert result.exit_code == 0, result.output
         latest = {m: rows_by_name(dyntable_warehouse, project, m)[-1] for m in ("orders_dt", "revenue_dt", "big_dt")}
-        assert {r["refresh_trigger"] for r in latest.values()} == {"MANUAL"}
-        assert {r["state"] for r in latest.values()} == {"SUCCEEDED"}
-        assert len({r["data_timestamp"] for r in latest.values()}) == 1
+        assert {r.refresh_trigger for r in latest.values()} == {"MANUAL"}
+        assert {r.state for r in latest.values()} == {"SUCCEEDED"}
+        assert len({r.data_timestamp for r in latest.values()}) == 1
         for model in ("orders_dt", "revenue_dt", "big_dt"):
             assert_dvs(project, dyntable_warehouse, model)
         big = project.run_sql(f"select revenue from {project.test_schema}.big_dt where customer_id = 1", fetch="one")
@@ -198,10 +199,10 @@ class TestRunner:
         assert len(rows_by_name(dyntable_warehouse, project, "orders_dt")) == before  # not refreshed
         assert dyntable(project, "resume", "orders_dt").exit_code == 0
         graph = metadata(dyntable_warehouse).graph(f"{project.test_schema}.orders_dt")
-        assert graph[f"{project.test_schema}.orders_dt"]["scheduling_state"] == "ACTIVE"
+        assert graph[f"{project.test_schema}.orders_dt"].scheduling_state == "ACTIVE"
         once = dyntable(project, "run", "--once", "--time-scale", TIME_SCALE)
         assert once.exit_code == 0, once.output
-        assert rows_by_name(dyntable_warehouse, project, "orders_dt")[-1]["refresh_trigger"] == "SCHEDULED"
+        assert rows_by_name(dyntable_warehouse, project, "orders_dt")[-1].refresh_trigger == "SCHEDULED"
 
         shown = dyntable(project, "history", "orders_dt")
         assert shown.exit_code == 0 and "MANUAL" in shown.output and "SCHEDULED" in shown.output
@@ -246,7 +247,7 @@ class TestRunner:
             assert result.exit_code == 1
             assert f"being refreshed by process {holder.pid}" in " ".join(result.output.split())
             last = rows_by_name(dyntable_warehouse, project, "orders_dt")[-1]
-            assert last["state"] == "SKIPPED" and str(holder.pid) in last["state_message"]
+            assert last.state == "SKIPPED" and str(holder.pid) in last.state_message
             assert metadata(dyntable_warehouse).frontier(name) == before  # nothing refreshed
         finally:
             holder.communicate("")
@@ -306,7 +307,7 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-#: The same pipeline, with DTs that fail on bad rows (a user error in the data, seed 000 §3.3.3).
+#: The same pipeline, with DTs that fail on bad rows (a user error in the data).
 STRICT_ORDERS_DT = ORDERS_DT.replace(
     "select order_id, customer_id, amount",
     "select order_id, customer_id,\n"
@@ -354,13 +355,13 @@ class TestFailuresAndBoundaries:
             assert outcomes["orders_dt"] == "FAILED"
             assert outcomes["revenue_dt"] == outcomes["big_dt"] == outcomes["enriched_dt"] == "UPSTREAM_FAILED"
         graph = metadata(dyntable_warehouse).graph()
-        assert graph[f"{schema}.orders_dt"]["scheduling_state"] == "SUSPENDED"
-        assert graph[f"{schema}.orders_dt"]["consecutive_failures"] == 5
-        assert (graph[f"{schema}.big_dt"]["consecutive_failures"] or 0) == 0
-        failed = [r for r in rows_by_name(dyntable_warehouse, project, "orders_dt") if r["state"] == "FAILED"]
-        assert len(failed) == 5 and "negative amount" in failed[-1]["state_message"]
+        assert graph[f"{schema}.orders_dt"].scheduling_state == "SUSPENDED"
+        assert graph[f"{schema}.orders_dt"].consecutive_failures == 5
+        assert (graph[f"{schema}.big_dt"].consecutive_failures or 0) == 0
+        failed = [r for r in rows_by_name(dyntable_warehouse, project, "orders_dt") if r.state == "FAILED"]
+        assert len(failed) == 5 and "negative amount" in failed[-1].state_message
         upstream_failed = [r for r in rows_by_name(dyntable_warehouse, project, "big_dt")
-                           if r["state"] == "UPSTREAM_FAILED"]
+                           if r.state == "UPSTREAM_FAILED"]
         assert len(upstream_failed) == 5
         # staleness, never inconsistency: orders_dt kept its last good version, and what reads
         # it still equals its query at its own data timestamp
@@ -371,7 +372,7 @@ class TestFailuresAndBoundaries:
         project.run_sql(f"delete from {raw}.orders where amount < 0")
         project.run_sql(f"insert into {raw}.orders values (14, 1, 99.0)")
         node = scheduler.graph.by_model("orders_dt")
-        service.resume(node.dt)
+        service.recorder.schedule(node.dt, SchedulingState.ACTIVE)
         outcomes = {o.model: o.state for o in scheduler.execute(scheduler.dispatch(now_ms(), roots=roots))}
         assert {outcomes[m] for m in PIPELINE} == {"SUCCEEDED"}
         for model in PIPELINE:
@@ -383,7 +384,7 @@ class TestFailuresAndBoundaries:
         project.run_sql(f"insert into {raw}.customers values (4, '')")
         try:
             outcomes = {o.model: o for o in scheduler.execute(
-                scheduler.dispatch(now_ms(), "MANUAL", roots=[lookup, scheduler.graph.by_model("enriched_dt").name])
+                scheduler.dispatch(now_ms(), Trigger.MANUAL, roots=[lookup, scheduler.graph.by_model("enriched_dt").name])
             )}
             assert outcomes["lookup_dt"].state == "FAILED"
             assert outcomes["enriched_dt"].state == "SUCCEEDED"  # read lookup_dt's last version
@@ -400,7 +401,7 @@ class TestFailuresAndBoundaries:
         slow = scheduler.dispatch(now_ms(), roots=roots)
         outcomes = {o.model: o.state for o in scheduler.execute(scheduler.dispatch(now_ms() + 1, roots=roots))}
         assert outcomes["orders_dt"] == "SKIPPED"
-        assert rows_by_name(dyntable_warehouse, project, "orders_dt")[-1]["state_message"] == (
+        assert rows_by_name(dyntable_warehouse, project, "orders_dt")[-1].state_message == (
             "its previous refresh is still running"
         )
         assert {o.state for o in scheduler.execute(slow)} == {"SUCCEEDED"}

@@ -1,8 +1,9 @@
 """Rule-level fixtures, readable as documentation of each derivative's shape.
 
 ``fixtures/plans.sql``: each query, then its output columns, row key, the plan tree with the rule
-that differentiates each node, and how often the delta reads each source version (``@v0``,
-``@v1``, ``@changes``) when every source changed with updates. ``fixtures/errors.sql``: each
+that differentiated each node, and how often the delta reads each source version (``@v0``,
+``@v1``, ``@changes``) and the DT's stored rows (``dt``) when every source changed with updates.
+Every delta is derived as a refresh derives it: with the DT's stored rows at hand. ``fixtures/errors.sql``: each
 query, then the operator ``NotIncrementalizable`` names.
 """
 
@@ -17,14 +18,17 @@ from dbt.adapters.dyntable.differentiation.explain import SymbolicResolver, plan
 from tests.unit.differentiation.fixtures_io import Fixture, read_fixtures
 
 
+STORED = "`s`.`dt`"
+
+
 def shape(sql: str) -> List[str]:
     plan = plan_query(sql)
-    delta = differentiate(plan, SymbolicResolver())
+    delta = differentiate(plan, SymbolicResolver(), stored=STORED)
     return [
         f"columns: {', '.join(plan.columns)}",
         f"row key: {plan.row_key}",
-        *plan_tree(plan.root),
-        f"reads: {reads(delta.sql)}",
+        *plan_tree(plan.root, delta.applied),
+        f"reads: {reads(delta.sql)} dtx{delta.sql.count(STORED)}",
     ]
 
 

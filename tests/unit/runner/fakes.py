@@ -10,9 +10,13 @@ from typing import Any, Callable, ContextManager, Dict, Iterable, List, Set, Tup
 
 from dbt.adapters.dyntable.dynamic_table.config import DynamicTableConfig, TargetLag
 from dbt.adapters.dyntable.dynamic_table.locking import RefreshLocked
-from dbt.adapters.dyntable.dynamic_table.refresh import DynamicTable, RefreshResult
+from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, SchedulingState, State, Trigger
+from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
+from dbt.adapters.dyntable.dynamic_table.refresh import RefreshResult
 from dbt.adapters.dyntable.runner.graph import GraphNode
-from dbt.adapters.dyntable.runner.scheduler import ACTIVE, SUSPENDED, DynamicTableState
+from dbt.adapters.dyntable.runner.scheduler import DynamicTableState
+
+ACTIVE, SUSPENDED = SchedulingState.ACTIVE, SchedulingState.SUSPENDED
 
 SCHEMA = "s"
 
@@ -62,10 +66,10 @@ class FakeBackend:
     failing: Set[str] = field(default_factory=set)
     locked: Dict[str, str] = field(default_factory=dict)
     data_ts: Dict[str, datetime] = field(default_factory=dict)
-    scheduling: Dict[str, str] = field(default_factory=dict)
+    scheduling: Dict[str, SchedulingState] = field(default_factory=dict)
     failures: Dict[str, int] = field(default_factory=dict)
-    calls: List[Tuple[str, datetime, str]] = field(default_factory=list)
-    not_refreshed: List[Tuple[str, datetime, str, str]] = field(default_factory=list)
+    calls: List[Tuple[str, datetime, Trigger]] = field(default_factory=list)
+    not_refreshed: List[Tuple[str, datetime, State, str]] = field(default_factory=list)
 
     def states(self) -> Dict[str, DynamicTableState]:
         names = set(self.data_ts) | set(self.scheduling) | set(self.failures)
@@ -75,7 +79,7 @@ class FakeBackend:
             for n in names
         }
 
-    def refresh(self, dt: DynamicTable, data_timestamp: datetime, trigger: str) -> RefreshResult:
+    def refresh(self, dt: DynamicTable, data_timestamp: datetime, trigger: Trigger) -> RefreshResult:
         if dt.name in self.locked:
             raise RefreshLocked(dt.name, self.locked[dt.name])
         self.calls.append((dt.name, data_timestamp, trigger))
@@ -83,10 +87,10 @@ class FakeBackend:
             raise RuntimeError("Division by zero in the defining query")
         self.data_ts[dt.name] = data_timestamp
         self.failures[dt.name] = 0
-        return RefreshResult(dt.name, "NO_DATA", "SUCCEEDED", "no source changed", data_timestamp)
+        return RefreshResult(dt.name, Action.NO_DATA, State.SUCCEEDED, "no source changed", data_timestamp)
 
     def record_not_refreshed(
-        self, dt: DynamicTable, data_timestamp: datetime, trigger: str, state: str, message: str
+        self, dt: DynamicTable, data_timestamp: datetime, trigger: Trigger, state: State, message: str
     ) -> None:
         self.not_refreshed.append((dt.name, data_timestamp, state, message))
 

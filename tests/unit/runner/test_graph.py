@@ -1,4 +1,4 @@
-"""Effective lags, canonical periods and graph validation (seed 000 §3.2, §5.2; seed 003)."""
+"""Effective lags, canonical periods and graph validation (docs/ARCHITECTURE.md, "Scheduling")."""
 
 from __future__ import annotations
 

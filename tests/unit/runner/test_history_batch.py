@@ -6,6 +6,7 @@ from pathlib import Path
 
 from deltalake import DeltaTable
 
+from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, State, Trigger
 from dbt.adapters.dyntable.dynamic_table.metadata import (
     REFRESH_HISTORY,
     HistoryRow,
@@ -16,8 +17,8 @@ from dbt.adapters.dyntable.dynamic_table.metadata import (
 
 def row(name: str) -> HistoryRow:
     now = utcnow()
-    return HistoryRow(name=name, refresh_id=name, data_timestamp=now, state="SUCCEEDED",
-                      refresh_action="NO_DATA", refresh_trigger="SCHEDULED",
+    return HistoryRow(name=name, refresh_id=name, data_timestamp=now, state=State.SUCCEEDED,
+                      refresh_action=Action.NO_DATA, refresh_trigger=Trigger.SCHEDULED,
                       refresh_start_time=now, refresh_end_time=now)
 
 
@@ -33,6 +34,6 @@ def test_rows_of_a_batch_land_in_one_commit(tmp_path: Path):
         store.append_history(row("s.c"))
         assert store.history() == []  # nothing visible before the batch ends
     assert DeltaTable(str(history)).version() == before + 1
-    assert [r["name"] for r in store.history()] == ["s.a", "s.b", "s.c"]
+    assert [r.name for r in store.history()] == ["s.a", "s.b", "s.c"]
     store.append_history(row("s.d"))  # outside a batch: written at once
     assert DeltaTable(str(history)).version() == before + 2

@@ -1,4 +1,4 @@
-"""The lag sawtooth drawn from refresh history (seed 000 figure 4) and the self-contained page."""
+"""The lag sawtooth drawn from refresh history and the self-contained page."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, SchedulingState, State, Trigger
+from dbt.adapters.dyntable.dynamic_table.metadata import GraphRow, HistoryRow
 from dbt.adapters.dyntable.runner.report import lag_series, render_report
 
 T0 = datetime(2027, 1, 15, 10, 0, 0, tzinfo=timezone.utc)
@@ -13,11 +15,18 @@ T0 = datetime(2027, 1, 15, 10, 0, 0, tzinfo=timezone.utc)
 
 def row(data_s, start_s, end_s, state="SUCCEEDED", action="INCREMENTAL", name="s.a"):
     at = lambda s: T0 + timedelta(seconds=s)  # noqa: E731
-    return {
-        "name": name, "state": state, "refresh_action": action,
-        "data_timestamp": at(data_s) if data_s is not None else None,
-        "refresh_start_time": at(start_s), "refresh_end_time": at(end_s),
-    }
+    return HistoryRow(
+        name=name, refresh_id=f"{name}-{start_s}", state=State(state),
+        refresh_action=Action(action) if action else None, refresh_trigger=Trigger.SCHEDULED,
+        data_timestamp=at(data_s) if data_s is not None else None,
+        refresh_start_time=at(start_s), refresh_end_time=at(end_s),
+    )
+
+
+def graph_row(name, lag):
+    return GraphRow(name=name, inputs=[], target_lag=lag, effective_target_lag_seconds=None,
+                    scheduling_state=SchedulingState.ACTIVE, consecutive_failures=0,
+                    definition_hash="", refresh_mode="auto")
 
 
 HISTORY = [
@@ -41,7 +50,7 @@ def test_sawtooth_corners_are_peak_and_trough_at_each_commit():
 
 
 def test_report_is_one_self_contained_page():
-    page = render_report(HISTORY, {"s.a": {"target_lag": "1 minute"}},
+    page = render_report(HISTORY, {"s.a": graph_row("s.a", "1 minute")},
                          now=(T0 + timedelta(seconds=160)).timestamp())
     assert page.count("<svg") == 2 and "target lag 60.0 s" in page
     assert "<script" not in page and "src=" not in page and "href=\"http" not in page

@@ -1,6 +1,6 @@
 """The scheduler with a fake clock and a fake refresh backend: ticks, alignment, skips,
-UPSTREAM_FAILED, auto-suspend, boundaries, manual refreshes, locks (seed 000 §3.3.3, §5.2;
-seed 003)."""
+UPSTREAM_FAILED, auto-suspend, boundaries, manual refreshes, locks
+(docs/ARCHITECTURE.md, "Scheduling")."""
 
 from __future__ import annotations
 
@@ -9,19 +9,17 @@ from datetime import datetime, timedelta, timezone
 from typing import Dict, List
 
 from dbt.adapters.dyntable.runner.graph import build_graph
+from dbt.adapters.dyntable.dynamic_table.lifecycle import SchedulingState, State, Trigger
 from dbt.adapters.dyntable.runner.scheduler import (
-    FAILED,
-    MANUAL,
-    SKIPPED,
-    SUCCEEDED,
-    SUSPENDED,
-    UPSTREAM_FAILED,
     Outcome,
     Scheduler,
     from_ms,
     to_ms,
 )
 from tests.unit.runner.fakes import FakeBackend, FakeClock, InlineExecutor, name, node
+
+FAILED, SKIPPED, SUCCEEDED = State.FAILED, State.SKIPPED, State.SUCCEEDED
+UPSTREAM_FAILED, SUSPENDED, MANUAL = State.UPSTREAM_FAILED, SchedulingState.SUSPENDED, Trigger.MANUAL
 
 S = 1000
 UNIT = 48 * S

@@ -1,4 +1,4 @@
-"""GROUP BY: recompute the groups ΔQ touches (seed 001 §3.2.1)::
+"""GROUP BY: recompute the groups ΔQ touches (docs/ARCHITECTURE.md, "Deriving")::
 
     Δγ_k(Q) = -γ_k(Q|I0 ⋉_k ΔQ) + γ_k(Q|I1 ⋉_k ΔQ)
 
@@ -13,7 +13,7 @@ A global aggregate (no GROUP BY) has exactly one row at every version, even over
 (count 0, sum NULL), so its derivative is ``-γ(Q|I0) + γ(Q|I1)`` whenever Q changed.
 
 When the DT stores this node's rows (``Differentiator.stored_rows``: they are γk(Q|I0)), the old
-side is read from the DT instead of recomputed (seed 000 §5.4's use of the DT's own state)::
+side is read from the DT instead of recomputed::
 
     Δγ_k(Q) = -(DT ⋉_k ΔQ) + γ_k(Q|I1 ⋉_k ΔQ)        Δγ(Q) = -DT + γ(Q|I1)
 
@@ -23,7 +23,7 @@ differently from a recomputation (which then simply does not cancel against the 
 
 Cost beyond ΔQ: Q read twice (at I0 and I1), restricted to the touched groups; with the DT's rows,
 Q read once (at I1) and the DT's rows of the touched groups. Cheaper than recomputation when few
-groups change, dearer when most do (seed 001 notes the ambiguity; a cost-based choice of FULL
+groups change, dearer when most do (a cost-based choice of FULL
 refresh is the materialization's).
 
 Insert-only changes under a stored GROUP BY of count, sum, min and max (the common streaming case)
@@ -44,12 +44,18 @@ from sqlglot import exp
 
 from dbt.adapters.dyntable.differentiation.plan import Aggregate
 from dbt.adapters.dyntable.differentiation.render import aggregate_select
-from dbt.adapters.dyntable.differentiation.sqltext import WEIGHT, cols, consolidate, expr, q, signed, union_all
+from dbt.adapters.dyntable.differentiation.sqltext import cols, expr, signed, union_all
+from dbt.adapters.dyntable.vocabulary import WEIGHT, consolidate, null_safe_match, quote as q
 
 if TYPE_CHECKING:
     from dbt.adapters.dyntable.differentiation.derivative import Differentiator
 
+NODE = Aggregate
 RULE = "Δγk(Q) = -γk(Q|I0 ⋉k ΔQ) + γk(Q|I1 ⋉k ΔQ)"
+#: When the DT stores this node's rows: its touched groups are the old side.
+STORED_RULE = "Δγk(Q) = -(DT ⋉k ΔQ) + γk(Q|I1 ⋉k ΔQ)"
+#: When ΔQ only inserts and every aggregate folds (count, sum, min, max): Q is never read.
+FOLD_RULE = "Δγk(Q) = -(DT ⋉k ΔQ) + (DT ⋉k ΔQ) ⊕ γk(ΔQ) (ΔQ inserts only; count, sum, min, max fold)"
 
 
 def touched_keys(d: "Differentiator", keys: Sequence[exp.Expression], delta: str) -> str:
@@ -76,6 +82,7 @@ def derive(node: Aggregate, d: "Differentiator") -> Optional[str]:
     if stored is not None and d.positive(node.child):
         folded = fold_into_stored(node, delta, stored)
         if folded is not None:
+            d.note(node, FOLD_RULE)
             return folded
     keys = [e for _, e in node.keys]
     touched = touched_keys(d, keys, delta) if keys else None
@@ -84,6 +91,7 @@ def derive(node: Aggregate, d: "Differentiator") -> Optional[str]:
         return relation if touched is None else touched_rows(relation, columns, on, touched)
 
     if stored is not None:
+        d.note(node, STORED_RULE)
         stored_keys = [exp.column(n, quoted=True) for n, _ in node.keys]
         old = restricted(stored, node.columns, stored_keys)
     else:
@@ -146,7 +154,7 @@ def fold_into_stored(node: Aggregate, delta: str, stored: str) -> Optional[str]:
     )
     group = f" GROUP BY {', '.join(expr(e) for _, e in node.keys)}" if node.keys else ""
     grouped = f"SELECT {partials} FROM ({delta}) AS `_dyn_q`{group}"
-    match = " AND ".join(f"`_dyn_o`.{q(k)} <=> `_dyn_g`.{q(k)}" for k in keys) or "TRUE"
+    match = null_safe_match(keys, "`_dyn_o`", "`_dyn_g`")
     folded = ", ".join(
         [f"`_dyn_g`.{q(k)} AS {q(k)}" for k in keys]
         + [f"{_COMBINE[kind](f'`_dyn_o`.{q(n)}', f'`_dyn_g`.{q(n)}')} AS {q(n)}"

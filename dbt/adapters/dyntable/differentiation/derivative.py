@@ -8,9 +8,9 @@ distinct output tuple with a non-zero weight, so ``state(v0) ⊎ Δ = Q(v1)`` as
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Mapping, Optional, Tuple
 
 from sqlglot import exp
 
@@ -23,6 +23,7 @@ from dbt.adapters.dyntable.differentiation import (
     project,
     scan,
     semi_join,
+    top_one,
     union,
     window,
 )
@@ -42,23 +43,27 @@ from dbt.adapters.dyntable.differentiation.plan import (
 )
 from dbt.adapters.dyntable.differentiation.render import render, rename
 from dbt.adapters.dyntable.differentiation.resolver import SourceResolver
-from dbt.adapters.dyntable.differentiation.sqltext import WEIGHT, consolidate, expr, q
+from dbt.adapters.dyntable.differentiation.sqltext import expr
+from dbt.adapters.dyntable.vocabulary import WEIGHT, consolidate, quote as q
 
 
-def rule_for(node: Node) -> Optional[ModuleType]:
-    """The rule module that differentiates ``node`` (None: the node never changes)."""
-    if isinstance(node, Join):
-        return join if node.kind == "inner" else outer_join
-    return {
-        Scan: scan,
-        Project: project,
-        Filter: filter_rule,
-        SemiJoin: semi_join,
-        UnionAll: union,
-        Aggregate: aggregate,
-        Distinct: distinct,
-        Window: window,
-    }.get(type(node))
+#: The rules, tried in this order: the first whose node type matches and that ``applies`` (where
+#: it says) differentiates a node (docs/ARCHITECTURE.md, "Adding a differentiation rule").
+RULES: Tuple[ModuleType, ...] = (
+    scan, project, top_one, filter_rule, join, outer_join, semi_join, union, aggregate, distinct, window,
+)
+#: Said of a node no rule differentiated: an unchanged input, or one its parent's rule read.
+UNCHANGED = "unchanged: Δ = ∅"
+READ_BY_PARENT = "read by the rule above, not differentiated"
+
+
+def rule_for(node: Node, d: Optional["Differentiator"] = None) -> Optional[ModuleType]:
+    """The rule that differentiates ``node`` with ``d`` (None: the node never changes)."""
+    for rule in RULES:
+        applies = getattr(rule, "applies", None)
+        if isinstance(node, rule.NODE) and (applies is None or applies(node, d)):
+            return rule
+    return None
 
 
 @dataclass(frozen=True)
@@ -75,6 +80,9 @@ class DeltaQuery:
     columns: List[str]
     row_key: Optional[List[str]]
     insert_only: bool
+    #: The formula that differentiated each node of the plan, by ``id(node)``: what ``explain``
+    #: prints beside the plan, so it shows the rules this delta was made with.
+    applied: Mapping[int, str] = field(default_factory=dict, compare=False)
 
 
 class Differentiator:
@@ -90,6 +98,7 @@ class Differentiator:
         self.stored = stored
         self.ctes: List[Tuple[str, str]] = []
         self._derived: Dict[int, Optional[str]] = {}
+        self.applied: Dict[int, str] = {}
         self._rendered: Dict[Tuple[object, str], str] = {}
 
     def changes(self, table: str) -> str:
@@ -145,10 +154,19 @@ class Differentiator:
     def derive(self, node: Node) -> Optional[str]:
         """ΔQ for ``node`` as a SELECT of its columns and ``_dyn_weight``; None if it is empty."""
         if id(node) not in self._derived:
-            rule = rule_for(node)
-            delta = None if rule is None or self.unchanged(node) else rule.derive(node, self)
+            rule = rule_for(node, self)
+            if rule is None or self.unchanged(node):
+                self.applied[id(node)] = UNCHANGED
+                delta = None
+            else:
+                self.applied[id(node)] = rule.RULE
+                delta = rule.derive(node, self)
             self._derived[id(node)] = None if delta is None else self._share("d", delta)
         return self._derived[id(node)]
+
+    def note(self, node: Node, formula: str) -> None:
+        """Say which variant of its rule differentiated ``node`` (e.g. folding into the DT)."""
+        self.applied[id(node)] = formula
 
     def with_ctes(self, sql: str) -> str:
         if not self.ctes:
@@ -196,12 +214,15 @@ def differentiate(plan: Plan, resolver: SourceResolver, stored: Optional[str] = 
             f"SELECT {renamed}, CAST(0 AS BIGINT) AS {q(WEIGHT)} "
             f"FROM ({differentiator.after(root)}) AS `_dyn_q` WHERE FALSE"
         )
-        return DeltaQuery(differentiator.with_ctes(sql), list(plan.columns), plan.row_key, insert_only=True)
+        return DeltaQuery(
+            differentiator.with_ctes(sql), list(plan.columns), plan.row_key, True, differentiator.applied
+        )
     positive = differentiator.positive(root)
     outer = f"SELECT {renamed}, {q(WEIGHT)} AS {q(WEIGHT)} FROM ({delta}) AS `_dyn_q`"
     return DeltaQuery(
         differentiator.with_ctes(consolidate(outer, plan.columns, positive=positive)),
         list(plan.columns),
         plan.row_key,
-        insert_only=positive,
+        positive,
+        differentiator.applied,
     )

@@ -16,12 +16,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Optional
 
 from dbt.adapters.dyntable.differentiation.plan import Distinct
-from dbt.adapters.dyntable.differentiation.sqltext import WEIGHT, cols, null_safe_equal, q
+from dbt.adapters.dyntable.differentiation.sqltext import cols
+from dbt.adapters.dyntable.vocabulary import WEIGHT, null_safe_match, quote as q
 
 if TYPE_CHECKING:
     from dbt.adapters.dyntable.differentiation.derivative import Differentiator
 
+NODE = Distinct
 RULE = "ΔDISTINCT(Q) = [c0 + ΔQ > 0] - [c0 > 0] over the tuples of ΔQ"
+INSERT_ONLY_RULE = "ΔDISTINCT(Q) = DISTINCT(ΔQ) ▷ Q|I0 (ΔQ inserts only)"
 
 
 def derive(node: Distinct, d: "Differentiator") -> Optional[str]:
@@ -32,17 +35,18 @@ def derive(node: Distinct, d: "Differentiator") -> Optional[str]:
     listed = ", ".join(q(c) for c in columns)
     before = d.before(node.child)
     if d.positive(node.child):
+        d.note(node, INSERT_ONLY_RULE)
         return (
             f"SELECT DISTINCT {cols(columns, '`_dyn_d`')}, CAST(1 AS BIGINT) AS {q(WEIGHT)} "
             f"FROM ({delta}) AS `_dyn_d` LEFT ANTI JOIN ({before}) AS `_dyn_o` "
-            f"ON {null_safe_equal(columns, '`_dyn_d`', '`_dyn_o`')}"
+            f"ON {null_safe_match(columns, '`_dyn_d`', '`_dyn_o`')}"
         )
     summed = (
         f"SELECT {listed}, SUM({q(WEIGHT)}) AS `_dyn_dw` FROM ({delta}) AS `_dyn_x` GROUP BY {listed}"
     )
     counted = (
         f"SELECT {cols(columns, '`_dyn_o`')}, COUNT(*) AS `_dyn_c0` FROM ({before}) AS `_dyn_o` "
-        f"LEFT SEMI JOIN ({summed}) AS `_dyn_d` ON {null_safe_equal(columns, '`_dyn_o`', '`_dyn_d`')} "
+        f"LEFT SEMI JOIN ({summed}) AS `_dyn_d` ON {null_safe_match(columns, '`_dyn_o`', '`_dyn_d`')} "
         f"GROUP BY {', '.join(f'`_dyn_o`.{q(c)}' for c in columns)}"
     )
     c0 = "COALESCE(`_dyn_c`.`_dyn_c0`, 0)"
@@ -53,5 +57,5 @@ def derive(node: Distinct, d: "Differentiator") -> Optional[str]:
     return (
         f"SELECT * FROM (SELECT {cols(columns, '`_dyn_d`')}, {weight} AS {q(WEIGHT)} "
         f"FROM ({summed}) AS `_dyn_d` LEFT JOIN ({counted}) AS `_dyn_c` "
-        f"ON {null_safe_equal(columns, '`_dyn_d`', '`_dyn_c`')}) AS `_dyn_w` WHERE {q(WEIGHT)} <> 0"
+        f"ON {null_safe_match(columns, '`_dyn_d`', '`_dyn_c`')}) AS `_dyn_w` WHERE {q(WEIGHT)} <> 0"
     )

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import Any, List, Optional, Union
+from typing import Any, List, Mapping, Optional, Union
 
-from dbt.adapters.dyntable.differentiation.derivative import differentiate, rule_for
+from dbt.adapters.dyntable.differentiation.derivative import READ_BY_PARENT, DeltaQuery, differentiate
 from dbt.adapters.dyntable.differentiation.errors import NotIncrementalizable
 from dbt.adapters.dyntable.differentiation.plan import (
     Aggregate,
@@ -23,8 +23,9 @@ from dbt.adapters.dyntable.differentiation.plan import (
     Filter,
 )
 from dbt.adapters.dyntable.differentiation.planner import plan_query
-from dbt.adapters.dyntable.differentiation.resolver import SourceResolver, quoted_table
+from dbt.adapters.dyntable.differentiation.resolver import SourceResolver
 from dbt.adapters.dyntable.differentiation.sqltext import expr
+from dbt.adapters.dyntable.vocabulary import quoted_table
 
 
 class SymbolicResolver:
@@ -74,13 +75,12 @@ def describe(node: Node) -> str:
     return type(node).__name__
 
 
-def plan_tree(node: Node, depth: int = 0) -> List[str]:
-    """One line per node, indented by depth: the operator, then the rule that differentiates it."""
-    rule = rule_for(node)
-    formula = getattr(rule, "RULE", "constant: Δ = ∅")
-    lines = [f"{'  ' * depth}{describe(node)}  <= {formula}"]
+def plan_tree(node: Node, applied: Mapping[int, str], depth: int = 0) -> List[str]:
+    """One line per node, indented by depth: the operator, then the formula that differentiated
+    it in the delta ``applied`` comes from (:attr:`DeltaQuery.applied`)."""
+    lines = [f"{'  ' * depth}{describe(node)}  <= {applied.get(id(node), READ_BY_PARENT)}"]
     for child in node.children:
-        lines.extend(plan_tree(child, depth + 1))
+        lines.extend(plan_tree(child, applied, depth + 1))
     return lines
 
 
@@ -121,7 +121,11 @@ def explain(
                 "NOT INCREMENTALIZABLE\n"
                 f"  operator: {error.operator}\n  reason: {error.reason}\n  fragment: {error.fragment}"
             )
-    delta = differentiate(plan, resolver or SymbolicResolver(), stored=stored)
+    return report(plan, differentiate(plan, resolver or SymbolicResolver(), stored=stored))
+
+
+def report(plan: Plan, delta: DeltaQuery) -> str:
+    """The plan, the formula that differentiated each node, and the delta's SQL."""
     lines = [
         f"columns: {', '.join(plan.columns)}",
         f"row key: {row_key(plan)}",
@@ -129,7 +133,7 @@ def explain(
         f"monotone: {plan.is_monotone()} (with insert-only sources, the delta only inserts)",
         f"insert only: {delta.insert_only}",
         "plan:",
-        *plan_tree(plan.root, 1),
+        *plan_tree(plan.root, delta.applied, 1),
         "delta SQL:",
         delta.sql,
     ]

@@ -10,20 +10,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Optional
 
-from dbt.adapters.dyntable.differentiation import top_one
 from dbt.adapters.dyntable.differentiation.plan import Filter
-from dbt.adapters.dyntable.differentiation.sqltext import expr, with_weight, q, WEIGHT
+from dbt.adapters.dyntable.differentiation.sqltext import expr, with_weight
+from dbt.adapters.dyntable.vocabulary import WEIGHT, quote as q
 
 if TYPE_CHECKING:
     from dbt.adapters.dyntable.differentiation.derivative import Differentiator
 
+NODE = Filter
 RULE = "Δσ(Q) = σ(ΔQ)"
 
 
 def derive(node: Filter, d: "Differentiator") -> Optional[str]:
-    folded = top_one.derive(node, d)
-    if folded is not None:
-        return folded
     child = d.derive(node.child)
     if child is None:
         return None

@@ -12,12 +12,18 @@ from typing import TYPE_CHECKING, List, Optional
 
 from dbt.adapters.dyntable.differentiation.plan import Join
 from dbt.adapters.dyntable.differentiation.render import join_select
-from dbt.adapters.dyntable.differentiation.sqltext import WEIGHT, q, union_all
+from dbt.adapters.dyntable.differentiation.sqltext import union_all
+from dbt.adapters.dyntable.vocabulary import WEIGHT, quote as q
 
 if TYPE_CHECKING:
     from dbt.adapters.dyntable.differentiation.derivative import Differentiator
 
+NODE = Join
 RULE = "Δ(Q⋈R) = ΔQ⋈R|I1 + Q|I0⋈ΔR"
+
+
+def applies(node: Join, d: Optional["Differentiator"]) -> bool:
+    return node.kind == "inner"
 
 
 def derive(node: Join, d: "Differentiator") -> Optional[str]:

@@ -1,4 +1,4 @@
-"""Left, right and full outer joins (seed 000 §5.5.1), by counting partners instead of re-reading
+"""Left, right and full outer joins, by counting partners instead of re-reading
 an input at both ends of the interval.
 
 An outer join is the inner join plus the null-padded anti-join of each preserved side:
@@ -36,11 +36,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, List, Optional
 
 from dbt.adapters.dyntable.differentiation.plan import Join, Node
-from dbt.adapters.dyntable.differentiation.sqltext import WEIGHT, cols, expr, q, union_all, with_weight
+from dbt.adapters.dyntable.differentiation.sqltext import cols, expr, union_all, with_weight
+from dbt.adapters.dyntable.vocabulary import WEIGHT, quote as q
 
 if TYPE_CHECKING:
     from dbt.adapters.dyntable.differentiation.derivative import Differentiator
 
+NODE = Join
 RULE = (
     "Δ(L⟕R) = ΔL⟕R|I1 + A⋈ΔR + m·([c1=0]-[c0=0])·pad(A), A = L|I0⋉ΔR with multiplicities m, "
     "c0/c1 its partners in R|I0/R|I1; ⟖ mirrored, ⟗ both sides"
@@ -48,6 +50,10 @@ RULE = (
 
 DELTA_WEIGHT = f"`_dyn_p`.{q(WEIGHT)}"
 COPIES = "`_dyn_copies`"
+
+
+def applies(node: Join, d: Optional["Differentiator"]) -> bool:
+    return node.kind != "inner"
 
 
 def _condition(node: Join) -> str:

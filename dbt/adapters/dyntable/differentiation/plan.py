@@ -145,7 +145,42 @@ class Filter(Node):
         return [self.child]
 
     def key(self, declared: bool) -> Optional[List[str]]:
+        """The first row per partition is keyed by the partition's columns (where they are plain
+        columns); otherwise the child's key."""
+        first = self.first_row_window()
+        if first is not None:
+            window, names = first
+            partition = window.partition_by
+            if partition and all(isinstance(e, exp.Column) and e.name in names for e in partition):
+                return [names[e.name] for e in partition]
         return self.child.key(declared)
+
+    def first_row_window(self) -> Optional[Tuple["Window", Dict[str, str]]]:
+        """The ``row_number()`` window this filter keeps the first row of, with ``{window column:
+        filter column}``; None when the filter is not ``rn = 1`` over renames of such a window.
+
+        >>> from dbt.adapters.dyntable.differentiation.planner import plan_query
+        >>> first = "select k, v from (select k, v, {} over (partition by k order by v) as rn from s.t) r where rn = 1"
+        >>> window, names = plan_query(first.format("row_number()"), schema={"s.t": ["k", "v"]}).root.child.first_row_window()
+        >>> names
+        {'c1_k': 'c4_k', 'c2_v': 'c5_v', 'c3_rownumber': 'c6_rn'}
+        >>> plan_query(first.format("rank()"), schema={"s.t": ["k", "v"]}).root.child.first_row_window() is None
+        True
+        """
+        pinned = self.pinned()
+        if pinned is None or not (pinned[1].is_int and int(pinned[1].this) == 1):
+            return None
+        names = {c: c for c in self.columns}
+        below: Node = self.child
+        while isinstance(below, Project) and below.is_rename():
+            names = {child: names[n] for n, child in below.renamed().items()}  # type: ignore[union-attr]
+            below = below.child
+        if not isinstance(below, Window) or len(below.functions) != 1:
+            return None
+        function_name, function = below.functions[0]
+        if not isinstance(function.this, exp.RowNumber) or names[function_name] != pinned[0]:
+            return None
+        return below, names
 
     def pinned(self) -> Optional[Tuple[str, exp.Literal]]:
         """The column and literal of a ``column = literal`` condition: every row holds that value."""

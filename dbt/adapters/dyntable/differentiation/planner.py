@@ -1,6 +1,6 @@
 """Lowering: a Spark SQL query (sqlglot AST) to the relational plan of ``plan.py``.
 
-Views and CTEs are inlined where they are read (seed 000 §5.4), so every scan in the plan is a base
+Views and CTEs are inlined where they are read (docs/ARCHITECTURE.md, "Planning and row keys"), so every scan in the plan is a base
 table whose changes the resolver can describe. Columns are resolved per SELECT scope, innermost
 first, then through the enclosing scopes (for correlated EXISTS / IN subqueries). Without a
 ``schema`` for a base table, its columns are discovered from the references to it; that needs
@@ -23,6 +23,8 @@ from dbt.adapters.dyntable.differentiation.functions import (
     is_aggregate,
     nondeterminism,
 )
+from dbt.adapters.dyntable.differentiation.views import expand_views
+from dbt.adapters.dyntable.vocabulary import table_name
 from dbt.adapters.dyntable.differentiation.plan import (
     Aggregate,
     Distinct,
@@ -62,14 +64,6 @@ def conjuncts(condition: Optional[exp.Expression]) -> List[exp.Expression]:
 
 def conjunction(parts: Sequence[exp.Expression]) -> Optional[exp.Expression]:
     return exp.and_(*parts) if parts else None
-
-
-def table_key(table: exp.Table) -> str:
-    return ".".join(part.name.lower() for part in table.parts)
-
-
-def normalize_name(name: str) -> str:
-    return ".".join(part.name.lower() for part in exp.to_table(name, dialect=DIALECT).parts)
 
 
 def output_name(item: exp.Expression) -> str:
@@ -173,17 +167,14 @@ class Env:
 class Planner:
     def __init__(
         self,
-        views: Mapping[str, str],
         unique_keys: Mapping[str, UniqueKeys],
         deterministic_functions: FrozenSet[str],
         schema: Mapping[str, Sequence[str]],
     ) -> None:
-        self.views = {normalize_name(k): v for k, v in views.items()}
-        self.unique_keys = {normalize_name(k): candidate_keys(v) for k, v in unique_keys.items()}
+        self.unique_keys = {table_name(k): candidate_keys(v) for k, v in unique_keys.items()}
         self.deterministic_functions = frozenset(f.lower() for f in deterministic_functions)
-        self.schema = {normalize_name(k): list(v) for k, v in schema.items()}
+        self.schema = {table_name(k): list(v) for k, v in schema.items()}
         self.names = Names()
-        self._expanding: List[str] = []  # views being expanded, to refuse cycles
 
     # -- queries ---------------------------------------------------------------------------------
 
@@ -409,21 +400,12 @@ class Planner:
                 "time travel", sql_of(relation), "a fixed table version never changes; read the table"
             )
         _refuse_unknown_clauses(relation, TABLE_CLAUSES)
-        key = table_key(relation)
+        key = table_name(relation)
         alias = relation.alias_or_name
         if not relation.db and key in env.ctes:
             definition, cte_env, aliases = env.ctes[key]
             node, names = self.lower_query(definition, cte_env)
             return self._closed_source(alias, node, aliases or names, relation)
-        if key in self.views:
-            if key in self._expanding:
-                raise NotIncrementalizable("view", key, "views reference each other in a cycle")
-            self._expanding.append(key)
-            try:
-                node, names = self.lower_query(self._parse(self.views[key]), Env())
-            finally:
-                self._expanding.pop()
-            return self._closed_source(alias, node, names, relation)
         table_alias = relation.args.get("alias")
         if table_alias is not None and table_alias.columns:
             raise NotIncrementalizable(
@@ -797,18 +779,6 @@ class Planner:
             )
         return _fields(column(candidates[0].lookup(name, self.names)), fields)
 
-    # -- parsing ---------------------------------------------------------------------------------
-
-    @staticmethod
-    def _parse(sql: str) -> exp.Expression:
-        try:
-            statements = [s for s in sqlglot.parse(sql, read=DIALECT) if s is not None]
-        except ParseError as error:
-            raise NotIncrementalizable("parse", sql[:200], str(error).splitlines()[0]) from error
-        if len(statements) != 1:
-            raise NotIncrementalizable("parse", sql[:200], "expected exactly one query")
-        return statements[0]
-
 
 #: Clauses the planner understands (ORDER BY, SORT/CLUSTER/DISTRIBUTE BY and hints only arrange
 #: rows and are dropped); anything else (QUALIFY, TABLESAMPLE, PIVOT, LATERAL VIEW, ...) is refused
@@ -848,10 +818,13 @@ def plan_query(
     unique_keys: Optional[Mapping[str, UniqueKeys]] = None,
     deterministic_functions: FrozenSet[str] = frozenset(),
     schema: Optional[Mapping[str, Sequence[str]]] = None,
+    default_schema: Optional[str] = None,
 ) -> Plan:
     """Lower ``sql`` to a plan, or raise :class:`NotIncrementalizable`.
 
-    ``views`` maps view names to their SQL (expanded recursively), ``unique_keys`` declares the
+    ``views`` maps view names to their SQL (inlined by :func:`~.views.expand_views`, the path
+    every reader of a DT's query takes; ``default_schema`` qualifies bare table names there),
+    ``unique_keys`` declares the
     unique columns of base tables (one key or a list of candidate keys per table), ``deterministic_functions`` names UDFs that are safe to
     re-evaluate, and ``schema`` optionally lists the columns of base tables (needed for ``*``).
 
@@ -864,8 +837,8 @@ def plan_query(
     ...
     dbt.adapters.dyntable.differentiation.errors.NotIncrementalizable: function: rand is not deterministic: re-evaluating it would not reproduce the stored rows (in: RAND())
     """
-    planner = Planner(views or {}, unique_keys or {}, deterministic_functions, schema or {})
-    query = planner._parse(sql)
+    planner = Planner(unique_keys or {}, deterministic_functions, schema or {})
+    query = expand_views(sql, views or {}, default_schema)
     root, names = planner.lower_query(query, Env())
     seen: Set[str] = set()
     for name in names:

@@ -9,11 +9,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Optional
 
 from dbt.adapters.dyntable.differentiation.plan import Project
-from dbt.adapters.dyntable.differentiation.sqltext import WEIGHT, expr, q
+from dbt.adapters.dyntable.differentiation.sqltext import expr
+from dbt.adapters.dyntable.vocabulary import WEIGHT, quote as q
 
 if TYPE_CHECKING:
     from dbt.adapters.dyntable.differentiation.derivative import Differentiator
 
+NODE = Project
 RULE = "Δπ(Q) = π(ΔQ)"
 
 

@@ -21,7 +21,8 @@ from dbt.adapters.dyntable.differentiation.plan import (
     UnionAll,
     Window,
 )
-from dbt.adapters.dyntable.differentiation.sqltext import cols, expr, q
+from dbt.adapters.dyntable.differentiation.sqltext import cols, expr
+from dbt.adapters.dyntable.vocabulary import quote as q
 
 JOIN_SQL = {"inner": "JOIN", "left": "LEFT JOIN", "right": "RIGHT JOIN", "full": "FULL OUTER JOIN"}
 

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from typing import Dict, Mapping, Optional, Protocol, Sequence, Set, Tuple, runtime_checkable
 
-from sqlglot import exp
-
-from dbt.adapters.dyntable.differentiation.sqltext import WEIGHT, q
+from dbt.adapters.dyntable.vocabulary import WEIGHT, consolidate, quoted_table, table_name
+from dbt.adapters.dyntable.vocabulary import quote as q
 
 
 @runtime_checkable
@@ -33,10 +32,6 @@ class SourceResolver(Protocol):
         """Only inserts in the interval: append-only specialisations apply."""
 
 
-def quoted_table(table: str) -> str:
-    return ".".join(q(part.name) for part in exp.to_table(table, dialect="spark").parts)
-
-
 class VersionDiffResolver:
     """Reads Delta tables ``VERSION AS OF`` each end of the interval and computes their changes
     as ``(v1 EXCEPT ALL v0) → +1  UNION ALL  (v0 EXCEPT ALL v1) → -1`` (already consolidated).
@@ -55,14 +50,14 @@ class VersionDiffResolver:
         columns: Optional[Mapping[str, Sequence[str]]] = None,
     ) -> None:
         self.versions: Dict[str, Tuple[int, int]] = {
-            _normal(table): span for table, span in versions.items()
+            table_name(table): span for table, span in versions.items()
         }
-        self.insert_only = {_normal(t) for t in insert_only or ()}
-        self.columns = {_normal(t): list(c) for t, c in (columns or {}).items()}
+        self.insert_only = {table_name(t) for t in insert_only or ()}
+        self.columns = {table_name(t): list(c) for t, c in (columns or {}).items()}
 
     def _span(self, table: str) -> Tuple[int, int]:
         try:
-            return self.versions[_normal(table)]
+            return self.versions[table_name(table)]
         except KeyError:
             raise KeyError(f"{table} has no versions in this resolver") from None
 
@@ -74,16 +69,14 @@ class VersionDiffResolver:
 
     def changes(self, table: str) -> str:
         before, after = self.before(table), self.after(table)
-        columns = self.columns.get(_normal(table))
+        columns = self.columns.get(table_name(table))
         if columns:
             listed = ", ".join(q(c) for c in columns)
-            return (
-                f"(SELECT {listed}, CAST(`_dyn_sum` AS BIGINT) AS {q(WEIGHT)} FROM ("
-                f"SELECT {listed}, SUM(`_dyn_w`) AS `_dyn_sum` FROM ("
-                f"SELECT {listed}, 1 AS `_dyn_w` FROM {after} "
-                f"UNION ALL SELECT {listed}, -1 AS `_dyn_w` FROM {before}) AS `_dyn_both` "
-                f"GROUP BY {listed}) AS `_dyn_counted` WHERE `_dyn_sum` <> 0)"
+            both = (
+                f"SELECT {listed}, 1 AS {q(WEIGHT)} FROM {after} "
+                f"UNION ALL SELECT {listed}, -1 AS {q(WEIGHT)} FROM {before}"
             )
+            return f"({consolidate(both, columns)})"
         return (
             f"(SELECT *, CAST(1 AS BIGINT) AS {q(WEIGHT)} FROM "
             f"(SELECT * FROM {after} EXCEPT ALL SELECT * FROM {before}) AS `_dyn_ins` "
@@ -96,8 +89,4 @@ class VersionDiffResolver:
         return v0 == v1
 
     def is_insert_only(self, table: str) -> bool:
-        return self.is_unchanged(table) or _normal(table) in self.insert_only
-
-
-def _normal(table: str) -> str:
-    return ".".join(part.name.lower() for part in exp.to_table(table, dialect="spark").parts)
+        return self.is_unchanged(table) or table_name(table) in self.insert_only

@@ -10,11 +10,12 @@ from typing import TYPE_CHECKING, Optional
 
 from dbt.adapters.dyntable.differentiation.plan import Scan
 from dbt.adapters.dyntable.differentiation.render import scan_select
-from dbt.adapters.dyntable.differentiation.sqltext import WEIGHT, q
+from dbt.adapters.dyntable.vocabulary import WEIGHT, quote as q
 
 if TYPE_CHECKING:
     from dbt.adapters.dyntable.differentiation.derivative import Differentiator
 
+NODE = Scan
 RULE = "ΔT = changes(T)"
 
 

@@ -19,11 +19,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, List, Optional
 
 from dbt.adapters.dyntable.differentiation.plan import SemiJoin
-from dbt.adapters.dyntable.differentiation.sqltext import WEIGHT, cols, expr, q, union_all, with_weight
+from dbt.adapters.dyntable.differentiation.sqltext import cols, expr, union_all, with_weight
+from dbt.adapters.dyntable.vocabulary import WEIGHT, quote as q
 
 if TYPE_CHECKING:
     from dbt.adapters.dyntable.differentiation.derivative import Differentiator
 
+NODE = SemiJoin
 RULE = "Δ(L⋉R) = ΔL⋉R|I1 + A⋉R|I1 - A⋉R|I0, A = L|I0⋉ΔR (▷ likewise)"
 
 PLUS, MINUS = "CAST(1 AS BIGINT)", "CAST(-1 AS BIGINT)"

@@ -10,11 +10,8 @@ from typing import Iterable, List, Optional, Sequence
 
 from sqlglot import exp
 
-WEIGHT = "_dyn_weight"
-
-
-def q(identifier: str) -> str:
-    return "`" + identifier.replace("`", "``") + "`"
+from dbt.adapters.dyntable.vocabulary import WEIGHT
+from dbt.adapters.dyntable.vocabulary import quote as q
 
 
 def expr(expression: exp.Expression) -> str:
@@ -32,10 +29,6 @@ def with_weight(columns: Sequence[str], weight: str, qualifier: Optional[str] = 
     return f"{listed}, {weight} AS {q(WEIGHT)}" if listed else f"{weight} AS {q(WEIGHT)}"
 
 
-def null_safe_equal(columns: Sequence[str], left: str, right: str) -> str:
-    return " AND ".join(f"{left}.{q(c)} <=> {right}.{q(c)}" for c in columns) or "TRUE"
-
-
 def union_all(terms: List[str]) -> Optional[str]:
     """The bag union of delta terms (None when there are none: the delta is empty)."""
     if not terms:
@@ -48,20 +41,3 @@ def union_all(terms: List[str]) -> Optional[str]:
 def signed(relation: str, columns: Sequence[str], sign: int) -> str:
     """Every row of a plain relation as a delta row of weight ``sign``."""
     return f"SELECT {with_weight(columns, f'CAST({sign} AS BIGINT)')} FROM ({relation}) AS `_dyn_s`"
-
-
-def consolidate(delta: str, columns: Sequence[str], *, positive: bool = False) -> str:
-    """At most one row per distinct tuple (NULLs group together), weights summed, zeros dropped.
-    ``positive`` deltas cannot cancel, so they skip the filter.
-
-    >>> print(consolidate("SELECT * FROM d", ["a"]))
-    SELECT `a`, CAST(`_dyn_sum` AS BIGINT) AS `_dyn_weight` FROM (SELECT `a`, SUM(`_dyn_weight`) AS `_dyn_sum` FROM (SELECT * FROM d) AS `_dyn_c` GROUP BY `a`) AS `_dyn_g` WHERE `_dyn_sum` <> 0
-    """
-    listed = ", ".join(q(c) for c in columns)
-    # The sum gets its own name: Sail resolves `_dyn_weight` in a HAVING to the output alias.
-    nonzero = "" if positive else " WHERE `_dyn_sum` <> 0"
-    return (
-        f"SELECT {listed}, CAST(`_dyn_sum` AS BIGINT) AS {q(WEIGHT)} FROM (SELECT {listed}, "
-        f"SUM({q(WEIGHT)}) AS `_dyn_sum` FROM ({delta}) AS `_dyn_c` GROUP BY {listed}) AS `_dyn_g`"
-        f"{nonzero}"
-    )

@@ -1,4 +1,4 @@
-"""The first row per partition, read off the DT's stored first rows (seed 000 §5.4)::
+"""The first row per partition, read off the DT's stored first rows (docs/ARCHITECTURE.md, "Deriving")::
 
     Q' = σ_{rn = 1}(ξp(Q))    rn = row_number() OVER (PARTITION BY p ORDER BY o)
 
@@ -26,54 +26,31 @@ from typing import TYPE_CHECKING, Dict, Optional, Tuple
 from sqlglot import exp
 
 from dbt.adapters.dyntable.differentiation.aggregate import touched_keys, touched_rows
-from dbt.adapters.dyntable.differentiation.plan import Filter, Node, Project, Window
+from dbt.adapters.dyntable.differentiation.plan import Filter
 from dbt.adapters.dyntable.differentiation.render import rename, window_select
-from dbt.adapters.dyntable.differentiation.sqltext import WEIGHT, cols, consolidate, q, signed, union_all
+from dbt.adapters.dyntable.differentiation.sqltext import cols, signed, union_all
+from dbt.adapters.dyntable.vocabulary import WEIGHT, consolidate, quote as q
 
 if TYPE_CHECKING:
     from dbt.adapters.dyntable.differentiation.derivative import Differentiator
 
+NODE = Filter
 RULE = (
     "Δσrn=1(ξp(Q)) = -(DT ⋉p ΔQ) + σrn=1(ξp((DT ⋉p ΔQ) ⊎ ΔQ)) (ΔQ inserts only), "
     "else -(DT ⋉p ΔQ) + σrn=1(ξp(Q|I1 ⋉p ΔQ))"
 )
 
 
-def first_row_window(node: Filter) -> Optional[Tuple[Window, Dict[str, str]]]:
-    """The ``row_number()`` window that ``node`` keeps the first row of, with ``{window column:
-    node column}``; None when ``node`` is not ``rn = 1`` over renames of such a window.
-
-    >>> from dbt.adapters.dyntable.differentiation.planner import plan_query
-    >>> first = "select k, v from (select k, v, {} over (partition by k order by v) as rn from s.t) r where rn = 1"
-    >>> window, names = first_row_window(plan_query(first.format("row_number()"), schema={"s.t": ["k", "v"]}).root.child)
-    >>> names
-    {'c1_k': 'c4_k', 'c2_v': 'c5_v', 'c3_rownumber': 'c6_rn'}
-    >>> first_row_window(plan_query(first.format("rank()"), schema={"s.t": ["k", "v"]}).root.child) is None
-    True
-    """
-    pinned = node.pinned()
-    if pinned is None or not (pinned[1].is_int and int(pinned[1].this) == 1):
-        return None
-    names = {c: c for c in node.columns}
-    below: Node = node.child
-    while isinstance(below, Project) and below.is_rename():
-        names = {child: names[n] for n, child in below.renamed().items()}  # type: ignore[union-attr]
-        below = below.child
-    if not isinstance(below, Window) or len(below.functions) != 1:
-        return None
-    function_name, function = below.functions[0]
-    if not isinstance(function.this, exp.RowNumber) or names[function_name] != pinned[0]:
-        return None
-    return below, names
+def applies(node: Filter, d: Optional["Differentiator"]) -> bool:
+    """Whether ``node`` keeps the first row per partition of a window whose first rows the DT
+    stores (otherwise the filter and window rules differentiate it)."""
+    return d is not None and node.first_row_window() is not None and d.stored_rows(node) is not None
 
 
 def derive(node: Filter, d: "Differentiator") -> Optional[str]:
-    """The delta read off the DT's first rows, or None when the rule does not apply (the caller
-    differentiates as usual)."""
-    matched = first_row_window(node)
-    stored = d.stored_rows(node)
-    if matched is None or stored is None:
-        return None
+    """The delta read off the DT's first rows."""
+    matched, stored = node.first_row_window(), d.stored_rows(node)
+    assert matched is not None and stored is not None
     window, names = matched
     delta = d.derive(window.child)
     if delta is None:

@@ -1,4 +1,4 @@
-"""Window functions with PARTITION BY: recompute the partitions ΔQ touches (seed 000 §5.5.1)::
+"""Window functions with PARTITION BY: recompute the partitions ΔQ touches (docs/ARCHITECTURE.md, "Deriving")::
 
     Δξ_p(Q) = -ξ_p(Q|I0 ⋉_p ΔQ) + ξ_p(Q|I1 ⋉_p ΔQ)
 
@@ -31,12 +31,16 @@ from typing import TYPE_CHECKING, Optional
 from dbt.adapters.dyntable.differentiation.aggregate import touched_keys, touched_rows
 from dbt.adapters.dyntable.differentiation.plan import Window
 from dbt.adapters.dyntable.differentiation.render import window_select
-from dbt.adapters.dyntable.differentiation.sqltext import consolidate, signed, union_all
+from dbt.adapters.dyntable.differentiation.sqltext import signed, union_all
+from dbt.adapters.dyntable.vocabulary import consolidate
 
 if TYPE_CHECKING:
     from dbt.adapters.dyntable.differentiation.derivative import Differentiator
 
+NODE = Window
 RULE = "Δξp(Q) = -ξp(Q|I0 ⋉p ΔQ) + ξp(Q|I1 ⋉p ΔQ)"
+#: When the DT stores this node's rows: its touched partitions are the old side.
+STORED_RULE = "Δξp(Q) = -(DT ⋉p ΔQ) + ξp(Q|I1 ⋉p ΔQ)"
 
 
 def derive(node: Window, d: "Differentiator") -> Optional[str]:
@@ -47,6 +51,7 @@ def derive(node: Window, d: "Differentiator") -> Optional[str]:
     touched = touched_keys(d, partition, delta)
     stored = d.stored_rows(node)
     if stored is not None:
+        d.note(node, STORED_RULE)
         old = touched_rows(stored, node.columns, partition, touched)
     else:
         old = window_select(node, touched_rows(d.before(node.child), node.child.columns, partition, touched))

@@ -73,6 +73,8 @@ class DynamicTableConfig:
     #: UDFs the query calls that return the same result for the same arguments, so a derivative
     #: may evaluate them again (unknown functions otherwise make the query FULL-only).
     deterministic_functions: Tuple[str, ...] = ()
+    #: dbt's ``full_refresh`` model config: True or False override ``--full-refresh``.
+    full_refresh: Optional[bool] = None
 
     @classmethod
     def from_model(cls, model: str, config: Mapping[str, Any]) -> "DynamicTableConfig":
@@ -122,6 +124,7 @@ class DynamicTableConfig:
             deterministic_functions=tuple(
                 f.lower() for f in names("deterministic_functions", "function")
             ),
+            full_refresh=None if config.get("full_refresh") is None else bool(config.get("full_refresh")),
         )
 
 

@@ -1,7 +1,7 @@
 """Unique keys a dbt project declares on the relations a dynamic table reads, and on itself.
 
 The planner proves keys where the query gives them (group keys, distinct rows); elsewhere a row
-key can only come from what the project declares (DESIGN §5):
+key can only come from what the project declares (docs/ARCHITECTURE.md, "Planning and row keys"):
 
 - a generic ``unique`` test on a column, or ``dbt_utils.unique_combination_of_columns``;
 - a ``primary_key`` or ``unique`` constraint, on a column or on the model.
@@ -33,7 +33,9 @@ of plain dicts.
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, Iterable, List, Mapping, Optional
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional
+
+from dbt.adapters.dyntable import vocabulary
 
 KeysByRelation = Dict[str, List[List[str]]]
 
@@ -73,11 +75,17 @@ def declared_keys(graph: Mapping[str, Any], model_id: str) -> KeysByRelation:
     return keys
 
 
+def node_field(node: Any) -> Callable[[str], Any]:
+    """Reads a field of a dbt node given as a flat-graph dict or a manifest node object."""
+    if isinstance(node, Mapping):
+        return node.get
+    return lambda name: getattr(node, name, None)
+
+
 def relation_name(node: Any) -> str:
     """``schema.identifier`` (lower case) of a flat-graph dict or a manifest node object."""
-    field = node.get if isinstance(node, Mapping) else lambda name: getattr(node, name, None)
-    identifier = field("alias") or field("identifier") or field("name")
-    return f"{field('schema')}.{identifier}".lower()
+    field = node_field(node)
+    return vocabulary.relation_name(field("schema"), field("alias") or field("identifier") or field("name"))
 
 
 def _add(keys: KeysByRelation, relation: str, key: List[str]) -> None:

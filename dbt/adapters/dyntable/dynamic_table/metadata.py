@@ -7,7 +7,7 @@ engine job. They are also registered in the engine's catalog so users query them
     select * from dyntable_meta.dynamic_table_refresh_history where name = 'shop.orders_dt'
 
 ``dynamic_table_frontiers`` has one row per dynamic table; its ``pending`` column holds a refresh's
-intent while it runs (DESIGN §6): set before the MERGE, cleared with the new frontier after it.
+intent while it runs (docs/ARCHITECTURE.md, "Exactly once"): set before the MERGE, cleared with the new frontier after it.
 """
 
 from __future__ import annotations
@@ -16,16 +16,19 @@ import json
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
+from enum import Enum
+from typing import Any, Callable, ClassVar, Dict, Iterator, List, Mapping, Optional, Tuple, Type
 
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.fs as pa_fs
 from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError
+
+from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, SchedulingState, State, Trigger
 
 FRONTIERS = "dynamic_table_frontiers"
 REFRESH_HISTORY = "dynamic_table_refresh_history"
@@ -92,18 +95,37 @@ def utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
 
-@dataclass(frozen=True)
-class Frontier:
-    """How far a dynamic table has consumed its sources, and the DT version that produced."""
+class _Row:
+    """A dataclass stored as one row of a metadata table: JSON-encoded columns (``_JSON``) and
+    enum columns (``_ENUMS``) converted both ways, so callers only see typed values."""
 
-    name: str
-    data_timestamp: datetime
-    source_versions: Dict[str, int]
-    dt_version: int
-    definition_hash: str
-    refresh_mode: str
-    definition: str
-    pending: Optional["Intent"] = None
+    _JSON: ClassVar[Tuple[str, ...]] = ()
+    _ENUMS: ClassVar[Mapping[str, Type[Enum]]] = {}
+
+    def to_record(self) -> Dict[str, Any]:
+        record: Dict[str, Any] = {}
+        for item in fields(self):  # type: ignore[arg-type]
+            value = getattr(self, item.name)
+            if item.name in self._JSON:
+                value = json.dumps(value, sort_keys=True)
+            elif isinstance(value, Enum):
+                value = value.value
+            record[item.name] = value
+        return record
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> Any:
+        values: Dict[str, Any] = {}
+        for item in fields(cls):  # type: ignore[arg-type]
+            if item.name not in record:
+                continue
+            value = record[item.name]
+            if item.name in cls._JSON:
+                value = json.loads(value) if value else None
+            elif item.name in cls._ENUMS and value is not None:
+                value = cls._ENUMS[item.name](value)
+            values[item.name] = value
+        return cls(**values)
 
 
 @dataclass(frozen=True)
@@ -118,28 +140,84 @@ class Intent:
     definition_hash: str
     refresh_mode: str
     definition: str
-    action: str
+    action: Action
 
     def to_json(self) -> str:
-        body = dict(self.__dict__)
+        body: Dict[str, Any] = dict(self.__dict__)
         body["data_timestamp"] = self.data_timestamp.isoformat()
+        body["action"] = self.action.value
         return json.dumps(body, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> "Intent":
         body = json.loads(text)
         body["data_timestamp"] = datetime.fromisoformat(body["data_timestamp"])
+        body["action"] = Action(body["action"])
         return cls(**body)
 
 
-@dataclass
-class HistoryRow:
+@dataclass(frozen=True)
+class Frontier(_Row):
+    """How far a dynamic table has consumed its sources, and the DT version that produced; while
+    a refresh runs, its ``pending`` intent (docs/ARCHITECTURE.md, "Exactly once")."""
+
+    _JSON: ClassVar[Tuple[str, ...]] = ("source_versions",)
+
+    name: str
+    data_timestamp: datetime
+    source_versions: Dict[str, int]
+    dt_version: int
+    definition_hash: str
+    refresh_mode: str
+    definition: str
+    pending: Optional[Intent] = None
+    updated_at: Optional[datetime] = field(default=None, compare=False)
+
+    def to_record(self) -> Dict[str, Any]:
+        record = super().to_record()
+        record["pending"] = self.pending.to_json() if self.pending else None
+        record["updated_at"] = utcnow()
+        return record
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> "Frontier":
+        pending = record.get("pending")
+        frontier: Frontier = super().from_record({**record, "pending": None})
+        return replace(
+            frontier,
+            source_versions=frontier.source_versions or {},
+            definition=frontier.definition or "",
+            pending=Intent.from_json(pending) if pending else None,
+        )
+
+    def committing(self, intent: Intent, dt_version: int) -> "Frontier":
+        """The frontier once ``intent`` committed as DT version ``dt_version``."""
+        return Frontier(
+            name=self.name,
+            data_timestamp=intent.data_timestamp,
+            source_versions=intent.source_versions,
+            dt_version=dt_version,
+            definition_hash=intent.definition_hash,
+            refresh_mode=intent.refresh_mode,
+            definition=intent.definition,
+        )
+
+
+@dataclass(frozen=True)
+class HistoryRow(_Row):
+    """One refresh attempt (``dynamic_table_refresh_history``)."""
+
+    _JSON: ClassVar[Tuple[str, ...]] = ("source_versions",)
+    _ENUMS: ClassVar[Mapping[str, Type[Enum]]] = {
+        "state": State, "refresh_action": Action, "refresh_trigger": Trigger,
+    }
+
     name: str
     refresh_id: str
     data_timestamp: Optional[datetime]
-    state: str
-    refresh_action: Optional[str]
-    refresh_trigger: str
+    state: State
+    refresh_action: Optional[Action]
+    refresh_trigger: Trigger
     refresh_start_time: datetime
     refresh_end_time: datetime
     reason: Optional[str] = None
@@ -150,13 +228,19 @@ class HistoryRow:
     dt_version: Optional[int] = None
 
 
-@dataclass
-class GraphRow:
+@dataclass(frozen=True)
+class GraphRow(_Row):
+    """A change of a DT's inputs, lag, definition or scheduling state
+    (``dynamic_table_graph_history``)."""
+
+    _JSON: ClassVar[Tuple[str, ...]] = ("inputs",)
+    _ENUMS: ClassVar[Mapping[str, Type[Enum]]] = {"scheduling_state": SchedulingState}
+
     name: str
     inputs: List[str]
     target_lag: str
     effective_target_lag_seconds: Optional[int]
-    scheduling_state: str
+    scheduling_state: SchedulingState
     consecutive_failures: int
     definition_hash: str
     refresh_mode: str
@@ -201,37 +285,27 @@ class MetadataStore:
     # -- frontiers -------------------------------------------------------------------------------
 
     def frontier(self, name: str) -> Optional[Frontier]:
-        rows = self._rows(FRONTIERS, name)
-        if not rows:
-            return None
-        return _frontier(max(rows, key=lambda r: r["updated_at"]))
+        return self.frontiers(name).get(name)
 
-    def frontiers(self) -> Dict[str, Frontier]:
-        """Every DT's frontier, from one read of the table (a runner tick asks for all)."""
+    def frontiers(self, name: Optional[str] = None) -> Dict[str, Frontier]:
+        """Every DT's frontier (or ``name``'s), from one read of the table (a runner tick asks
+        for all)."""
         latest: Dict[str, Dict[str, Any]] = {}
-        for row in sorted(self._rows(FRONTIERS, None), key=lambda r: r["updated_at"]):
+        for row in sorted(self._rows(FRONTIERS, name), key=lambda r: r["updated_at"]):
             latest[row["name"]] = row
-        return {name: _frontier(row) for name, row in latest.items()}
+        return {key: Frontier.from_record(row) for key, row in latest.items()}
 
     def record_intent(self, name: str, current: Optional[Frontier], intent: Intent) -> None:
         base = current or Frontier(name, intent.data_timestamp, {}, -1, "", "", "")
-        self._upsert_frontier(base, pending=intent.to_json())
+        self._upsert_frontier(replace(base, pending=intent))
 
     def commit_intent(self, name: str, intent: Intent, dt_version: int) -> Frontier:
-        frontier = Frontier(
-            name=name,
-            data_timestamp=intent.data_timestamp,
-            source_versions=intent.source_versions,
-            dt_version=dt_version,
-            definition_hash=intent.definition_hash,
-            refresh_mode=intent.refresh_mode,
-            definition=intent.definition,
-        )
-        self._upsert_frontier(frontier, pending=None)
+        frontier = Frontier(name, intent.data_timestamp, {}, -1, "", "", "").committing(intent, dt_version)
+        self._upsert_frontier(frontier)
         return frontier
 
     def discard_intent(self, current: Frontier) -> None:
-        self._upsert_frontier(current, pending=None)
+        self._upsert_frontier(replace(current, pending=None))
 
     def forget(self, name: str) -> None:
         """Drop a DT's frontier (its table was dropped or is rebuilt from scratch)."""
@@ -241,19 +315,8 @@ class MetadataStore:
             patch=lambda rows: [r for r in rows if r["name"] != name],
         )
 
-    def _upsert_frontier(self, frontier: Frontier, pending: Optional[str]) -> None:
-        row = {
-            "name": frontier.name,
-            "data_timestamp": frontier.data_timestamp,
-            "source_versions": json.dumps(frontier.source_versions, sort_keys=True),
-            "dt_version": frontier.dt_version,
-            "definition_hash": frontier.definition_hash,
-            "refresh_mode": frontier.refresh_mode,
-            "definition": frontier.definition,
-            "pending": pending,
-            "updated_at": utcnow(),
-        }
-        data = pa.Table.from_pylist([row], schema=SCHEMAS[FRONTIERS])
+    def _upsert_frontier(self, frontier: Frontier) -> None:
+        data = pa.Table.from_pylist([frontier.to_record()], schema=SCHEMAS[FRONTIERS])
         # One commit replaces the DT's row: overwrite with a predicate is Delta's replaceWhere.
         self._commit(
             FRONTIERS,
@@ -267,8 +330,7 @@ class MetadataStore:
     # -- histories -------------------------------------------------------------------------------
 
     def append_history(self, row: HistoryRow) -> None:
-        record = dict(row.__dict__)
-        record["source_versions"] = json.dumps(row.source_versions, sort_keys=True)
+        record = row.to_record()
         batch = getattr(self._history_batch, "records", None)
         if batch is not None:
             batch.append(record)
@@ -295,22 +357,19 @@ class MetadataStore:
             if records:
                 self._append(REFRESH_HISTORY, records)
 
-    def history(self, name: Optional[str] = None) -> List[Dict[str, Any]]:
-        rows = self._rows(REFRESH_HISTORY, name)
-        return sorted(rows, key=lambda r: r["refresh_start_time"])
+    def history(self, name: Optional[str] = None) -> List[HistoryRow]:
+        rows = sorted(self._rows(REFRESH_HISTORY, name), key=lambda r: r["refresh_start_time"])
+        return [HistoryRow.from_record(row) for row in rows]
 
     def append_graph(self, row: GraphRow) -> None:
-        record = dict(row.__dict__)
-        record["inputs"] = json.dumps(sorted(row.inputs))
-        self._append(GRAPH_HISTORY, [record])
+        self._append(GRAPH_HISTORY, [replace(row, inputs=sorted(row.inputs)).to_record()])
 
-    def graph(self, name: Optional[str] = None) -> Dict[str, Dict[str, Any]]:
+    def graph(self, name: Optional[str] = None) -> Dict[str, GraphRow]:
         """The latest graph row per DT."""
         latest: Dict[str, Dict[str, Any]] = {}
         for row in sorted(self._rows(GRAPH_HISTORY, name), key=lambda r: r["recorded_at"]):
-            row["inputs"] = json.loads(row["inputs"] or "[]")
             latest[row["name"]] = row
-        return latest
+        return {key: GraphRow.from_record(row) for key, row in latest.items()}
 
     # -- plumbing --------------------------------------------------------------------------------
 
@@ -386,19 +445,6 @@ class MetadataStore:
             opened.optimize.compact()
         except (CommitFailedError, DeltaError):
             pass  # another process wrote meanwhile; a later commit compacts
-
-
-def _frontier(row: Mapping[str, Any]) -> Frontier:
-    return Frontier(
-        name=row["name"],
-        data_timestamp=row["data_timestamp"],
-        source_versions=json.loads(row["source_versions"] or "{}"),
-        dt_version=row["dt_version"],
-        definition_hash=row["definition_hash"],
-        refresh_mode=row["refresh_mode"],
-        definition=row["definition"] or "",
-        pending=Intent.from_json(row["pending"]) if row["pending"] else None,
-    )
 
 
 def _eq(column: str, value: str) -> str:

@@ -1,4 +1,4 @@
-"""Checking the semantics contract: a DT equals its query at its data timestamp (DESIGN §2.1).
+"""Checking the semantics contract: a DT equals its query at its data timestamp (docs/ARCHITECTURE.md, "The semantics contract").
 
 The oracle evaluates the DT's defining query with every source pinned to the version its frontier
 recorded (views expanded; upstream DTs at the version their refresh produced) and checks that each
@@ -10,15 +10,13 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Tuple
+from typing import Any, Iterable, Optional, Tuple
 
-from dbt.adapters.dyntable.changes import VersionedRelations
-from dbt.adapters.dyntable.delta_log import DeltaLog
 from dbt.adapters.dyntable.dynamic_table.metadata import Frontier, MetadataStore
-from dbt.adapters.dyntable.dynamic_table.pinning import pin_query
-
-if TYPE_CHECKING:
-    from dbt.adapters.dyntable.engines.base import Engine
+from dbt.adapters.dyntable.dynamic_table.pinning import read_views
+from dbt.adapters.dyntable.dynamic_table.refresh.derive import pinned_query
+from dbt.adapters.dyntable.engines.base import Engine
+from dbt.adapters.dyntable.vocabulary import quoted_table
 
 
 #: Significant digits floating-point values are compared at: a sum of doubles depends on the order
@@ -42,12 +40,7 @@ class DvsCheck:
     frontier: Optional[Frontier]
 
 
-def check_dvs(
-    engine: "Engine",
-    metadata: MetadataStore,
-    name: str,
-    views_of: Optional[Callable[[str, str], dict]] = None,
-) -> DvsCheck:
+def check_dvs(engine: Engine, metadata: MetadataStore, name: str) -> DvsCheck:
     """Compare DT ``name`` (``schema.table``) with its recorded definition at its frontier."""
     frontier = metadata.frontier(name)
     if frontier is None:
@@ -60,23 +53,18 @@ def check_dvs(
     for source, version in frontier.source_versions.items():
         if source in upstream:
             continue
-        source_schema, table = source.split(".", 1)
-        location = engine.table_location(source_schema, table)
-        at_t = DeltaLog(location).version_at(t_ms) if location else None
+        log = engine.delta_log(source)
+        at_t = log.version_at(t_ms) if log else None
         if at_t != version:
             return DvsCheck(
                 name, False, 0,
                 f"read {source} at version {version}, but its version at the data timestamp is {at_t}",
                 frontier,
             )
-    views = views_of(frontier.definition, schema) if views_of else {}
-    actual = multiset(engine.spark.sql(f"SELECT * FROM {name}").collect())
-    with VersionedRelations(engine.spark, engine.capabilities) as relations:
-        expected_sql = pin_query(
-            frontier.definition, frontier.source_versions, views, schema,
-            read_at=lambda source, version: relations.view(_log_of(engine, source), version),
-        )
-        expected = multiset(engine.spark.sql(expected_sql).collect())
+    views = read_views(engine, frontier.definition, schema)
+    actual = multiset(engine.execute(f"SELECT * FROM {quoted_table(name)}").collect())
+    with pinned_query(engine, frontier.definition, frontier.source_versions, views, schema) as expected_sql:
+        expected = multiset(engine.execute(expected_sql).collect())
     if actual != expected:
         missing, extra = expected - actual, actual - expected
         return DvsCheck(
@@ -86,8 +74,3 @@ def check_dvs(
             frontier,
         )
     return DvsCheck(name, True, sum(actual.values()), "equal", frontier)
-
-
-def _log_of(engine: "Engine", name: str) -> Optional[DeltaLog]:
-    location = engine.table_location(*name.split(".", 1))
-    return DeltaLog(location) if location else None

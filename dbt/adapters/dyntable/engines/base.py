@@ -7,12 +7,18 @@ which engine it runs on.
 
 from __future__ import annotations
 
+import uuid
 from abc import ABC, abstractmethod
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, Dict, Optional
+from typing import TYPE_CHECKING, ClassVar, Dict, Iterator, Optional
+
+from dbt.adapters.dyntable.delta_log import DeltaLog
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
 
 class EngineError(RuntimeError):
@@ -64,6 +70,20 @@ class Engine(ABC):
         override this, so no caller ever special-cases an engine."""
         return self.spark.sql(statement)
 
+    def schema_of(self, query: str) -> "StructType":
+        """The columns ``query`` returns (analysis only: no job runs)."""
+        return self.execute(query).schema
+
+    @contextmanager
+    def temporary_view(self, rows: "pa.Table") -> Iterator[str]:
+        """Rows this process holds, as a temporary view of the engine, dropped afterwards."""
+        view = f"dyntable_rows_{uuid.uuid4().hex[:12]}"
+        self.spark.createDataFrame(rows).createOrReplaceTempView(view)
+        try:
+            yield view
+        finally:
+            self.spark.catalog.dropTempView(view)
+
     def catalog_entry(self, schema: str, name: str) -> Dict[str, str]:
         """The catalog's description of one table or view (`SHOW TABLE EXTENDED`'s
         ``Key: value`` lines, e.g. Type, Location, View Text); empty if it does not exist."""
@@ -86,6 +106,16 @@ class Engine(ABC):
         """Where a Delta table keeps its files (a path or URI), or None if it does not exist."""
         location = self.catalog_entry(schema, name).get("Location")
         return location.removeprefix("file:") if location and location.startswith("file:/") else location
+
+    def delta_log(self, name: str) -> Optional[DeltaLog]:
+        """The Delta log of the table ``name`` (``schema.table``); None if it is not a Delta
+        table of this engine."""
+        schema, table = name.split(".", 1)
+        location = self.table_location(schema, table)
+        if location is None:
+            return None
+        log = DeltaLog(location)
+        return log if log.exists() else None
 
     def view_definition(self, schema: str, name: str) -> Optional[str]:
         """A view's SELECT, or None if ``schema.name`` is not a view."""

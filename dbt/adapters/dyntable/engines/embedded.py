@@ -26,7 +26,8 @@ import sqlglot
 from sqlglot import exp
 
 from dbt.adapters.dyntable.engines.base import Capabilities, Engine, EngineError
-from dbt.adapters.dyntable.engines.warehouse import PersistedTable, Warehouse, quote
+from dbt.adapters.dyntable.engines.warehouse import PersistedTable, Warehouse
+from dbt.adapters.dyntable.vocabulary import quote
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, List, Optional, Tuple
 
 from dbt.adapters.dyntable.engines.base import EngineError
+from dbt.adapters.dyntable.vocabulary import quote, sql_string
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -29,14 +30,6 @@ if TYPE_CHECKING:
 
 VIEWS_DIR = ".views"
 DELTA_LOG = "_delta_log"
-
-
-def quote(identifier: str) -> str:
-    return "`" + identifier.replace("`", "``") + "`"
-
-
-def sql_string(text: str) -> str:
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 @dataclass(frozen=True)

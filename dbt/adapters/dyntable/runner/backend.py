@@ -5,9 +5,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import ContextManager, Dict
 
-from dbt.adapters.dyntable.dynamic_table.refresh import DynamicTable, RefreshResult
+from dbt.adapters.dyntable.dynamic_table.lifecycle import RefreshRequest, SchedulingState, State, Trigger
+from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
+from dbt.adapters.dyntable.dynamic_table.refresh import RefreshResult
 from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
-from dbt.adapters.dyntable.runner.scheduler import ACTIVE, DynamicTableState
+from dbt.adapters.dyntable.runner.scheduler import DynamicTableState
 
 
 class ServiceBackend:
@@ -25,24 +27,24 @@ class ServiceBackend:
             frontier, row = frontiers.get(name), graph.get(name)
             states[name] = DynamicTableState(
                 data_timestamp=frontier.data_timestamp if frontier else None,
-                scheduling_state=(row or {}).get("scheduling_state") or ACTIVE,
-                consecutive_failures=(row or {}).get("consecutive_failures") or 0,
+                scheduling_state=row.scheduling_state if row else SchedulingState.ACTIVE,
+                consecutive_failures=row.consecutive_failures if row else 0,
             )
         return states
 
-    def refresh(self, dt: DynamicTable, data_timestamp: datetime, trigger: str) -> RefreshResult:
-        return self.service.refresh(dt, data_timestamp, trigger)
+    def refresh(self, dt: DynamicTable, data_timestamp: datetime, trigger: Trigger) -> RefreshResult:
+        return self.service.refresh(dt, RefreshRequest(data_timestamp, trigger))
 
     def record_not_refreshed(
-        self, dt: DynamicTable, data_timestamp: datetime, trigger: str, state: str, message: str
+        self, dt: DynamicTable, data_timestamp: datetime, trigger: Trigger, state: State, message: str
     ) -> None:
-        self.service.record_not_refreshed(dt, data_timestamp, trigger, state, message)
+        self.service.recorder.not_refreshed(dt, data_timestamp, trigger, state, message)
 
     def record_failure(self, dt: DynamicTable) -> int:
-        return self.service.record_failure(dt)
+        return self.service.recorder.failed(dt)
 
     def suspend(self, dt: DynamicTable) -> None:
-        self.service.suspend(dt)
+        self.service.recorder.schedule(dt, SchedulingState.SUSPENDED)
 
     def batch(self) -> ContextManager[None]:
         return self.service.metadata.history_batch()

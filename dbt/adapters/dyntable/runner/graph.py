@@ -2,11 +2,11 @@
 
 Nodes are dynamic tables keyed by their relation name (``schema.table``, lower case). An edge
 u → d means d reads u in the same pipeline (directly or through views and other non-DT models):
-d's refresh at T needs u's refresh at T (DESIGN §2.2). Inputs read through
+d's refresh at T needs u's refresh at T (docs/ARCHITECTURE.md, "The semantics contract"). Inputs read through
 ``refresh_boundary(ref(...))`` are not edges: they decouple schedules, failures and lags
-(seed 003).
+(docs/ARCHITECTURE.md, "Refresh boundaries").
 
-Periods follow seed 000 §5.2: canonical periods ``unit · 2^n`` (unit 48 s, shrunk by the runner's
+Periods follow docs/ARCHITECTURE.md, "Scheduling": canonical periods ``unit · 2^n`` (unit 48 s, shrunk by the runner's
 time scale), the largest that leaves half the target lag for waiting and refreshing, and never
 below an upstream's period, so every DT's data timestamps land on its upstreams' grid.
 
@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, FrozenSet, Iterable, List, Optional, Sequence, Set, Tuple
 
-from dbt.adapters.dyntable.dynamic_table.refresh import DynamicTable
+from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
 
 #: Seed 000 §5.2: canonical refresh periods are 48·2^n seconds.
 CANONICAL_UNIT_MS = 48_000
@@ -179,7 +179,7 @@ class DynamicTableGraph:
                 self.effective_lag[name] = None
 
     def _check_lags(self) -> None:
-        """A DT cannot be fresher than a DT it reads in the same pipeline (seed 003)."""
+        """A DT cannot be fresher than a DT it reads in the same pipeline (docs/ARCHITECTURE.md, "Refresh boundaries")."""
         # For each DT: the largest declared lag among its transitive upstream DTs, and whose.
         slowest: Dict[str, Optional[Tuple[int, str]]] = {}
         for name in self.order:

@@ -14,16 +14,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Set, Tuple
 
-from dbt.adapters.dyntable.dynamic_table.config import DynamicTableConfig, DynamicTableConfigError
-from dbt.adapters.dyntable.dynamic_table.declared_keys import KeysByRelation, declared_keys, relation_name
-from dbt.adapters.dyntable.dynamic_table.refresh import DynamicTable, refresh_boundaries
-from dbt.adapters.dyntable.runner.graph import GraphNode
+from dbt.cli.main import dbtRunner
+from dbt.config.runtime import load_profile
 
-if TYPE_CHECKING:
-    from dbt.adapters.dyntable.connections import DyntableCredentials
-    from dbt.adapters.dyntable.dynamic_table.metadata import MetadataStore
-    from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
-    from dbt.adapters.dyntable.engines.base import Engine
+from dbt.adapters.dyntable.connections import (
+    SPARK_METHODS,
+    DyntableCredentials,
+    EngineRegistry,
+    Environment,
+    warehouse_of,
+)
+from dbt.adapters.dyntable.dynamic_table.config import DynamicTableConfigError
+from dbt.adapters.dyntable.dynamic_table.declared_keys import relation_name
+from dbt.adapters.dyntable.dynamic_table.metadata import MetadataStore
+from dbt.adapters.dyntable.dynamic_table.model import DynamicTable, refresh_boundaries
+from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
+from dbt.adapters.dyntable.engines.base import Engine, EngineError
+from dbt.adapters.dyntable.runner.graph import GraphNode
 
 DYNAMIC_TABLE = "dynamic_table"
 DBT_SELECTOR = f"config.materialized:{DYNAMIC_TABLE}"
@@ -52,38 +59,31 @@ class ProjectOptions:
 @dataclass
 class LoadedProject:
     options: ProjectOptions
-    credentials: "DyntableCredentials"
+    credentials: DyntableCredentials
     nodes: List[GraphNode]
     selected: Optional[Set[str]] = None
     """Relation names picked by --select (None: every dynamic table)."""
-    _engine: Optional["Engine"] = field(default=None, repr=False)
-    _service: Optional["DynamicTableService"] = field(default=None, repr=False)
+    _environment: Optional[Environment] = field(default=None, repr=False)
 
     @property
     def warehouse(self) -> Path:
-        from dbt.adapters.dyntable.connections import EngineRegistry
-
-        return EngineRegistry.warehouse_of(self.credentials)
+        return warehouse_of(self.credentials, self.options.project_dir)
 
     @property
     def metadata_schema(self) -> str:
         return self.credentials.metadata_schema
 
-    def metadata(self) -> "MetadataStore":
+    def metadata(self) -> MetadataStore:
         """The metadata tables, read with `deltalake` alone: no engine needed."""
-        from dbt.adapters.dyntable.dynamic_table.metadata import MetadataStore
-
         schema = self.metadata_schema
         store = MetadataStore(self.warehouse / schema.lower(), schema)
         store.ensure()
         return store
 
-    def engine(self) -> "Engine":
-        """The profile's engine, started once for this process (shared with dbt's adapter)."""
-        from dbt.adapters.dyntable.connections import SPARK_METHODS, EngineRegistry
-        from dbt.adapters.dyntable.engines.base import EngineError
-
-        if self._engine is None:
+    def environment(self) -> Environment:
+        """The profile's engine and services, started once for this process (shared with dbt's
+        adapter)."""
+        if self._environment is None:
             creds = self.credentials
             if creds.method in SPARK_METHODS:
                 raise ProjectError(
@@ -91,7 +91,7 @@ class LoadedProject:
                     "tables need a Spark session. Use `method: embedded`, `session` or `connect`."
                 )
             try:
-                self._engine = EngineRegistry.get(creds)
+                self._environment = EngineRegistry.get(creds, self.options.project_dir)
             except EngineError as exc:
                 raise ProjectError(f"Cannot connect with the profile's target: {exc}") from exc
             except Exception as exc:  # noqa: BLE001 - any start failure is a connection failure
@@ -99,30 +99,23 @@ class LoadedProject:
                     f"Cannot connect with the profile's target (method: {creds.method}): "
                     f"{str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}"
                 ) from exc
-        return self._engine
+        return self._environment
 
-    def service(self) -> "DynamicTableService":
-        from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
+    def engine(self) -> Engine:
+        return self.environment().engine
 
-        if self._service is None:
-            self._service = DynamicTableService(self.engine(), self.warehouse, self.metadata_schema)
-        return self._service
+    def service(self) -> DynamicTableService:
+        return self.environment().service(self.metadata_schema)
 
 
 def load_project(options: ProjectOptions) -> LoadedProject:
     """Parse the project, read its profile, compile its dynamic tables (no engine is started)."""
-    from dbt.adapters.dyntable.connections import EngineRegistry
-    from dbt.cli.main import dbtRunner
-
     project_dir = options.project_dir.expanduser().resolve()
     options = ProjectOptions(project_dir, options.profiles_dir, options.target, options.select)
     if not (project_dir / "dbt_project.yml").is_file():
         raise ProjectError(
             f"No dbt project in {project_dir} (no dbt_project.yml). Pass --project-dir."
         )
-    # A relative `warehouse` in the profile is relative to the project, as in dbt.
-    EngineRegistry.project_root = project_dir
-
     parsed = dbtRunner().invoke(options.dbt_args("parse"))
     if not parsed.success or parsed.result is None:
         raise ProjectError(f"The dbt project in {project_dir} does not parse: {_why(parsed)}")
@@ -146,10 +139,7 @@ def load_project(options: ProjectOptions) -> LoadedProject:
         compiled = {r.node.unique_id: r.node.compiled_code for r in result.result.results}
 
     manifest.build_flat_graph()
-    nodes = [
-        _graph_node(manifest, uid, node, compiled.get(uid), declared_keys(manifest.flat_graph, uid))
-        for uid, node in dt_nodes.items()
-    ]
+    nodes = [_graph_node(manifest, uid, node, compiled.get(uid)) for uid, node in dt_nodes.items()]
     selected = _select(manifest, options, dt_nodes) if options.select else None
     return LoadedProject(options, credentials, nodes, selected)
 
@@ -166,11 +156,7 @@ def _why(result: Any) -> str:
     return "; ".join(failures) or "dbt reported a failure (run dbt with the same arguments to see it)"
 
 
-def _credentials(options: ProjectOptions) -> "DyntableCredentials":
-    from dbt.config.runtime import load_profile
-
-    from dbt.adapters.dyntable.connections import DyntableCredentials
-
+def _credentials(options: ProjectOptions) -> DyntableCredentials:
     try:
         profile = load_profile(str(options.project_dir), {}, None, options.target, None)
     except Exception as exc:  # noqa: BLE001 - dbt raises several types for a bad profile
@@ -184,16 +170,13 @@ def _credentials(options: ProjectOptions) -> "DyntableCredentials":
     return creds
 
 
-def _graph_node(
-    manifest: Any, uid: str, node: Any, sql: Optional[str], keys: KeysByRelation
-) -> GraphNode:
+def _graph_node(manifest: Any, uid: str, node: Any, sql: Optional[str]) -> GraphNode:
     if sql is None:
         raise ProjectError(f"Model '{node.name}' was not compiled; run `dbt compile` to see why.")
     try:
-        config = DynamicTableConfig.from_model(node.name, node.config.to_dict())
+        dt = DynamicTable.from_node(node, manifest.flat_graph, sql)
     except DynamicTableConfigError as exc:
         raise ProjectError(str(exc)) from None
-    dt = DynamicTable(node.schema, node.alias or node.name, sql, config, keys)
     boundaries = refresh_boundaries(sql)
     upstream: Set[str] = set()
     others: Set[str] = set()
@@ -229,8 +212,6 @@ def _graph_node(
 
 def _select(manifest: Any, options: ProjectOptions, dt_nodes: Dict[str, Any]) -> Set[str]:
     """Relation names of the dynamic tables that dbt's selection syntax picks."""
-    from dbt.cli.main import dbtRunner
-
     listed = dbtRunner(manifest=manifest).invoke(options.dbt_args(
         "ls", "--select", *options.select, "--resource-type", "model",
         "--output", "json", "--output-keys", "unique_id",

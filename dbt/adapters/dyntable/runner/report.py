@@ -1,6 +1,6 @@
 """`dyntable report`: one self-contained HTML page (inline SVG, no scripts, no network).
 
-Per dynamic table, the lag sawtooth of seed 000 figure 4 drawn from the refresh history: lag rises
+Per dynamic table, the lag sawtooth (docs/ARCHITECTURE.md, "Scheduling") drawn from the refresh history: lag rises
 one second per second and drops when a refresh commits, from ``end - previous data timestamp``
 (the peak) to ``end - data timestamp`` (the trough); the target lag is a dashed line. Below it,
 refresh durations over time, coloured by action.
@@ -14,6 +14,8 @@ from datetime import datetime, timezone
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from dbt.adapters.dyntable.dynamic_table.config import TargetLag
+from dbt.adapters.dyntable.dynamic_table.lifecycle import State
+from dbt.adapters.dyntable.dynamic_table.metadata import GraphRow, HistoryRow
 
 WIDTH, HEIGHT = 760, 220
 LEFT, RIGHT, TOP, BOTTOM = 64, 16, 16, 36
@@ -67,25 +69,25 @@ def _ts(value: Optional[datetime]) -> Optional[float]:
 
 
 def lag_series(
-    name: str, history: Iterable[Mapping[str, Any]], target_lag: Optional[int], now: float
+    name: str, history: Iterable[HistoryRow], target_lag: Optional[int], now: float
 ) -> LagSeries:
     series = LagSeries(name, target_lag)
-    rows = sorted(history, key=lambda r: _ts(r["refresh_end_time"]) or 0.0)
+    rows = sorted(history, key=lambda r: _ts(r.refresh_end_time) or 0.0)
     previous_ts: Optional[float] = None
     for row in rows:
-        state, start, end = row["state"], _ts(row["refresh_start_time"]), _ts(row["refresh_end_time"])
-        if state in ("SKIPPED", "UPSTREAM_FAILED"):
+        state, start, end = row.state, _ts(row.refresh_start_time), _ts(row.refresh_end_time)
+        if state in (State.SKIPPED, State.UPSTREAM_FAILED):
             series.skips += 1
             continue
-        if start is not None and end is not None and row.get("refresh_action"):
+        if start is not None and end is not None and row.refresh_action:
             series.durations.append(
-                (start, end - start, "FAILED" if state == "FAILED" else row["refresh_action"])
+                (start, end - start, str(State.FAILED if state is State.FAILED else row.refresh_action))
             )
-        if state == "FAILED":
+        if state is State.FAILED:
             series.failures += 1
             continue
-        data_ts = _ts(row["data_timestamp"])
-        if state != "SUCCEEDED" or data_ts is None or end is None:
+        data_ts = _ts(row.data_timestamp)
+        if state is not State.SUCCEEDED or data_ts is None or end is None:
             continue
         series.refreshes += 1
         if previous_ts is not None:
@@ -185,19 +187,19 @@ def duration_chart(series: LagSeries) -> str:
 
 
 def render_report(
-    history: Sequence[Mapping[str, Any]],
-    graph: Mapping[str, Mapping[str, Any]],
+    history: Sequence[HistoryRow],
+    graph: Mapping[str, GraphRow],
     now: Optional[float] = None,
     title: str = "dyntable report",
 ) -> str:
     """The HTML page for every DT found in the refresh history."""
     now = datetime.now(timezone.utc).timestamp() if now is None else now
-    by_name: Dict[str, List[Mapping[str, Any]]] = {}
+    by_name: Dict[str, List[HistoryRow]] = {}
     for row in history:
-        by_name.setdefault(row["name"], []).append(row)
+        by_name.setdefault(row.name, []).append(row)
     sections, summary = [], []
     for name in sorted(by_name):
-        lag_text = (graph.get(name) or {}).get("target_lag")
+        lag_text = graph[name].target_lag if name in graph else None
         target = TargetLag.parse(lag_text).seconds if lag_text else None
         series = lag_series(name, by_name[name], target, now)
         within = series.share_within_target()

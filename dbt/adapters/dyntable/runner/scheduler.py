@@ -1,15 +1,15 @@
 """The scheduler: which dynamic tables refresh at which data timestamp, and what happens when one
 cannot.
 
-A tick has one data timestamp T, a multiple of the graph's smallest period (seed 000 §5.2: one
+A tick has one data timestamp T, a multiple of the graph's smallest period (docs/ARCHITECTURE.md, "Scheduling": one
 constant phase, so periods that are powers of two apart always meet). A scheduled DT is *due* at T
 when its data timestamp is older than its own latest period boundary ``floor(T, period)`` and it
 has not been attempted for that boundary yet: in a steady run that is exactly "T is a multiple of
 its period", and after a restart or a skip it catches up at the next tick instead of waiting a
 whole period. Every due DT brings along the DTs it reads in the same pipeline, so one tick
-refreshes a closed set of DTs at one T, in dependency order (DESIGN §2.2).
+refreshes a closed set of DTs at one T, in dependency order (docs/ARCHITECTURE.md, "The semantics contract").
 
-What stops a DT from advancing at T (seed 000 §3.3.3, seed 003):
+What stops a DT from advancing at T (docs/ARCHITECTURE.md, "Scheduling"):
 
 * its previous refresh is still running → SKIPPED (history row), the next refresh covers the gap;
 * a DT it reads failed at T → UPSTREAM_FAILED; it was skipped or is suspended → SKIPPED;
@@ -39,20 +39,14 @@ from typing import (
     Protocol,
     Set,
     Tuple,
+    Union,
 )
 
+from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, SchedulingState, State, Trigger
 from dbt.adapters.dyntable.dynamic_table.locking import RefreshLocked
-from dbt.adapters.dyntable.dynamic_table.refresh import DynamicTable, RefreshResult
+from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
+from dbt.adapters.dyntable.dynamic_table.refresh import RefreshResult
 from dbt.adapters.dyntable.runner.graph import DynamicTableGraph
-
-ACTIVE = "ACTIVE"
-SUSPENDED = "SUSPENDED"
-SUCCEEDED = "SUCCEEDED"
-FAILED = "FAILED"
-UPSTREAM_FAILED = "UPSTREAM_FAILED"
-SKIPPED = "SKIPPED"
-SCHEDULED = "SCHEDULED"
-MANUAL = "MANUAL"
 
 #: Seed 003: five consecutive failures suspend a dynamic table.
 MAX_CONSECUTIVE_FAILURES = 5
@@ -63,7 +57,7 @@ class DynamicTableState:
     """What the metadata tables say about a DT when a tick is decided."""
 
     data_timestamp: Optional[datetime] = None
-    scheduling_state: str = ACTIVE
+    scheduling_state: SchedulingState = SchedulingState.ACTIVE
     consecutive_failures: int = 0
 
 
@@ -72,10 +66,10 @@ class RefreshBackend(Protocol):
 
     def states(self) -> Mapping[str, DynamicTableState]: ...
 
-    def refresh(self, dt: DynamicTable, data_timestamp: datetime, trigger: str) -> RefreshResult: ...
+    def refresh(self, dt: DynamicTable, data_timestamp: datetime, trigger: Trigger) -> RefreshResult: ...
 
     def record_not_refreshed(
-        self, dt: DynamicTable, data_timestamp: datetime, trigger: str, state: str, message: str
+        self, dt: DynamicTable, data_timestamp: datetime, trigger: Trigger, state: State, message: str
     ) -> None: ...
 
     def record_failure(self, dt: DynamicTable) -> int: ...
@@ -107,9 +101,9 @@ class Outcome:
 
     name: str
     model: str
-    state: str
+    state: State
     data_timestamp: datetime
-    action: Optional[str] = None
+    action: Optional[Action] = None
     message: str = ""
     seconds: float = 0.0
     suspended: bool = False
@@ -118,10 +112,10 @@ class Outcome:
 @dataclass
 class TickPlan:
     data_timestamp: datetime
-    trigger: str
+    trigger: Trigger
     members: List[str]
     """Every DT of the tick, in dependency order."""
-    not_run: Dict[str, Tuple[str, str]] = field(default_factory=dict)
+    not_run: Dict[str, Tuple[Union[State, SchedulingState], str]] = field(default_factory=dict)
     """DTs decided at dispatch not to run: name → (SKIPPED | SUSPENDED, why)."""
     states: Mapping[str, DynamicTableState] = field(default_factory=dict)
 
@@ -171,7 +165,7 @@ class Scheduler:
         boundary = self.boundary_ms(name, tick_ms)
         if boundary is None:
             return False
-        if state is not None and state.scheduling_state == SUSPENDED:
+        if state is not None and state.scheduling_state == SchedulingState.SUSPENDED:
             return False
         if self._attempted.get(name, -1) >= boundary:
             return False
@@ -179,7 +173,7 @@ class Scheduler:
         return stamp is None or to_ms(stamp) < boundary
 
     def dispatch(
-        self, tick_ms: int, trigger: str = SCHEDULED, roots: Optional[Iterable[str]] = None
+        self, tick_ms: int, trigger: Trigger = Trigger.SCHEDULED, roots: Optional[Iterable[str]] = None
     ) -> TickPlan:
         """Decide tick ``tick_ms``: its DTs, and those that cannot run (busy, suspended).
 
@@ -187,7 +181,7 @@ class Scheduler:
         asking for a refresh is the user's decision.
         """
         states = self.backend.states()
-        scheduled = trigger == SCHEDULED
+        scheduled = trigger == Trigger.SCHEDULED
         if roots is None:
             roots = [n for n in self.selected if self.is_due(n, tick_ms, states.get(n))]
         members = self.graph.closure(roots)
@@ -198,10 +192,10 @@ class Scheduler:
                 if scheduled:
                     boundary = self.boundary_ms(name, tick_ms)
                     self._attempted[name] = tick_ms if boundary is None else boundary
-                if scheduled and state is not None and state.scheduling_state == SUSPENDED:
-                    plan.not_run[name] = (SUSPENDED, "suspended")
+                if scheduled and state is not None and state.scheduling_state == SchedulingState.SUSPENDED:
+                    plan.not_run[name] = (SchedulingState.SUSPENDED, "suspended")
                 elif name in self._busy:
-                    plan.not_run[name] = (SKIPPED, "its previous refresh is still running")
+                    plan.not_run[name] = (State.SKIPPED, "its previous refresh is still running")
                 else:
                     self._busy.add(name)
         return plan
@@ -225,13 +219,13 @@ class Scheduler:
                 on_outcome(outcome)
 
         # DTs that did not reach T in this tick, and how they stopped.
-        stalled: Dict[str, str] = {}
+        stalled: Dict[str, Union[State, SchedulingState]] = {}
         for name in plan.members:
             node = self.graph.nodes[name]
             if name in plan.not_run:
                 state, message = plan.not_run[name]
                 stalled[name] = state
-                if state == SKIPPED:
+                if state is State.SKIPPED:
                     self.backend.record_not_refreshed(
                         node.dt, plan.data_timestamp, plan.trigger, state, message
                     )
@@ -246,7 +240,7 @@ class Scheduler:
             finally:
                 with self._lock:
                     self._busy.discard(name)
-            if outcome.state != SUCCEEDED:
+            if outcome.state != State.SUCCEEDED:
                 stalled[name] = outcome.state
             emit(outcome)
         return outcomes
@@ -255,13 +249,13 @@ class Scheduler:
         self, plan: TickPlan, name: str, blockers: List[str], stalled: Mapping[str, str]
     ) -> Outcome:
         node = self.graph.nodes[name]
-        failed = [u for u in blockers if stalled[u] in (FAILED, UPSTREAM_FAILED)]
+        failed = [u for u in blockers if stalled[u] in (State.FAILED, State.UPSTREAM_FAILED)]
         models = lambda names: ", ".join(self.graph.model(u) for u in names)  # noqa: E731
         if failed:
-            state = UPSTREAM_FAILED
+            state = State.UPSTREAM_FAILED
             message = f"upstream {models(failed)} failed; kept its last consistent version"
         else:
-            state = SKIPPED
+            state = State.SKIPPED
             message = f"upstream {models(blockers)} did not refresh at this data timestamp"
         self.backend.record_not_refreshed(node.dt, plan.data_timestamp, plan.trigger, state, message)
         return Outcome(name, node.model, state, plan.data_timestamp, None, message)
@@ -275,16 +269,16 @@ class Scheduler:
             # Another runner (or dbt run) is refreshing it: that refresh covers this tick.
             message = str(exc)
             self.backend.record_not_refreshed(
-                node.dt, plan.data_timestamp, plan.trigger, SKIPPED, message
+                node.dt, plan.data_timestamp, plan.trigger, State.SKIPPED, message
             )
-            return Outcome(name, node.model, SKIPPED, plan.data_timestamp, None, message,
+            return Outcome(name, node.model, State.SKIPPED, plan.data_timestamp, None, message,
                            time.monotonic() - started)
         except Exception as exc:  # noqa: BLE001 - a failed refresh is an outcome, not a crash
             failures = self.backend.record_failure(node.dt)
             message = first_line(exc)
             state = plan.states.get(name)
             suspend = failures >= self.max_failures and (
-                state is None or state.scheduling_state != SUSPENDED
+                state is None or state.scheduling_state != SchedulingState.SUSPENDED
             )
             if suspend:
                 self.backend.suspend(node.dt)
@@ -292,7 +286,7 @@ class Scheduler:
                     f" [suspended after {failures} consecutive failures: fix the cause, then "
                     f"`dyntable resume {node.model}`]"
                 )
-            return Outcome(name, node.model, FAILED, plan.data_timestamp, None, message,
+            return Outcome(name, node.model, State.FAILED, plan.data_timestamp, None, message,
                            time.monotonic() - started, suspended=suspend)
         return Outcome(name, node.model, result.state, result.data_timestamp or plan.data_timestamp,
                        result.action, "; ".join([result.reason or result.message, *result.warnings]),

@@ -1,5 +1,5 @@
 {#
-  refresh_boundary(ref('x')): read `x` across a refresh boundary (seed 003's
+  refresh_boundary(ref('x')): read `x` across a refresh boundary (docs/ARCHITECTURE.md, "Refresh boundaries"; Snowflake's
   DYNAMIC_TABLE_REFRESH_BOUNDARY). The dynamic table reads x at whatever version x has when it
   refreshes, instead of at the pipeline's common data timestamp; the two pipelines then keep their
   own schedules, failures upstream of x do not block it, and its target lag is not bound by x's.

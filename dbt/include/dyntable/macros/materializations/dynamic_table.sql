@@ -1,17 +1,16 @@
 {#
-  The dynamic_table materialization. The decision between create, reinitialize, apply a lag
-  change, continue with the old definition or fail (dbt-snowflake's switch) is taken in Python by
-  adapter.refresh_dynamic_table, from the DT's frontier and definition hash.
+  The dynamic_table materialization. The model's config is validated before anything runs; the
+  decision between create, reinitialize, apply a lag change, continue with the old definition or
+  fail (dbt-snowflake's switch) is taken in Python by the refresh's decide stage, from the DT's
+  frontier, definition hash and sources (docs/ARCHITECTURE.md).
 #}
 {% materialization dynamic_table, adapter='dyntable' %}
   {%- set target_relation = this.incorporate(type='table') -%}
-  {%- do adapter.validate_dynamic_table_config(model.name, config.model.config) -%}
+  {%- set dynamic_table = adapter.dynamic_table(model, graph) -%}
 
   {{ run_hooks(pre_hooks) }}
 
-  {%- set result = adapter.refresh_dynamic_table(
-        target_relation, compiled_code, config.model.config, should_full_refresh(),
-        run_started_at, model.name, graph, model.unique_id) -%}
+  {%- set result = adapter.refresh_dynamic_table(dynamic_table) -%}
 
   {% call noop_statement('main', result['message'], result['state'], result['rows']) %}
     -- {{ result['action'] }}: {{ result['reason'] }}

@@ -13,7 +13,7 @@ DT holds at most one row per key and the merge matches on the key alone: a delet
 stored under its key, even when its non-key values (a sum of doubles, say) were recomputed with
 different rounding.
 
-Before the MERGE (seed 000 §6.1): the delta must be consolidated (no tuple twice) and must never
+Before the MERGE (docs/ARCHITECTURE.md, "Applying"): the delta must be consolidated (no tuple twice) and must never
 delete more copies of a tuple (a keyed row) than the DT holds; with a key, no key may hold two
 rows, before or after. A violation of a key the plan proves, or of the rest, fails the refresh and
 leaves the DT untouched. A declared key is a promise the data may break (a failing unique test): then
@@ -22,21 +22,19 @@ the rows are matched whole, which is right for any multiset, and the refresh say
 
 from __future__ import annotations
 
-import uuid
-from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator, List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark.sql.types import StructType
 
-from dbt.adapters.dyntable.engines.warehouse import quote, sql_string
+from dbt.adapters.dyntable.dynamic_table.lifecycle import Action
+from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
+from dbt.adapters.dyntable.engines.base import Engine
+from dbt.adapters.dyntable.vocabulary import WEIGHT, null_safe_match, quote, sql_string
 
-if TYPE_CHECKING:
-    from dbt.adapters.dyntable.dynamic_table.refresh import DynamicTable
-    from dbt.adapters.dyntable.engines.base import Engine
 
-WEIGHT = "_dyn_weight"
 OLD = "_dyn_old"
 KIND = "_dyn_kind"
 
@@ -44,7 +42,7 @@ KIND = "_dyn_kind"
 class DeltaValidationError(RuntimeError):
     """A delta failed a production validation; the DT was not touched."""
 
-    action = "INCREMENTAL"
+    action = Action.INCREMENTAL
     reason = "delta validation failed"
 
 
@@ -70,10 +68,6 @@ class PreparedDelta:
         return int(-(pc.sum(pc.if_else(pc.less(weights, 0), weights, 0)).as_py() or 0))
 
 
-def _null_safe_match(left: str, right: str, columns: List[str]) -> str:
-    return " AND ".join(f"{left}.{quote(c)} <=> {right}.{quote(c)}" for c in columns) or "TRUE"
-
-
 class DeltaApplier:
     def __init__(self, engine: "Engine", dt: "DynamicTable") -> None:
         self.engine = engine
@@ -83,7 +77,7 @@ class DeltaApplier:
 
     def create_empty(self, query: str) -> None:
         """Create the DT empty, with the query's columns nullable (as Spark's CTAS keeps them)."""
-        fields = self.engine.spark.sql(query).schema.fields
+        fields = self.engine.schema_of(query).fields
         columns = ", ".join(f"{quote(f.name)} {f.dataType.simpleString()}" for f in fields)
         partitioned = (
             f" PARTITIONED BY ({', '.join(quote(c) for c in self.dt.config.partition_by)})"
@@ -95,9 +89,8 @@ class DeltaApplier:
 
     def overwrite(self, query: str) -> Tuple[int, int]:
         """Replace the DT's rows with the query's in one commit; returns (inserted, deleted)."""
-        spark = self.engine.spark
-        wanted = [(f.name.lower(), f.dataType) for f in spark.sql(query).schema.fields]
-        current = [(f.name.lower(), f.dataType) for f in spark.table(self.dt.relation).schema.fields]
+        wanted = [(f.name.lower(), f.dataType) for f in self.engine.schema_of(query).fields]
+        current = [(f.name.lower(), f.dataType) for f in self._schema().fields]
         before = self._count()
         if wanted == current:
             self.engine.execute(f"INSERT OVERWRITE {self.dt.relation} SELECT * FROM ({query}) AS q")
@@ -112,6 +105,9 @@ class DeltaApplier:
                 f"LOCATION {sql_string(str(location))} AS {query}"
             )
         return self._count(), before
+
+    def _schema(self) -> "StructType":
+        return self.engine.schema_of(f"SELECT * FROM {self.dt.relation}")
 
     def _count(self) -> int:
         return int(self.engine.execute(f"SELECT count(*) AS n FROM {self.dt.relation}").collect()[0]["n"])
@@ -132,7 +128,7 @@ class DeltaApplier:
         key = list(key) if key is not None else None
         # Typed as the DT's columns: a rule's arithmetic (a folded sum, a widened union) may
         # produce a wider type than the query's, which the MERGE would refuse.
-        types = {f.name.lower(): f.dataType.simpleString() for f in self.engine.spark.table(self.dt.relation).schema.fields}
+        types = {f.name.lower(): f.dataType.simpleString() for f in self._schema().fields}
         typed = ", ".join(
             f"CAST({quote(c)} AS {types[c.lower()]}) AS {quote(c)}" if c.lower() in types else quote(c)
             for c in columns
@@ -144,7 +140,7 @@ class DeltaApplier:
             raise DeltaValidationError(
                 f"Refresh of {self.dt.name} stopped before touching it: the delta has rows of weight 0."
             )
-        with self._local_view(rows) as view:
+        with self.engine.temporary_view(rows) as view:
             self._check_consolidated(view, columns)
             inserts_only = pc.min(rows.column(WEIGHT)).as_py() > 0
             warning = None
@@ -183,7 +179,7 @@ class DeltaApplier:
             f"""SELECT {", ".join(f"t.{quote(c)} AS {quote(c)}" for c in match)}, count(*) AS {OLD}
                 FROM {self.dt.relation} AS t
                 JOIN (SELECT DISTINCT {", ".join(quote(c) for c in match)} FROM {view}) AS k
-                  ON {_null_safe_match("t", "k", match)}
+                  ON {null_safe_match(match, "t", "k")}
                 GROUP BY {", ".join(f"t.{quote(c)}" for c in match)}"""
             if match
             # a global aggregate: one row, keyed by nothing
@@ -194,7 +190,7 @@ class DeltaApplier:
             WITH old AS ({old})
             SELECT {", ".join(f"d.{quote(c)}" for c in columns)}, d.{WEIGHT} AS {WEIGHT},
                    coalesce(o.{OLD}, 0) AS {OLD}
-            FROM {view} AS d LEFT JOIN old AS o ON {_null_safe_match("d", "o", match)}
+            FROM {view} AS d LEFT JOIN old AS o ON {null_safe_match(match, "d", "o")}
             """
         ).toArrow()
 
@@ -234,16 +230,6 @@ class DeltaApplier:
                 "differentiation; refresh_mode='full' works around it."
             )
 
-    @contextmanager
-    def _local_view(self, rows: pa.Table) -> Iterator[str]:
-        """A temporary view over rows held here (Arrow), dropped afterwards."""
-        view = f"dyntable_delta_{uuid.uuid4().hex[:12]}"
-        self.engine.spark.createDataFrame(rows).createOrReplaceTempView(view)
-        try:
-            yield view
-        finally:
-            self.engine.spark.catalog.dropTempView(view)
-
     def apply(self, delta: PreparedDelta) -> Tuple[int, int]:
         """One commit. Insert-only: an INSERT of weight copies. Otherwise one MERGE that deletes
         every copy of each touched tuple and inserts back old + weight copies; with a row key, it
@@ -265,7 +251,7 @@ class DeltaApplier:
         inserts = rows.take(indices).select(columns)
         names = ", ".join(quote(c) for c in columns)
         if deletes.num_rows == 0:
-            with self._local_view(inserts) as view:
+            with self.engine.temporary_view(inserts) as view:
                 self.engine.execute(f"INSERT INTO {self.dt.relation} ({names}) SELECT {names} FROM {view}")
             return delta.inserted, delta.deleted
         source = pa.concat_tables([
@@ -273,10 +259,10 @@ class DeltaApplier:
             inserts.append_column(KIND, pa.array(["I"] * inserts.num_rows, pa.string())),
         ])
         match = delta.key if delta.key is not None else columns
-        with self._local_view(source) as view:
+        with self.engine.temporary_view(source) as view:
             self.engine.execute(
                 f"MERGE INTO {self.dt.relation} AS t USING {view} AS s "
-                f"ON {_null_safe_match('t', 's', match)} AND s.{KIND} = 'D' "
+                f"ON {null_safe_match(match, 't', 's')} AND s.{KIND} = 'D' "
                 "WHEN MATCHED THEN DELETE "
                 f"WHEN NOT MATCHED AND s.{KIND} = 'I' THEN INSERT ({names}) "
                 f"VALUES ({', '.join(f's.{quote(c)}' for c in columns)})"

@@ -1,0 +1,92 @@
+"""Views inlined into the query that reads them: the one view-expansion path.
+
+Planning, the FULL refresh's pinned query and the semantics check all read a query with its views
+replaced by their definitions (recursively, each view's own tables qualified with the view's
+schema), so changes are tracked on the Delta tables beneath the views and every one of them can be
+pinned to a version. After expansion every base table is schema-qualified, and a table without a
+schema is a CTE.
+
+>>> print(expand_views("select a from v", {"s.v": "select a from t"}, "s").sql("spark"))
+SELECT a FROM (SELECT a FROM s.t) AS v
+>>> sorted(base_tables("select * from s.a join b on a.x = b.x", {}, "s"))
+['s.a', 's.b']
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import FrozenSet, Iterator, Mapping, Optional, Set, Tuple
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError
+
+from dbt.adapters.dyntable.differentiation.errors import NotIncrementalizable
+from dbt.adapters.dyntable.vocabulary import DIALECT, table_name
+
+
+class ViewCycle(NotIncrementalizable):
+    """Views that read each other in a cycle: no query can be formed from them."""
+
+    def __init__(self, chain: Tuple[str, ...]) -> None:
+        super().__init__("view", " -> ".join(chain), "views reference each other in a cycle")
+
+
+def parse_query(sql: str) -> exp.Expression:
+    """``sql`` as one parsed statement, or :class:`NotIncrementalizable` saying where it fails."""
+    try:
+        statements = [s for s in sqlglot.parse(sql, read=DIALECT) if s is not None]
+    except ParseError as error:
+        raise NotIncrementalizable("parse", sql[:200], str(error).splitlines()[0]) from error
+    if len(statements) != 1:
+        raise NotIncrementalizable("parse", sql[:200], "expected exactly one query")
+    return statements[0]
+
+
+def expand_views(
+    sql: str, views: Mapping[str, str], default_schema: Optional[str]
+) -> exp.Expression:
+    """Parse ``sql`` and replace every view it reads (``views``: ``schema.view`` -> its SELECT)
+    by its definition, as a subquery; qualify every base table with its schema (bare names stay
+    bare without a ``default_schema``)."""
+    normalized = {table_name(name): definition for name, definition in views.items()}
+    return _expand(parse_query(sql), normalized, default_schema, ())
+
+
+def _expand(
+    tree: exp.Expression, views: Mapping[str, str], schema: Optional[str], expanding: Tuple[str, ...]
+) -> exp.Expression:
+    ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
+    for table in list(tree.find_all(exp.Table)):
+        if not table.name or (not table.db and table.name.lower() in ctes):
+            continue
+        name = table_name(table, schema)
+        definition = views.get(name)
+        if definition is None:
+            if not table.db and schema:
+                table.set("db", exp.to_identifier(schema))
+            continue
+        if name in expanding:
+            raise ViewCycle(expanding + (name,))
+        body = _expand(parse_query(definition), views, name.split(".", 1)[0], expanding + (name,))
+        alias = table.alias or table.name
+        table.replace(exp.Subquery(this=body, alias=exp.TableAlias(this=exp.to_identifier(alias))))
+    return tree
+
+
+def table_references(tree: exp.Expression) -> Iterator[exp.Table]:
+    """The base-table references of an expanded query (CTE references left out)."""
+    return (t for t in tree.find_all(exp.Table) if t.name and t.db)
+
+
+def base_tables(sql: str, views: Mapping[str, str], default_schema: str) -> Set[str]:
+    """The Delta tables a query reads once views are expanded, as canonical names."""
+    return set(_base_tables(sql, tuple(sorted(views.items())), default_schema))
+
+
+@lru_cache(maxsize=1024)
+def _base_tables(sql: str, views: Tuple[Tuple[str, str], ...], default_schema: str) -> FrozenSet[str]:
+    # Memoized: every refresh of a DT, NO_DATA ones included, asks this of the same few queries,
+    # and parsing is most of what it costs.
+    tree = expand_views(sql, dict(views), default_schema)
+    return frozenset(table_name(t) for t in table_references(tree))

@@ -1,0 +1,74 @@
+"""The names of a refresh's life, as the metadata tables store them, and the request that starts
+one (docs/ARCHITECTURE.md).
+
+Each name is a ``str`` enum: it compares equal to, and is stored as, its name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from enum import Enum
+
+
+class _Name(str, Enum):
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
+
+
+class Action(_Name):
+    """What a refresh does."""
+
+    NO_DATA = "NO_DATA"
+    """No source changed: decided from the Delta logs alone, the DT is not touched."""
+    INCREMENTAL = "INCREMENTAL"
+    """The delta query runs and one MERGE (or INSERT) applies it."""
+    FULL = "FULL"
+    """The query is recomputed and the DT overwritten in one commit."""
+    REINITIALIZE = "REINITIALIZE"
+    """Like FULL, because the DT cannot be maintained from where it is (first build, changed
+    definition, sources whose history cannot be differentiated)."""
+
+
+class State(_Name):
+    """How a refresh attempt ended."""
+
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    UPSTREAM_FAILED = "UPSTREAM_FAILED"
+    SKIPPED = "SKIPPED"
+    CANCELLED = "CANCELLED"
+
+
+class Trigger(_Name):
+    """Who asked for a refresh."""
+
+    CREATION = "CREATION"
+    DBT_RUN = "DBT_RUN"
+    SCHEDULED = "SCHEDULED"
+    MANUAL = "MANUAL"
+    RECOVERY = "RECOVERY"
+
+
+class SchedulingState(_Name):
+    """Whether the runner schedules a DT."""
+
+    ACTIVE = "ACTIVE"
+    SUSPENDED = "SUSPENDED"
+
+
+@dataclass(frozen=True)
+class RefreshRequest:
+    """What a caller asks: a refresh at ``data_timestamp`` (UTC; a naive time is taken as UTC),
+    by ``trigger``, rebuilding from scratch with ``full_refresh``."""
+
+    data_timestamp: datetime
+    trigger: Trigger
+    full_refresh: bool = False
+
+    def __post_init__(self) -> None:
+        if self.data_timestamp.tzinfo is None:
+            object.__setattr__(self, "data_timestamp", self.data_timestamp.replace(tzinfo=timezone.utc))

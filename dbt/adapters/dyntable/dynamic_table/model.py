@@ -1,0 +1,73 @@
+"""A dynamic table as the refresh sees it: the model's relation, compiled SELECT and config.
+
+The materialization (from dbt's model node) and the runner (from the manifest's nodes) build it
+with :meth:`DynamicTable.from_node`, the one place a node becomes a dynamic table.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, FrozenSet, Mapping, Optional
+
+from dbt.adapters.dyntable.dynamic_table.config import DynamicTableConfig
+from dbt.adapters.dyntable.dynamic_table.declared_keys import KeysByRelation, declared_keys, node_field
+from dbt.adapters.dyntable.vocabulary import quote, relation_name
+
+#: What ``refresh_boundary(ref('x'))`` leaves beside the relation it renders in compiled SQL
+#: (docs/ARCHITECTURE.md, "Refresh boundaries"). A comment survives dbt's compilation, needs no
+#: config, and lets `dbt run` and the runner both see the boundary in the SQL they refresh.
+REFRESH_BOUNDARY_MARKER = re.compile(r"/\*\s*dyntable:refresh_boundary=([^\s*]+)\s*\*/")
+
+
+def refresh_boundaries(sql: str) -> FrozenSet[str]:
+    """Relations (``schema.table``) ``sql`` reads across a refresh boundary."""
+    return frozenset(name.lower() for name in REFRESH_BOUNDARY_MARKER.findall(sql))
+
+
+@dataclass(frozen=True)
+class DynamicTable:
+    schema: str
+    identifier: str
+    sql: str
+    config: DynamicTableConfig
+    #: The model's name in the dbt project (what error messages call it).
+    model: str = ""
+    #: Unique keys the dbt project declares on this table and the relations it reads
+    #: (declared_keys.py): ``{schema.table: [key, ...]}``.
+    declared_keys: KeysByRelation = field(default_factory=dict, compare=False)
+
+    @property
+    def name(self) -> str:
+        return relation_name(self.schema, self.identifier)
+
+    @property
+    def relation(self) -> str:
+        return f"{quote(self.schema)}.{quote(self.identifier)}"
+
+    @property
+    def refresh_boundaries(self) -> FrozenSet[str]:
+        return refresh_boundaries(self.sql)
+
+    @classmethod
+    def from_node(
+        cls, node: Any, graph: Optional[Mapping[str, Any]] = None, sql: Optional[str] = None
+    ) -> "DynamicTable":
+        """The DT a dbt model node defines: a manifest node object or its dict form (Jinja's
+        ``model``), with ``graph`` (dbt's flat graph) for the keys the project declares.
+        Raises :class:`~dbt.adapters.dyntable.dynamic_table.config.DynamicTableConfigError`."""
+        get = node_field(node)
+        config = get("config")
+        config = config if isinstance(config, Mapping) else config.to_dict()
+        name = get("name")
+        unique_id = get("unique_id")
+        keys = declared_keys(graph, unique_id) if graph and unique_id else {}
+        return cls(
+            schema=get("schema"),
+            identifier=get("alias") or name,
+            sql=sql if sql is not None else get("compiled_code") or "",
+            config=DynamicTableConfig.from_model(name, config),
+            model=name,
+            declared_keys=keys,
+        )
+

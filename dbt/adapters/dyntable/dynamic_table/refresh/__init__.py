@@ -1,0 +1,11 @@
+"""Refreshing a dynamic table: a short pipeline of typed stages (docs/ARCHITECTURE.md).
+
+``decide`` → ``plan`` → ``derive`` → ``apply`` → ``record``, run by :class:`RefreshPipeline`.
+"""
+
+from dbt.adapters.dyntable.dynamic_table.lifecycle import RefreshRequest
+from dbt.adapters.dyntable.dynamic_table.refresh.decide import RefreshError
+from dbt.adapters.dyntable.dynamic_table.refresh.pipeline import RefreshPipeline
+from dbt.adapters.dyntable.dynamic_table.refresh.record import RefreshResult
+
+__all__ = ["RefreshError", "RefreshPipeline", "RefreshRequest", "RefreshResult"]

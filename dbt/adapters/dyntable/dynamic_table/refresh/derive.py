@@ -1,0 +1,66 @@
+"""Stage 3, derive: the SQL a refresh runs (docs/ARCHITECTURE.md, "Deriving").
+
+An incremental refresh runs the plan's delta query over the sources' changed Delta files, with the
+DT's stored rows where rules read them; a rebuild runs the query with every source pinned to its
+version. ``explain`` renders the same delta, with the sources named symbolically.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator, Mapping, Sequence, Union
+
+from dbt.adapters.dyntable.changes import FileSetResolver, VersionedRelations
+from dbt.adapters.dyntable.differentiation import DeltaQuery, differentiate
+from dbt.adapters.dyntable.differentiation.explain import SymbolicResolver, report
+from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
+from dbt.adapters.dyntable.dynamic_table.pinning import pin_query
+from dbt.adapters.dyntable.dynamic_table.refresh.decide import SourceState
+from dbt.adapters.dyntable.dynamic_table.refresh.plan import NotPlanned, PlannedQuery
+from dbt.adapters.dyntable.engines.base import Engine
+
+
+@contextmanager
+def delta_query(
+    engine: Engine, dt: DynamicTable, planned: PlannedQuery, sources: Sequence[SourceState]
+) -> Iterator[DeltaQuery]:
+    """The delta of ``planned`` over each source's interval, valid inside the ``with`` (the
+    change views it reads are dropped after)."""
+    intervals = {}
+    for source in sources:
+        assert source.start is not None, "decide() rebuilds a DT with a new source"
+        intervals[source.name] = (source.log, source.start, source.end)
+    resolver = FileSetResolver(engine.spark, intervals, capabilities=engine.capabilities)
+    try:
+        yield differentiate(planned.plan, resolver, stored=dt.relation)
+    finally:
+        resolver.close()
+
+
+@contextmanager
+def pinned_query(
+    engine: Engine, sql: str, versions: Mapping[str, int], views: Mapping[str, str], schema: str
+) -> Iterator[str]:
+    """``sql`` with every source read at its version, valid inside the ``with``."""
+    with VersionedRelations(engine.spark, engine.capabilities) as relations:
+        yield pin_query(
+            sql, versions, views, schema,
+            read_at=lambda name, version: relations.view(engine.delta_log(name), version),
+        )
+
+
+def explain(dt: DynamicTable, planned: Union[PlannedQuery, NotPlanned]) -> str:
+    """How ``dt`` refreshes: the plan, the formula at each node, the row key and the delta SQL
+    its refreshes run, or why it refreshes FULL."""
+    if isinstance(planned, NotPlanned):
+        if planned.cause is None:
+            return (
+                f"{dt.name} refreshes FULL: its refresh_mode is 'full', so every refresh whose "
+                "sources changed recomputes the whole query (unchanged sources: NO_DATA)."
+            )
+        return (
+            f"{dt.name} refreshes FULL (refresh_mode {dt.config.refresh_mode}): its query is "
+            f"not incrementalizable: {planned.cause}"
+        )
+    delta = differentiate(planned.plan, SymbolicResolver(), stored=dt.relation)
+    return f"{dt.name}\noutput key: {planned.key.describe()}\n{report(planned.plan, delta)}"

@@ -1,0 +1,188 @@
+"""One refresh of one dynamic table: the single code path of `dbt run` and the `dyntable` runner
+(docs/ARCHITECTURE.md, "The path of one refresh").
+
+Under the DT's cross-process lock, after resolving what a crashed refresh left:
+
+1. **decide** (``decide.py``): read the sources' Delta logs as of T and choose NO_DATA,
+   REINITIALIZE, FULL or INCREMENTAL, with the reason;
+2. **plan** (``plan.py``): the query's differentiation plan and row key, when the action needs it;
+3. **derive** (``derive.py``): the delta query, or the query pinned at the sources' versions;
+4. **apply** (``apply.py``): validate, then exactly one Delta commit on the DT;
+5. **record** (``record.py``): intent before the commit, frontier and history after.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import List, Optional
+
+from dbt.adapters.dyntable.dynamic_table.failpoints import failpoint
+from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, RefreshRequest, State
+from dbt.adapters.dyntable.dynamic_table.locking import RefreshLock
+from dbt.adapters.dyntable.dynamic_table.metadata import Frontier, Intent, MetadataStore, utcnow
+from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
+from dbt.adapters.dyntable.dynamic_table.refresh import decide, derive, plan
+from dbt.adapters.dyntable.dynamic_table.refresh.apply import DeltaApplier
+from dbt.adapters.dyntable.dynamic_table.refresh.decide import Decision, Definition, Observation
+from dbt.adapters.dyntable.dynamic_table.refresh.record import Recorder, RefreshResult
+from dbt.adapters.dyntable.engines.base import Engine
+from dbt.adapters.dyntable.delta_log import DeltaLog
+
+
+@dataclass(frozen=True)
+class _Refresh:
+    """One refresh in flight: the DT, what it maintains, and the facts its decision rests on."""
+
+    dt: DynamicTable
+    refresh_id: str
+    definition: Definition
+    frontier: Optional[Frontier]
+    observed: Observation
+    decision: Decision
+
+    def intent(self, base_version: int) -> Intent:
+        assert self.decision.action is not None
+        return Intent(
+            self.refresh_id, self.observed.data_timestamp, self.observed.versions, base_version,
+            self.definition.hash, self.dt.config.refresh_mode, self.definition.sql, self.decision.action,
+        )
+
+    def result(self, inserted: int = 0, deleted: int = 0, dt_version: Optional[int] = None) -> RefreshResult:
+        return RefreshResult(
+            self.dt.name, self.decision.action, self.decision.state, self.decision.reason,
+            self.observed.data_timestamp, inserted, deleted, dt_version,
+            source_versions=self.observed.versions, warnings=list(self.definition.warnings),
+        )
+
+
+class RefreshPipeline:
+    """Refreshes dynamic tables on one engine, with one metadata store."""
+
+    def __init__(self, engine: Engine, metadata: MetadataStore, locks: Path) -> None:
+        self.engine = engine
+        self.metadata = metadata
+        self.recorder = Recorder(metadata)
+        self.locks = locks
+
+    def refresh(self, dt: DynamicTable, request: RefreshRequest) -> RefreshResult:
+        started, refresh_id = utcnow(), uuid.uuid4().hex
+        with RefreshLock(self.locks, dt.name):
+            frontier = self.recorder.recover(dt, self._dt_log(dt))
+            decided: List[Decision] = []
+            try:
+                result = self._refresh(dt, refresh_id, frontier, request, decided)
+            except Exception as exc:
+                # The action the refresh had chosen when it failed; none if it failed deciding.
+                action = getattr(exc, "action", None) or (decided[0].action if decided else None)
+                failed = RefreshResult(
+                    dt.name, action, State.FAILED, getattr(exc, "reason", "") or "",
+                    request.data_timestamp, message=str(exc),
+                )
+                self.recorder.refreshed(dt, refresh_id, request.trigger, started, failed)
+                raise
+            self.recorder.refreshed(dt, refresh_id, request.trigger, started, result)
+            return result
+
+    def explain(self, dt: DynamicTable) -> str:
+        """How ``dt`` refreshes as of its sources' latest versions (what ``dyntable explain``
+        and ``dyntable_explain()`` print)."""
+        definition = Definition(dt.sql, "")
+        observed = decide.observe(self.engine, self.metadata, dt, definition, None, utcnow())
+        return derive.explain(dt, self._plan(dt, definition, observed))
+
+    # -- the stages ------------------------------------------------------------------------------
+
+    def _refresh(
+        self,
+        dt: DynamicTable,
+        refresh_id: str,
+        frontier: Optional[Frontier],
+        request: RefreshRequest,
+        decided: List[Decision],
+    ) -> RefreshResult:
+        dt_log = self._dt_log(dt)
+        if decide.creates_empty(dt, dt_log is not None, request):
+            DeltaApplier(self.engine, dt).create_empty(dt.sql)  # only its schema is read
+            return RefreshResult(
+                dt.name, None, State.SKIPPED,
+                "initialize is 'on_schedule': created empty; the first scheduled refresh fills it",
+                request.data_timestamp,
+            )
+        definition = decide.maintained_definition(dt, frontier, dt_log is not None, request)
+        observed = decide.observe(self.engine, self.metadata, dt, definition, frontier, request.data_timestamp)
+        decision = decide.decide(dt, definition, frontier, observed, lambda: self._plan(dt, definition, observed))
+        decided.append(decision)
+        refresh = _Refresh(dt, refresh_id, definition, frontier, observed, decision)
+        if decision.action is Action.NO_DATA:
+            return self._no_data(refresh)
+        if decision.rebuilds:
+            return self._rebuild(refresh, dt_log)
+        assert dt_log is not None
+        return self._incremental(refresh, dt_log)
+
+    def _plan(self, dt: DynamicTable, definition: Definition, observed: Observation) -> plan.PlannedOrNot:
+        columns = {s.name: s.log.schema_at(s.end).fieldNames() for s in observed.sources}
+        return plan.plan(dt, definition.sql, observed.views, columns)
+
+    def _no_data(self, refresh: _Refresh) -> RefreshResult:
+        assert refresh.frontier is not None
+        if refresh.decision.state is State.SKIPPED:
+            frontier = refresh.frontier
+            return RefreshResult(
+                refresh.dt.name, Action.NO_DATA, State.SKIPPED, refresh.decision.reason,
+                frontier.data_timestamp, dt_version=frontier.dt_version,
+                source_versions=frontier.source_versions,
+            )
+        self.recorder.commit(refresh.dt, refresh.intent(refresh.frontier.dt_version), refresh.frontier.dt_version)
+        return refresh.result(dt_version=refresh.frontier.dt_version)
+
+    def _rebuild(self, refresh: _Refresh, dt_log: Optional[DeltaLog]) -> RefreshResult:
+        dt, observed = refresh.dt, refresh.observed
+        with derive.pinned_query(
+            self.engine, refresh.definition.sql, observed.versions, observed.views, dt.schema
+        ) as pinned:
+            applier = DeltaApplier(self.engine, dt)
+            if dt_log is None:
+                applier.create_empty(pinned)
+                dt_log = self._dt_log(dt)
+                assert dt_log is not None
+                self.recorder.forget(dt)
+            intent = refresh.intent(dt_log.latest_version())
+            self.recorder.intend(dt, self.metadata.frontier(dt.name), intent)
+            failpoint("after_intent")
+            failpoint("during_apply")
+            inserted, deleted = applier.overwrite(pinned)
+            failpoint("after_apply")
+        dt_version = dt_log.latest_version()
+        self.recorder.commit(dt, intent, dt_version)
+        return refresh.result(inserted, deleted, dt_version)
+
+    def _incremental(self, refresh: _Refresh, dt_log: DeltaLog) -> RefreshResult:
+        dt, planned = refresh.dt, refresh.decision.planned
+        assert planned is not None
+        warnings: List[str] = []
+        with derive.delta_query(self.engine, dt, planned, refresh.observed.sources) as delta:
+            applier = DeltaApplier(self.engine, dt)
+            staged = applier.prepare(delta.sql, list(planned.plan.columns), planned.key.columns, planned.key.declared_by)
+            warnings += [staged.warning] if staged.warning else []
+            intent = refresh.intent(dt_log.latest_version())
+            if staged.is_empty:
+                self.recorder.commit(dt, intent, intent.base_version)
+                result = refresh.result(dt_version=intent.base_version)
+                result.reason = "sources changed; the query's result did not"
+                return result
+            self.recorder.intend(dt, refresh.frontier, intent)
+            failpoint("after_intent")
+            failpoint("during_apply")
+            inserted, deleted = applier.apply(staged)
+            failpoint("after_apply")
+        dt_version = dt_log.latest_version()
+        self.recorder.commit(dt, intent, dt_version)
+        result = refresh.result(inserted, deleted, dt_version)
+        result.warnings += warnings
+        return result
+
+    def _dt_log(self, dt: DynamicTable) -> Optional[DeltaLog]:
+        return self.engine.delta_log(dt.name)

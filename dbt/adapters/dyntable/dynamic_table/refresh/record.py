@@ -1,0 +1,177 @@
+"""Stage 5, record: the frontier, refresh history and graph history of a refresh
+(docs/ARCHITECTURE.md, "Exactly once").
+
+A refresh that changes the DT records its intent in the frontier table before its one commit on
+the DT, and the new frontier after it. :meth:`Recorder.recover` resolves an intent a crashed
+refresh left behind from the DT's own Delta log: the commit after the intent's base version exists
+→ it committed; otherwise it never did.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Dict, List, Optional
+
+from dbt.adapters.dyntable.delta_log import DeltaLog
+from dbt.adapters.dyntable.dynamic_table.config import definition_hash
+from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, SchedulingState, State, Trigger
+from dbt.adapters.dyntable.dynamic_table.metadata import (
+    Frontier,
+    GraphRow,
+    HistoryRow,
+    Intent,
+    MetadataStore,
+    utcnow,
+)
+from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class RefreshResult:
+    """What one refresh did, as history records it and dbt and the CLI report it."""
+
+    name: str
+    action: Optional[Action]  # None when no action was chosen (created empty, failed before)
+    state: State
+    reason: str
+    data_timestamp: Optional[datetime]
+    rows_inserted: int = 0
+    rows_deleted: int = 0
+    dt_version: Optional[int] = None
+    message: str = ""
+    source_versions: Dict[str, int] = field(default_factory=dict)
+    #: Things the user should hear about though the refresh succeeded (dbt and the CLI show them).
+    warnings: List[str] = field(default_factory=list)
+
+
+class Recorder:
+    """Writes what refreshes do into one metadata store."""
+
+    def __init__(self, metadata: MetadataStore) -> None:
+        self.metadata = metadata
+
+    # -- the exactly-once protocol ---------------------------------------------------------------
+
+    def recover(self, dt: DynamicTable, dt_log: Optional[DeltaLog]) -> Optional[Frontier]:
+        """The DT's frontier, after finishing or discarding an intent a crashed refresh left."""
+        frontier = self.metadata.frontier(dt.name)
+        if frontier is None or frontier.pending is None:
+            return frontier
+        intent = frontier.pending
+        latest = dt_log.latest_version() if dt_log is not None else None
+        if latest is not None and latest > intent.base_version:
+            recovered: Optional[Frontier] = self.metadata.commit_intent(dt.name, intent, latest)
+            state, message = State.SUCCEEDED, f"recovered: the crashed refresh committed version {latest}"
+        else:
+            self.metadata.discard_intent(frontier)
+            recovered = self.metadata.frontier(dt.name)
+            state, message = State.CANCELLED, "recovered: the crashed refresh never committed; discarded"
+        now = utcnow()
+        self.metadata.append_history(HistoryRow(
+            name=dt.name, refresh_id=intent.refresh_id, data_timestamp=intent.data_timestamp,
+            state=state, refresh_action=intent.action, refresh_trigger=Trigger.RECOVERY,
+            refresh_start_time=now, refresh_end_time=now, reason="pending intent found at start",
+            state_message=message, source_versions=intent.source_versions,
+            dt_version=latest if state is State.SUCCEEDED else None,
+        ))
+        logger.info("dyntable: %s %s", dt.name, message)
+        return recovered if recovered is None or recovered.dt_version >= 0 else None
+
+    def intend(self, dt: DynamicTable, current: Optional[Frontier], intent: Intent) -> None:
+        """Record ``intent`` before the DT's commit."""
+        self.metadata.record_intent(dt.name, current, intent)
+
+    def commit(self, dt: DynamicTable, intent: Intent, dt_version: int) -> Frontier:
+        """The frontier ``intent`` reaches, with the DT at ``dt_version``."""
+        return self.metadata.commit_intent(dt.name, intent, dt_version)
+
+    def forget(self, dt: DynamicTable) -> None:
+        self.metadata.forget(dt.name)
+
+    # -- history ---------------------------------------------------------------------------------
+
+    def refreshed(
+        self, dt: DynamicTable, refresh_id: str, trigger: Trigger, started: datetime, result: RefreshResult
+    ) -> None:
+        """The history row of a refresh attempt, and a graph row if its inputs or definition
+        changed."""
+        if result.reason == "first build":
+            trigger = Trigger.CREATION
+        self.metadata.append_history(HistoryRow(
+            name=dt.name, refresh_id=refresh_id, data_timestamp=result.data_timestamp,
+            state=result.state, refresh_action=result.action, refresh_trigger=trigger,
+            refresh_start_time=started, refresh_end_time=utcnow(), reason=result.reason,
+            state_message=result.message or None, rows_inserted=result.rows_inserted,
+            rows_deleted=result.rows_deleted, source_versions=result.source_versions,
+            dt_version=result.dt_version,
+        ))
+        if result.state is not State.FAILED:
+            self._record_graph(dt, result)
+
+    def not_refreshed(
+        self, dt: DynamicTable, data_timestamp: datetime, trigger: Trigger, state: State, message: str
+    ) -> None:
+        """A history row for a refresh that did not run (SKIPPED, UPSTREAM_FAILED)."""
+        now = utcnow()
+        self.metadata.append_history(HistoryRow(
+            name=dt.name, refresh_id=uuid.uuid4().hex, data_timestamp=data_timestamp,
+            state=state, refresh_action=None, refresh_trigger=trigger,
+            refresh_start_time=now, refresh_end_time=now, state_message=message,
+        ))
+
+    # -- graph: inputs, lag, definition, scheduling state ----------------------------------------
+
+    def _record_graph(self, dt: DynamicTable, result: RefreshResult) -> None:
+        """Append a graph row when the DT's inputs, lag or definition changed; a refresh that
+        did not fail ends a run of failures."""
+        previous = self.metadata.graph(dt.name).get(dt.name)
+        row = replace(
+            self._graph_row(dt, previous),
+            inputs=sorted(result.source_versions),
+            target_lag=str(dt.config.target_lag),
+            effective_target_lag_seconds=dt.config.target_lag.seconds,
+            consecutive_failures=0,
+            definition_hash=definition_hash(dt.sql, dt.config),
+            refresh_mode=dt.config.refresh_mode,
+            recorded_at=utcnow(),
+        )
+        keys = ("inputs", "target_lag", "definition_hash", "refresh_mode", "consecutive_failures")
+        if previous is None or any(getattr(previous, k) != getattr(row, k) for k in keys):
+            self.metadata.append_graph(row)
+
+    def failed(self, dt: DynamicTable) -> int:
+        """Count one more consecutive failure (the refresh already wrote its FAILED history row);
+        return the count. A refresh that does not fail resets it."""
+        row = self._graph_row(dt)
+        row = replace(row, consecutive_failures=row.consecutive_failures + 1, recorded_at=utcnow())
+        self.metadata.append_graph(row)
+        return row.consecutive_failures
+
+    def schedule(self, dt: DynamicTable, state: SchedulingState) -> None:
+        """Suspend or resume ``dt``; resuming also clears its failure count."""
+        row = self._graph_row(dt)
+        failures = 0 if state is SchedulingState.ACTIVE else row.consecutive_failures
+        self.metadata.append_graph(
+            replace(row, scheduling_state=state, consecutive_failures=failures, recorded_at=utcnow())
+        )
+
+    def _graph_row(self, dt: DynamicTable, previous: Optional[GraphRow] = None) -> GraphRow:
+        """The DT's latest graph row, or a first one from its model."""
+        previous = previous or self.metadata.graph(dt.name).get(dt.name)
+        if previous is not None:
+            return previous
+        return GraphRow(
+            name=dt.name,
+            inputs=[],
+            target_lag=str(dt.config.target_lag),
+            effective_target_lag_seconds=dt.config.target_lag.seconds,
+            scheduling_state=SchedulingState.ACTIVE,
+            consecutive_failures=0,
+            definition_hash=definition_hash(dt.sql, dt.config),
+            refresh_mode=dt.config.refresh_mode,
+        )

@@ -1,0 +1,165 @@
+"""The decide stage without an engine: which action a refresh takes, and the reason it records."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Dict, List, Optional
+
+import pytest
+
+from dbt.adapters.dyntable.delta_log import DataFile, DeltaLog, Interval
+from dbt.adapters.dyntable.differentiation import plan_query
+from dbt.adapters.dyntable.dynamic_table.config import definition_hash
+from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, RefreshRequest, State, Trigger
+from dbt.adapters.dyntable.dynamic_table.metadata import Frontier
+from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
+from dbt.adapters.dyntable.dynamic_table.refresh.decide import (
+    Observation,
+    RefreshError,
+    SourceState,
+    creates_empty,
+    decide,
+    maintained_definition,
+)
+from dbt.adapters.dyntable.dynamic_table.refresh.plan import NotPlanned, OutputKey, PlannedQuery
+
+T = datetime(2026, 11, 23, 12, 0, tzinfo=timezone.utc)
+SQL = "select k, sum(v) as total from s.t group by k"
+LOG = DeltaLog("/nonexistent/s/t")  # never read: decide is pure
+
+
+def model(sql: str = SQL, **config: str) -> DynamicTable:
+    return DynamicTable.from_node({
+        "schema": "s", "name": "dt", "compiled_code": sql,
+        "config": {"target_lag": "1 minute", **config},
+    })
+
+
+def frontier(dt: DynamicTable, versions: Dict[str, int], at: datetime = T - timedelta(minutes=1)) -> Frontier:
+    return Frontier(dt.name, at, versions, 3, definition_hash(dt.sql, dt.config), dt.config.refresh_mode, dt.sql)
+
+
+def data_file(size: int) -> DataFile:
+    return DataFile(f"part-{size}.parquet", f"file:///part-{size}", size, 1, {}, False)
+
+
+def source(start: Optional[int], end: int, added: int = 0, removed: int = 0, size: int = 1000,
+           reason: Optional[str] = None) -> SourceState:
+    interval = None
+    if start is not None and start != end:
+        interval = Interval(start, end, tuple([data_file(added)] if added else []),
+                            tuple([data_file(removed)] if removed else []), reason)
+    return SourceState("s.t", LOG, start, end, False, interval, size)
+
+
+class Planner:
+    """Counts the calls: NO_DATA must not plan."""
+
+    def __init__(self, outcome=None) -> None:
+        self.calls = 0
+        self.outcome = outcome or PlannedQuery(plan_query(SQL), OutputKey(["k"]))
+
+    def __call__(self):
+        self.calls += 1
+        return self.outcome
+
+
+def run(dt: DynamicTable, current: Optional[Frontier], sources: List[SourceState], planner=None,
+        full_refresh: bool = False, at: datetime = T):
+    request = RefreshRequest(T, Trigger.DBT_RUN, full_refresh)
+    definition = maintained_definition(dt, current, True, request)
+    planner = planner or Planner()
+    return decide(dt, definition, current, Observation(sources, at), planner), planner
+
+
+def test_unchanged_sources_are_no_data_without_planning() -> None:
+    dt = model()
+    decision, planner = run(dt, frontier(dt, {"s.t": 5}), [source(5, 5)])
+    assert (decision.action, decision.state, decision.reason) == (Action.NO_DATA, State.SUCCEEDED, "no source changed")
+    assert planner.calls == 0
+
+
+def test_an_upstream_behind_this_table_skips() -> None:
+    dt = model()
+    decision, _ = run(dt, frontier(dt, {"s.t": 5}, at=T), [source(5, 6, added=10)], at=T - timedelta(seconds=5))
+    assert (decision.action, decision.state) == (Action.NO_DATA, State.SKIPPED)
+    assert decision.reason == "an upstream dynamic table is behind this one"
+
+
+def test_changed_sources_refresh_incrementally_with_the_plan() -> None:
+    dt = model()
+    decision, planner = run(dt, frontier(dt, {"s.t": 5}), [source(5, 6, added=10)])
+    assert (decision.action, decision.reason) == (Action.INCREMENTAL, "sources changed")
+    assert decision.planned is planner.outcome and planner.calls == 1
+
+
+@pytest.mark.parametrize("current, full_refresh, reason", [
+    (None, False, "no frontier recorded for this table"),
+    ("same", True, "--full-refresh"),
+    ("other sql", False, "definition changed"),
+    ("other mode", False, "refresh mode changed from full to auto"),
+])
+def test_rebuild_reasons_known_before_reading_sources(current, full_refresh, reason) -> None:
+    dt = model()
+    recorded = None
+    if current == "same":
+        recorded = frontier(dt, {"s.t": 5})
+    elif current == "other sql":
+        recorded = frontier(model("select k from s.t"), {"s.t": 5})
+    elif current == "other mode":
+        recorded = frontier(model(refresh_mode="full"), {"s.t": 5})
+    decision, _ = run(dt, recorded, [source(5, 5)], full_refresh=full_refresh)
+    assert (decision.action, decision.reason) == (Action.REINITIALIZE, reason)
+
+
+def test_first_build_and_on_schedule() -> None:
+    dt = model()
+    request = RefreshRequest(T, Trigger.DBT_RUN)
+    assert maintained_definition(dt, None, False, request).rebuild_reason == "first build"
+    scheduled = model(initialize="on_schedule")
+    assert creates_empty(scheduled, False, request)
+    assert not creates_empty(scheduled, True, request)
+    assert not creates_empty(scheduled, False, RefreshRequest(T, Trigger.SCHEDULED))
+    assert maintained_definition(scheduled, None, True, request).rebuild_reason == (
+        "first refresh (initialize: on_schedule)"
+    )
+
+
+def test_changed_definition_policies() -> None:
+    old = model("select k from s.t")
+    request = RefreshRequest(T, Trigger.DBT_RUN)
+    kept = maintained_definition(model(on_configuration_change="continue"), frontier(old, {}), True, request)
+    assert (kept.sql, kept.rebuild_reason) == (old.sql, None)
+    assert "keeping the previous definition" in kept.warnings[0]
+    with pytest.raises(RefreshError, match="on_configuration_change is 'fail'"):
+        maintained_definition(model(on_configuration_change="fail"), frontier(old, {}), True, request)
+
+
+def test_a_source_that_cannot_be_differentiated_or_is_new_reinitializes() -> None:
+    dt = model()
+    vacuumed = source(5, 7, added=10, reason="log entries are no longer present")
+    decision, _ = run(dt, frontier(dt, {"s.t": 5}), [vacuumed])
+    assert (decision.action, decision.reason) == (Action.REINITIALIZE, "s.t: log entries are no longer present")
+    decision, _ = run(dt, frontier(dt, {"s.u": 5}), [source(None, 7)])
+    assert (decision.action, decision.reason) == (Action.REINITIALIZE, "a source is new to this table")
+
+
+def test_a_query_that_cannot_be_differentiated_refreshes_full_or_fails_under_incremental() -> None:
+    refused = NotPlanned("not incrementalizable: limit: ...", "limit: ...")
+    dt = model()
+    decision, _ = run(dt, frontier(dt, {"s.t": 5}), [source(5, 6, added=1)], Planner(refused))
+    assert (decision.action, decision.reason) == (Action.FULL, refused.reason)
+    strict = model(refresh_mode="incremental")
+    with pytest.raises(RefreshError, match="refresh_mode 'incremental' but its query cannot be refreshed"):
+        run(strict, frontier(strict, {"s.t": 5}), [source(5, 6, added=1)], Planner(refused))
+
+
+def test_auto_refreshes_full_when_the_change_outweighs_the_sources() -> None:
+    dt = model()
+    small = run(dt, frontier(dt, {"s.t": 5}), [source(5, 6, added=100, size=1000)])[0]
+    assert small.action is Action.INCREMENTAL
+    large = run(dt, frontier(dt, {"s.t": 5}), [source(5, 6, added=400, size=1000)])[0]
+    assert large.action is Action.FULL and "40%" in large.reason
+    # rewritten files weigh four times an append
+    rewritten = run(dt, frontier(dt, {"s.t": 5}), [source(5, 6, added=50, removed=50, size=1000)])[0]
+    assert rewritten.action is Action.FULL
