@@ -1,4 +1,4 @@
-from dbt.adapters.base import AdapterPlugin
+from dbt.adapters.base.plugin import AdapterPlugin
 
 from dbt.adapters.dyntable.connections import DyntableConnectionManager, DyntableCredentials  # noqa: F401
 from dbt.adapters.dyntable.impl import DyntableAdapter

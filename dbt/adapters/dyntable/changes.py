@@ -1,12 +1,12 @@
 """Changes of Delta sources as Spark relations, for any Spark engine.
 
 The differentiation engine asks, per source table, for the table before and after the refresh
-interval and for its changes: the table's columns plus ``_dyn_weight`` (+1 for a row instance
-that appeared, -1 for one that went away). Everywhere, changes come from file sets (docs/ARCHITECTURE.md, "Reading sources"):
-rows of the files added over ``(v0, v1]`` count +1, rows of removed files -1, read with
-``spark.read.parquet`` so Sail and JVM Spark behave alike. Where the engine has a change data feed
-and the table kept it on for the whole interval, updates are read from the feed instead, which
-avoids re-reading every row of a rewritten file.
+interval and for its changes: the table's columns plus ``_dyn_weight`` (+1 for a row instance that
+appeared, -1 for one that went away). Everywhere, changes come from file sets (docs/ARCHITECTURE.md,
+"Reading sources"): rows of the files added over ``(v0, v1]`` count +1, rows of removed files -1,
+read with ``spark.read.parquet`` so Sail and JVM Spark behave alike. Where the engine has a change
+data feed and the table kept it on for the whole interval, updates are read from the feed instead,
+which avoids re-reading every row of a rewritten file.
 """
 
 from __future__ import annotations
@@ -14,16 +14,32 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 from functools import reduce
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    ArrayType,
+    DataType,
+    DecimalType,
+    IntegerType,
+    MapType,
+    StructField,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
 
 from dbt.adapters.dyntable.delta_log import DataFile, DeltaLog, Interval, IntervalKind, Snapshot
-from dbt.adapters.dyntable.vocabulary import RESERVED_COLUMNS, WEIGHT, WEIGHT_SUM, quote, quoted_table, table_name
-
-if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
-    from pyspark.sql.types import DataType, StructType
-
-    from dbt.adapters.dyntable.engines.base import Capabilities
+from dbt.adapters.dyntable.engines.base import Capabilities
+from dbt.adapters.dyntable.vocabulary import (
+    RESERVED_COLUMNS,
+    WEIGHT,
+    WEIGHT_SUM,
+    quote,
+    quoted_table,
+    table_name,
+)
 
 _COPY = "_dyn_weight_copy"
 #: Change-feed row kinds that add a row instance (+1) and that take one away (-1).
@@ -44,8 +60,7 @@ class ChangeDataFeedUnavailable(RuntimeError):
     """The engine or the table's configuration cannot serve a change-data-feed read."""
 
 
-def _col(name: str) -> "Column":
-    from pyspark.sql import functions as F
+def _col(name: str) -> Column:
 
     return F.col(quote(name))
 
@@ -54,8 +69,8 @@ def _col(name: str) -> "Column":
 
 
 def changes_dataframe(
-    spark: "SparkSession", log: DeltaLog, interval: Interval, *, minimize: bool = True
-) -> "DataFrame":
+    spark: SparkSession, log: DeltaLog, interval: Interval, *, minimize: bool = True
+) -> DataFrame:
     """The rows of ``interval`` with their weights, as a DataFrame.
 
     ADDED_ONLY and REMOVED_ONLY intervals read one side only and need no consolidation. A MIXED
@@ -71,7 +86,7 @@ def changes_dataframe(
     clash = (RESERVED_COLUMNS | {_COPY}).intersection(f.name for f in schema.fields)
     if clash:
         raise UndifferentiableSource(log.location, f"column name(s) {sorted(clash)} are reserved")
-    sides: List["DataFrame"] = []
+    sides: List[DataFrame] = []
     if interval.added:
         sides.append(_read_files(spark, after, interval.added, +1))
     if interval.removed:
@@ -79,13 +94,17 @@ def changes_dataframe(
     if not sides:
         return spark.createDataFrame([], _with_weight(schema))
     changes = reduce(lambda left, right: left.unionAll(right), sides)
-    if minimize and interval.kind is IntervalKind.MIXED and all(_groupable(f.dataType) for f in schema.fields):
+    if (
+        minimize
+        and interval.kind is IntervalKind.MIXED
+        and all(_groupable(f.dataType) for f in schema.fields)
+    ):
         changes = minimized(changes, [f.name for f in schema.fields])
     return changes
 
 
 def register_changes(
-    spark: "SparkSession",
+    spark: SparkSession,
     log: DeltaLog,
     v0: int,
     v1: int,
@@ -105,11 +124,10 @@ def register_changes(
     return view_name
 
 
-def minimized(changes: "DataFrame", columns: Sequence[str]) -> "DataFrame":
+def minimized(changes: DataFrame, columns: Sequence[str]) -> DataFrame:
     """Seed 001's MINIMIZE shape: cancel the +1/-1 pairs of identical rows a copy-on-write rewrite
     leaves, keeping one +1/-1 row per remaining row instance (the change views' contract; unlike
     :func:`~dbt.adapters.dyntable.vocabulary.consolidate`, which keeps one row per tuple)."""
-    from pyspark.sql import functions as F
 
     keys = [_col(c) for c in columns]
     summed = changes.groupBy(*keys).agg(F.sum(_col(WEIGHT)).alias(WEIGHT_SUM)).where(_col(WEIGHT_SUM) != 0)
@@ -121,14 +139,10 @@ def minimized(changes: "DataFrame", columns: Sequence[str]) -> "DataFrame":
     return expanded.select(*keys, _col(WEIGHT))
 
 
-def _read_files(
-    spark: "SparkSession", snapshot: Snapshot, files: Sequence[DataFile], weight: int
-) -> "DataFrame":
+def _read_files(spark: SparkSession, snapshot: Snapshot, files: Sequence[DataFile], weight: int) -> DataFrame:
     """Read ``files`` with the snapshot's schema, adding the partition columns the Parquet files
     of partitioned tables do not hold: one read per distinct partition, since the values come
     from the log and differ per file."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import StructType
 
     schema = snapshot.schema
     partitioned = set(snapshot.partition_columns)
@@ -142,21 +156,21 @@ def _read_files(
         frame = spark.read.schema(file_schema).parquet(*uris)
         literals = dict(zip(snapshot.partition_columns, values))
         columns = [
-            _partition_literal(literals[f.name], f.dataType).alias(f.name) if f.name in partitioned else _col(f.name)
+            _partition_literal(literals[f.name], f.dataType).alias(f.name)
+            if f.name in partitioned
+            else _col(f.name)
             for f in schema.fields
         ]
         frames.append(frame.select(*columns, F.lit(weight).cast("int").alias(WEIGHT)))
     return reduce(lambda left, right: left.unionAll(right), frames)
 
 
-def _partition_literal(value: Any, data_type: "DataType") -> "Column":
+def _partition_literal(value: Any, data_type: DataType) -> Column:
     """A typed literal for a partition value as ``deltalake`` parsed it from the log.
 
     Timestamps travel as text with an explicit offset (or none, for TIMESTAMP_NTZ) so neither the
     client's nor the session's time zone can shift them; decimals as text to keep their digits.
     """
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import DecimalType, TimestampNTZType, TimestampType
 
     if value is None:
         return F.lit(None).cast(data_type)
@@ -167,14 +181,12 @@ def _partition_literal(value: Any, data_type: "DataType") -> "Column":
     return F.lit(value).cast(data_type)
 
 
-def _with_weight(schema: "StructType") -> "StructType":
-    from pyspark.sql.types import IntegerType, StructField, StructType
+def _with_weight(schema: StructType) -> StructType:
 
     return StructType(list(schema.fields) + [StructField(WEIGHT, IntegerType(), False)])
 
 
-def _groupable(data_type: "DataType") -> bool:
-    from pyspark.sql.types import ArrayType, MapType, StructType
+def _groupable(data_type: DataType) -> bool:
 
     if isinstance(data_type, MapType):
         return False
@@ -189,8 +201,8 @@ def _groupable(data_type: "DataType") -> bool:
 
 
 def register_changes_from_cdf(
-    spark: "SparkSession",
-    capabilities: "Capabilities",
+    spark: SparkSession,
+    capabilities: Capabilities,
     log: DeltaLog,
     v0: int,
     v1: int,
@@ -203,7 +215,6 @@ def register_changes_from_cdf(
     still sum to the interval's delta. The caller has ruled out schema changes in the interval
     (see :meth:`DeltaLog.interval`); this checks the engine and the table's configuration.
     """
-    from pyspark.sql import functions as F
 
     if not capabilities.change_data_feed:
         raise ChangeDataFeedUnavailable("this engine has no change data feed; read file sets instead")
@@ -240,7 +251,7 @@ class VersionedRelations:
     ``close()`` drops the views.
     """
 
-    def __init__(self, spark: "SparkSession", capabilities: Optional["Capabilities"] = None) -> None:
+    def __init__(self, spark: SparkSession, capabilities: Optional[Capabilities] = None) -> None:
         self.spark = spark
         self.capabilities = capabilities
         self._views: Dict[Tuple[str, int], str] = {}
@@ -264,7 +275,8 @@ class VersionedRelations:
                     "this engine cannot time-travel to",
                 )
             frame = (
-                _read_files(self.spark, snapshot, files, +1).drop(WEIGHT) if files
+                _read_files(self.spark, snapshot, files, +1).drop(WEIGHT)
+                if files
                 else self.spark.createDataFrame([], snapshot.schema)
             )
             view = f"{self._prefix}_{len(self._views)}"
@@ -300,10 +312,10 @@ class FileSetResolver:
 
     def __init__(
         self,
-        spark: "SparkSession",
+        spark: SparkSession,
         sources: Mapping[str, Tuple[DeltaLog, int, int]],
         *,
-        capabilities: Optional["Capabilities"] = None,
+        capabilities: Optional[Capabilities] = None,
         minimize: bool = True,
     ) -> None:
         self.spark = spark

@@ -22,7 +22,7 @@ import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, NoReturn, Optional, Sequence
+from typing import Dict, List, NoReturn, Optional, Sequence, Tuple, Union
 
 import typer
 from rich.console import Console
@@ -32,11 +32,19 @@ from rich.table import Table
 from typing_extensions import Annotated
 
 from dbt.adapters.dyntable.dynamic_table.config import TargetLag
-from dbt.adapters.dyntable.runner.graph import CANONICAL_UNIT_MS, DynamicTableGraph, GraphError, build_graph
-from dbt.adapters.dyntable.runner.project import LoadedProject, ProjectError, ProjectOptions, load_project
 from dbt.adapters.dyntable.dynamic_table.lifecycle import SchedulingState, State, Trigger
 from dbt.adapters.dyntable.dynamic_table.metadata import HistoryRow
+from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
 from dbt.adapters.dyntable.runner.backend import ServiceBackend
+from dbt.adapters.dyntable.runner.graph import (
+    CANONICAL_UNIT_MS,
+    DynamicTableGraph,
+    GraphError,
+    GraphNode,
+    build_graph,
+)
+from dbt.adapters.dyntable.runner.project import LoadedProject, ProjectError, ProjectOptions, load_project
+from dbt.adapters.dyntable.runner.report import render_report
 from dbt.adapters.dyntable.runner.scheduler import (
     Outcome,
     Scheduler,
@@ -123,19 +131,28 @@ def load(
     return loaded, graph
 
 
-def start_service(loaded: LoadedProject) -> None:
+def start_service(loaded: LoadedProject) -> DynamicTableService:
     try:
         with console.status(f"Starting the {loaded.credentials.method} engine…"):
-            loaded.service()
+            return loaded.service()
     except ProjectError as exc:
         fail(str(exc))
 
 
-def node_or_fail(graph: DynamicTableGraph, model: str):
+def node_or_fail(graph: DynamicTableGraph, model: str) -> GraphNode:
     try:
         return graph.by_model(model)
     except GraphError as exc:
         fail(str(exc))
+
+
+def model_in_service(
+    model: str, project_dir: Path, profiles_dir: Optional[Path], target: Optional[str]
+) -> Tuple[DynamicTableGraph, GraphNode, DynamicTableService]:
+    """The project's graph, the node of ``model`` and a started service, or one error and exit."""
+    loaded, graph = load(project_dir, profiles_dir, target)
+    node = node_or_fail(graph, model)
+    return graph, node, start_service(loaded)
 
 
 def clock_text(moment: Optional[datetime]) -> str:
@@ -183,7 +200,7 @@ STATE_STYLES = {
 }
 
 
-def styled(state: Optional[str]) -> str:
+def styled(state: Optional[Union[State, SchedulingState]]) -> str:
     if not state:
         return "-"
     style = STATE_STYLES.get(state)
@@ -195,8 +212,7 @@ TIMES_IN_UTC = "times in UTC"
 
 def titled_table(title: str, columns: Sequence[str], caption: Optional[str] = None) -> Table:
     """A table of ``columns`` whose long values fold onto more lines rather than being cut."""
-    table = Table(title=title, title_justify="left", show_edge=False, caption=caption,
-                  caption_justify="left")
+    table = Table(title=title, title_justify="left", show_edge=False, caption=caption, caption_justify="left")
     for column in columns:
         table.add_column(column, overflow="fold")
     return table
@@ -204,25 +220,41 @@ def titled_table(title: str, columns: Sequence[str], caption: Optional[str] = No
 
 def outcome_table(title: str, outcomes: List[Outcome]) -> Table:
     table = titled_table(
-        title,
-        ("dynamic table", "state", "action", "data timestamp", "seconds", "detail"), TIMES_IN_UTC)
+        title, ("dynamic table", "state", "action", "data timestamp", "seconds", "detail"), TIMES_IN_UTC
+    )
     for o in outcomes:
-        table.add_row(o.model, styled(o.state), o.action or "-", clock_text(o.data_timestamp),
-                      f"{o.seconds:.2f}", escape(o.message))
+        table.add_row(
+            o.model,
+            styled(o.state),
+            o.action or "-",
+            clock_text(o.data_timestamp),
+            f"{o.seconds:.2f}",
+            escape(o.message),
+        )
     return table
 
 
 def schedule_table(graph: DynamicTableGraph, chosen: List[str]) -> Table:
     table = titled_table(
         "Schedule",
-        ("dynamic table", "target lag", "period", "refresh mode", "reads (pipeline)",
-         "reads across a boundary"))
+        (
+            "dynamic table",
+            "target lag",
+            "period",
+            "refresh mode",
+            "reads (pipeline)",
+            "reads across a boundary",
+        ),
+    )
     for name in graph.order:
         node = graph.nodes[name]
         if name not in chosen:
             continue
         table.add_row(
-            node.model, lag_text(graph, name), period_text(graph, name), node.dt.config.refresh_mode,
+            node.model,
+            lag_text(graph, name),
+            period_text(graph, name),
+            node.dt.config.refresh_mode,
             ", ".join(sorted(graph.model(u) for u in node.upstream)) or "-",
             ", ".join(sorted(node.boundary_inputs)) or "-",
         )
@@ -267,8 +299,7 @@ def run(
     if not chosen:
         console.print("Nothing to schedule: no dynamic table has a target lag of its own.")
         return
-    start_service(loaded)
-    scheduler = Scheduler(graph, ServiceBackend(loaded.service()), scheduler_selected)
+    scheduler = Scheduler(graph, ServiceBackend(start_service(loaded)), scheduler_selected)
     console.print(schedule_table(graph, chosen))
     stop = threading.Event()
     previous_handler = signal.getsignal(signal.SIGINT)
@@ -292,8 +323,9 @@ def run(
         " (Ctrl-C stops after the refreshes in flight)."
     )
     try:
-        ticks = scheduler.run(InterruptibleClock(stop), stop_at=stop_at, once=once,
-                              on_tick=report_tick, should_stop=stop.is_set)
+        ticks = scheduler.run(
+            InterruptibleClock(stop), stop_at=stop_at, once=once, on_tick=report_tick, should_stop=stop.is_set
+        )
     finally:
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGINT, previous_handler)
@@ -313,14 +345,18 @@ def refresh(
     target: Target = None,
 ) -> None:
     """Refresh one dynamic table now, at a new data timestamp, with the DTs it reads."""
-    loaded, graph = load(project_dir, profiles_dir, target)
-    node = node_or_fail(graph, model)
-    start_service(loaded)
-    scheduler = Scheduler(graph, ServiceBackend(loaded.service()))
+    graph, node, service = model_in_service(model, project_dir, profiles_dir, target)
+    scheduler = Scheduler(graph, ServiceBackend(service))
     plan = scheduler.dispatch(int(time.time() * 1000), trigger=Trigger.MANUAL, roots=[node.name])
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-                  TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
-                  console=console, transient=True) as progress:
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as progress:
         task = progress.add_task(f"Refreshing {node.model}", total=len(plan.members))
         outcomes = scheduler.execute(
             plan, on_outcome=lambda o: progress.update(task, advance=1, description=o.model)
@@ -339,10 +375,8 @@ def suspend(
     target: Target = None,
 ) -> None:
     """Stop scheduled refreshes of a dynamic table (manual refreshes still work)."""
-    loaded, graph = load(project_dir, profiles_dir, target)
-    node = node_or_fail(graph, model)
-    start_service(loaded)
-    loaded.service().recorder.schedule(node.dt, SchedulingState.SUSPENDED)
+    _, node, service = model_in_service(model, project_dir, profiles_dir, target)
+    service.recorder.schedule(node.dt, SchedulingState.SUSPENDED)
     console.print(f"Suspended {node.model}: runners skip it until `dyntable resume {node.model}`.")
 
 
@@ -354,10 +388,8 @@ def resume(
     target: Target = None,
 ) -> None:
     """Schedule a suspended dynamic table again, with a clean failure count."""
-    loaded, graph = load(project_dir, profiles_dir, target)
-    node = node_or_fail(graph, model)
-    start_service(loaded)
-    loaded.service().recorder.schedule(node.dt, SchedulingState.ACTIVE)
+    _, node, service = model_in_service(model, project_dir, profiles_dir, target)
+    service.recorder.schedule(node.dt, SchedulingState.ACTIVE)
     console.print(f"Resumed {node.model}: the next due tick refreshes it.")
 
 
@@ -384,8 +416,18 @@ def status(
     now = datetime.now(timezone.utc)
     table = titled_table(
         "Dynamic tables",
-        ("dynamic table", "target lag", "period", "data timestamp", "current lag",
-         "state", "last action", "failures"), TIMES_IN_UTC)
+        (
+            "dynamic table",
+            "target lag",
+            "period",
+            "data timestamp",
+            "current lag",
+            "state",
+            "last action",
+            "failures",
+        ),
+        TIMES_IN_UTC,
+    )
     for name in graph.order:
         frontier, row, last = frontiers.get(name), graph_rows.get(name), latest.get(name)
         lag: Optional[float] = None
@@ -428,15 +470,33 @@ def history(
     rows = loaded.metadata().history(node.name)[-limit:]
     table = titled_table(
         f"Refresh history of {node.model} ({node.name})",
-        ("started", "trigger", "action", "state", "data timestamp", "seconds", "+rows",
-         "-rows", "reason / message"), TIMES_IN_UTC)
+        (
+            "started",
+            "trigger",
+            "action",
+            "state",
+            "data timestamp",
+            "seconds",
+            "+rows",
+            "-rows",
+            "reason / message",
+        ),
+        TIMES_IN_UTC,
+    )
     for row in rows:
         seconds = (row.refresh_end_time - row.refresh_start_time).total_seconds()
         detail = "; ".join(t for t in (row.reason, row.state_message) if t)
-        table.add_row(clock_text(row.refresh_start_time), str(row.refresh_trigger),
-                      str(row.refresh_action or "-"), styled(row.state),
-                      clock_text(row.data_timestamp), f"{seconds:.2f}",
-                      str(row.rows_inserted or 0), str(row.rows_deleted or 0), escape(detail))
+        table.add_row(
+            clock_text(row.refresh_start_time),
+            str(row.refresh_trigger),
+            str(row.refresh_action or "-"),
+            styled(row.state),
+            clock_text(row.data_timestamp),
+            f"{seconds:.2f}",
+            str(row.rows_inserted or 0),
+            str(row.rows_deleted or 0),
+            escape(detail),
+        )
     if not rows:
         console.print(f"No refresh of {node.model} recorded yet.")
         return
@@ -454,8 +514,18 @@ def graph_command(
     rows = loaded.metadata().graph()
     table = titled_table(
         "Dynamic-table graph",
-        ("dynamic table", "state", "failures", "target lag", "inputs (tables read)",
-         "pipeline upstream", "across a boundary", "recorded"), TIMES_IN_UTC)
+        (
+            "dynamic table",
+            "state",
+            "failures",
+            "target lag",
+            "inputs (tables read)",
+            "pipeline upstream",
+            "across a boundary",
+            "recorded",
+        ),
+        TIMES_IN_UTC,
+    )
     names = list(graph.order) + sorted(set(rows) - set(graph.nodes))
     for name in names:
         row, node = rows.get(name), graph.nodes.get(name)
@@ -483,11 +553,9 @@ def explain(
     target: Target = None,
 ) -> None:
     """How a dynamic table refreshes: its differentiation plan, or why it refreshes FULL."""
-    loaded, graph = load(project_dir, profiles_dir, target)
-    node = node_or_fail(graph, model)
-    start_service(loaded)
+    _, node, service = model_in_service(model, project_dir, profiles_dir, target)
     try:
-        report_text = loaded.service().explain(node.dt)
+        report_text = service.explain(node.dt)
     except Exception as exc:  # noqa: BLE001 - one clear error naming the model
         fail(f"{node.model}: {exc}")
     console.print(report_text, markup=False, highlight=False)
@@ -498,13 +566,9 @@ def report(
     project_dir: ProjectDir = Path("."),
     profiles_dir: ProfilesDir = None,
     target: Target = None,
-    output: Annotated[
-        Optional[Path], typer.Option("--output", "-o", help="Where to write the page.")
-    ] = None,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Where to write the page.")] = None,
 ) -> None:
     """Write an HTML page: lag over time against target lag, and refresh durations, per DT."""
-    from dbt.adapters.dyntable.runner.report import render_report
-
     loaded, _ = load(project_dir, profiles_dir, target)
     metadata = loaded.metadata()
     page = render_report(metadata.history(), metadata.graph())

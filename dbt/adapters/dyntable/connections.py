@@ -12,7 +12,7 @@ import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 from dbt.adapters.contracts.connection import Connection, ConnectionState
 from dbt.adapters.events.logging import AdapterLogger
@@ -22,11 +22,9 @@ from dbt.adapters.spark.session import Cursor as SessionCursor
 from dbt.adapters.spark.session import SessionConnectionWrapper
 from dbt_common.exceptions import DbtConfigError, DbtRuntimeError
 
+from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
 from dbt.adapters.dyntable.engines import start_engine
 from dbt.adapters.dyntable.engines.base import Engine, EngineError
-
-if TYPE_CHECKING:
-    from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
 
 logger = AdapterLogger("dyntable")
 
@@ -42,7 +40,7 @@ class DyntableCredentials(SparkCredentials):
 
     method: str = "embedded"  # type: ignore[assignment]
     host: Optional[str] = None
-    schema: Optional[str] = None  # type: ignore[assignment]
+    schema: Optional[str] = None
     port: Optional[int] = None  # type: ignore[assignment]
     warehouse: Optional[str] = None
     master: str = "local[*]"
@@ -100,13 +98,9 @@ class Environment:
 
     engine: Engine
     warehouse: Path
-    services: Dict[str, "DynamicTableService"] = field(default_factory=dict)
+    services: Dict[str, DynamicTableService] = field(default_factory=dict)
 
-    def service(self, metadata_schema: str) -> "DynamicTableService":
-        # Imported here, not at the top: dbt loads this module for every command, and the
-        # refresh machinery (deltalake, pyarrow, the planner) costs a second to import.
-        from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
-
+    def service(self, metadata_schema: str) -> DynamicTableService:
         service = self.services.get(metadata_schema)
         if service is None:
             service = self.services[metadata_schema] = DynamicTableService(

@@ -1,9 +1,9 @@
 """Delta log metadata read straight from a table's location, without asking an engine.
 
 A refresh first asks "did any source change?" and "which version was current at T?". Asking the
-engine costs a query each; reading the transaction log costs a directory listing. That is what
-makes a NO_DATA refresh nearly free (docs/ARCHITECTURE.md, "Reading sources"), so this module answers those questions from the
-log alone:
+engine costs a query each; reading the transaction log costs a directory listing. That is what makes
+a NO_DATA refresh nearly free (docs/ARCHITECTURE.md, "Reading sources"), so this module answers
+those questions from the log alone:
 
 * versions and commit timestamps come from listing ``_delta_log`` (no snapshot is loaded);
 * snapshots (schema, table id, configuration, live files) come from the ``deltalake`` package;
@@ -24,15 +24,13 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, FrozenSet, Iterator, List, Mapping, Optional, Tuple, Union
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError, TableNotFoundError
-
-if TYPE_CHECKING:
-    from pyspark.sql.types import StructType
+from pyspark.sql.types import StructType
 
 LOG_DIR = "_delta_log"
 COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
@@ -99,9 +97,7 @@ class Snapshot:
     """Keyed by :attr:`DataFile.path`."""
 
     @property
-    def schema(self) -> "StructType":
-        from pyspark.sql.types import StructType
-
+    def schema(self) -> StructType:
         return StructType.fromJson(json.loads(self.schema_json))
 
     @property
@@ -338,10 +334,10 @@ class DeltaLog:
         columns = set(actions.column_names)
         paths = actions.column("path").to_pylist()
         sizes = actions.column("size_bytes").to_pylist()
-        records = actions.column("num_records").to_pylist() if "num_records" in columns else [None] * len(paths)
-        partitions = (
-            actions.column("partition").to_pylist() if "partition" in columns else [{}] * len(paths)
+        records = (
+            actions.column("num_records").to_pylist() if "num_records" in columns else [None] * len(paths)
         )
+        partitions = actions.column("partition").to_pylist() if "partition" in columns else [{}] * len(paths)
         with_dv = self._files_with_deletion_vectors(table)
         files: Dict[str, DataFile] = {}
         for path, size, count, values in zip(paths, sizes, records, partitions):
@@ -356,7 +352,7 @@ class DeltaLog:
             )
         return Snapshot(
             version=version,
-            table_id=metadata.id,
+            table_id=str(metadata.id),
             schema_json=table.schema().to_json(),
             partition_columns=tuple(metadata.partition_columns),
             configuration=dict(metadata.configuration),
@@ -364,7 +360,7 @@ class DeltaLog:
         )
 
     @staticmethod
-    def _files_with_deletion_vectors(table: DeltaTable) -> frozenset:
+    def _files_with_deletion_vectors(table: DeltaTable) -> FrozenSet[str]:
         """Decoded URIs of files carrying a deletion vector. ``get_add_actions`` does not say, and
         only tables with the deletionVectors reader feature can have any, so only those pay for
         reading the vectors."""
@@ -379,7 +375,7 @@ class DeltaLog:
             return log_path
         return f"{self.root_uri}/{log_path}"
 
-    def schema_at(self, version: int) -> "StructType":
+    def schema_at(self, version: int) -> StructType:
         return self.snapshot(version).schema
 
     def table_id(self, version: int) -> str:
@@ -453,7 +449,8 @@ class DeltaLog:
         if v1 < v0:
             # Versions never go back (RESTORE commits a new one): the log was started anew.
             return Interval(
-                v0, v1,
+                v0,
+                v1,
                 undifferentiable_reason=(
                     f"table was re-created: version {v0} was consumed but the log now ends at {latest}"
                 ),
@@ -465,7 +462,8 @@ class DeltaLog:
             return Interval(v0, v1, undifferentiable_reason=f"log entries are no longer present: {exc}")
         if table_id is not None and before.table_id != table_id:
             return Interval(
-                v0, v1,
+                v0,
+                v1,
                 undifferentiable_reason=(
                     f"table was re-created: its id is now {before.table_id}, the consumed version "
                     f"belonged to {table_id}"
@@ -547,9 +545,10 @@ class DeltaLog:
 
     def _fs_path(self, data_file: DataFile) -> Tuple[pafs.FileSystem, str]:
         if data_file.uri.startswith(self.root_uri + "/"):
-            relative = urllib.parse.unquote(data_file.uri[len(self.root_uri) + 1:])
+            relative = urllib.parse.unquote(data_file.uri[len(self.root_uri) + 1 :])
             return self._fs, f"{self._root}/{relative}"
-        return pafs.FileSystem.from_uri(data_file.uri)
+        filesystem, path = pafs.FileSystem.from_uri(data_file.uri)
+        return filesystem, path
 
     def change_data_feed_covers(self, v0: int, v1: int) -> bool:
         """Whether ``delta.enableChangeDataFeed`` was on for every commit of ``(v0, v1]``, so the
@@ -558,7 +557,9 @@ class DeltaLog:
             enabled = _is_true(self.snapshot(v0).configuration.get(CHANGE_DATA_FEED))
             for commit in self._commits_between(v0, v1):
                 if commit.metadata is not None:
-                    enabled = enabled and _is_true((commit.metadata.get("configuration") or {}).get(CHANGE_DATA_FEED))
+                    enabled = enabled and _is_true(
+                        (commit.metadata.get("configuration") or {}).get(CHANGE_DATA_FEED)
+                    )
         except HistoryUnavailable:
             return False
         return enabled

@@ -7,23 +7,24 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Union
 
-from dbt.adapters.base import BaseRelation, available
+from dbt.adapters.base.meta import available
+from dbt.adapters.base.relation import BaseRelation
 from dbt.adapters.events.logging import AdapterLogger
 from dbt.adapters.spark.impl import SparkAdapter, SparkConfig
+from dbt.flags import get_flags
 from dbt_common.exceptions import CompilationError, DbtRuntimeError
 from dbt_common.invocation import get_invocation_started_at
-from dbt.flags import get_flags
 
 from dbt.adapters.dyntable.connections import DyntableConnectionManager, warehouse_of
 from dbt.adapters.dyntable.dynamic_table.config import DynamicTableConfigError
 from dbt.adapters.dyntable.dynamic_table.lifecycle import RefreshRequest, Trigger
+from dbt.adapters.dyntable.dynamic_table.metadata import GRAPH_HISTORY, MetadataStore
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
+from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
 from dbt.adapters.dyntable.vocabulary import relation_name
 
 if TYPE_CHECKING:
     import agate
-
-    from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
 
 logger = AdapterLogger("dyntable")
 
@@ -44,8 +45,9 @@ class DyntableConfig(SparkConfig):
 
 
 class DyntableAdapter(SparkAdapter):
-    ConnectionManager = DyntableConnectionManager  # type: ignore[assignment]
-    AdapterSpecificConfigs = DyntableConfig  # type: ignore[assignment]
+    ConnectionManager = DyntableConnectionManager
+    AdapterSpecificConfigs = DyntableConfig
+    connections: DyntableConnectionManager
 
     @classmethod
     def type(cls) -> str:
@@ -75,7 +77,7 @@ class DyntableAdapter(SparkAdapter):
 
     # -- dynamic tables --------------------------------------------------------------------------
 
-    def _service(self) -> "DynamicTableService":
+    def _service(self) -> DynamicTableService:
         """The dynamic-table service of this thread's connection (engine started on first use)."""
         connection = self.connections.get_thread_connection()
         return self.connections.environment(connection).service(connection.credentials.metadata_schema)
@@ -89,16 +91,12 @@ class DyntableAdapter(SparkAdapter):
             yield row
 
     def _dynamic_table_catalog_details(self, relation: BaseRelation) -> Dict[str, Any]:
-        # Imported here: dbt loads the adapter for every command, the metadata store's
-        # dependencies (deltalake, pyarrow) take a second to import, and only docs need them.
-        from dbt.adapters.dyntable.dynamic_table.metadata import GRAPH_HISTORY, MetadataStore
-
         creds = self.config.credentials
         root = warehouse_of(creds, self.connections.project_root) / creds.metadata_schema.lower()
         if not (root / GRAPH_HISTORY / "_delta_log").is_dir():
             return {}
         store = MetadataStore(root, creds.metadata_schema)
-        name = relation_name(relation.schema, relation.identifier)
+        name = relation_name(relation.schema, relation.identifier or "")
         graph = store.graph(name).get(name)
         if graph is None:
             return {}
@@ -115,12 +113,14 @@ class DyntableAdapter(SparkAdapter):
         }
         details: Dict[str, Any] = {"table_type": "dynamic table"}
         for key, (label, value, description) in stats.items():
-            details.update({
-                f"stats:{key}:label": label,
-                f"stats:{key}:value": value,
-                f"stats:{key}:description": description,
-                f"stats:{key}:include": True,
-            })
+            details.update(
+                {
+                    f"stats:{key}:label": label,
+                    f"stats:{key}:value": value,
+                    f"stats:{key}:description": description,
+                    f"stats:{key}:include": True,
+                }
+            )
         return details
 
     @available.parse_none
@@ -133,12 +133,14 @@ class DyntableAdapter(SparkAdapter):
         except DynamicTableConfigError as exc:
             raise CompilationError(str(exc)) from None
 
-    @available.parse(lambda *args, **kwargs: {"action": None, "state": "", "reason": "", "rows": 0, "message": ""})
+    @available.parse(
+        lambda *args, **kwargs: {"action": None, "state": "", "reason": "", "rows": 0, "message": ""}
+    )
     def refresh_dynamic_table(self, dt: DynamicTable) -> Dict[str, Any]:
         """Refresh ``dt`` at the invocation's data timestamp: the materialization."""
         full_refresh = dt.config.full_refresh
         if full_refresh is None:
-            full_refresh = bool(get_flags().FULL_REFRESH)  # dbt's should_full_refresh()
+            full_refresh = bool(get_flags().FULL_REFRESH)  # type: ignore[no-untyped-call]  # should_full_refresh()
         request = RefreshRequest(invocation_started_at(), Trigger.DBT_RUN, full_refresh)
         try:
             result = self._service().refresh(dt, request)

@@ -72,8 +72,11 @@ def consolidate(delta: str, columns: Sequence[str], *, positive: bool = False) -
     """The Z-set ``delta`` with at most one row per distinct tuple, weights summed, zeros dropped.
     ``positive`` deltas cannot cancel, so they skip the filter.
 
-    >>> print(consolidate("SELECT * FROM d", ["a"]))
-    SELECT `a`, CAST(`_dyn_sum` AS BIGINT) AS `_dyn_weight` FROM (SELECT `a`, SUM(`_dyn_weight`) AS `_dyn_sum` FROM (SELECT * FROM d) AS `_dyn_c` GROUP BY `a`) AS `_dyn_g` WHERE `_dyn_sum` <> 0
+    >>> import textwrap
+    >>> print(textwrap.fill(consolidate("SELECT * FROM d", ["a"]), 90))
+    SELECT `a`, CAST(`_dyn_sum` AS BIGINT) AS `_dyn_weight` FROM (SELECT `a`,
+    SUM(`_dyn_weight`) AS `_dyn_sum` FROM (SELECT * FROM d) AS `_dyn_c` GROUP BY `a`) AS
+    `_dyn_g` WHERE `_dyn_sum` <> 0
     """
     listed = ", ".join(quote(c) for c in columns)
     summed = quote(WEIGHT_SUM)

@@ -45,7 +45,8 @@ from sqlglot import exp
 from dbt.adapters.dyntable.differentiation.plan import Aggregate
 from dbt.adapters.dyntable.differentiation.render import aggregate_select
 from dbt.adapters.dyntable.differentiation.sqltext import cols, expr, signed, union_all
-from dbt.adapters.dyntable.vocabulary import WEIGHT, consolidate, null_safe_match, quote as q
+from dbt.adapters.dyntable.vocabulary import WEIGHT, consolidate, null_safe_match
+from dbt.adapters.dyntable.vocabulary import quote as q
 
 if TYPE_CHECKING:
     from dbt.adapters.dyntable.differentiation.derivative import Differentiator
@@ -113,9 +114,15 @@ _PARTIAL = {
 _COMBINE = {
     "count_star": lambda old, new: f"COALESCE({old}, 0) + {new}",
     "count": lambda old, new: f"COALESCE({old}, 0) + {new}",
-    "sum": lambda old, new: f"CASE WHEN {old} IS NULL THEN {new} WHEN {new} IS NULL THEN {old} ELSE {old} + {new} END",
-    "min": lambda old, new: f"CASE WHEN {old} IS NULL THEN {new} WHEN {new} IS NULL THEN {old} ELSE LEAST({old}, {new}) END",
-    "max": lambda old, new: f"CASE WHEN {old} IS NULL THEN {new} WHEN {new} IS NULL THEN {old} ELSE GREATEST({old}, {new}) END",
+    "sum": lambda old, new: (
+        f"CASE WHEN {old} IS NULL THEN {new} WHEN {new} IS NULL THEN {old} ELSE {old} + {new} END"
+    ),
+    "min": lambda old, new: (
+        f"CASE WHEN {old} IS NULL THEN {new} WHEN {new} IS NULL THEN {old} ELSE LEAST({old}, {new}) END"
+    ),
+    "max": lambda old, new: (
+        f"CASE WHEN {old} IS NULL THEN {new} WHEN {new} IS NULL THEN {old} ELSE GREATEST({old}, {new}) END"
+    ),
 }
 
 
@@ -135,7 +142,11 @@ def foldable(aggregate: exp.Expression) -> Optional[Tuple[str, Optional[exp.Expr
             return None
         return "count", aggregate.this
     for kind, node_type in (("sum", exp.Sum), ("min", exp.Min), ("max", exp.Max)):
-        if isinstance(aggregate, node_type) and not aggregate.expressions and not isinstance(aggregate.this, exp.Distinct):
+        if (
+            isinstance(aggregate, node_type)
+            and not aggregate.expressions
+            and not isinstance(aggregate.this, exp.Distinct)
+        ):
             return kind, aggregate.this
     return None
 
@@ -143,22 +154,27 @@ def foldable(aggregate: exp.Expression) -> Optional[Tuple[str, Optional[exp.Expr
 def fold_into_stored(node: Aggregate, delta: str, stored: str) -> Optional[str]:
     """``-(stored rows of the touched groups) + (those rows with the delta folded in)``, or None
     when some aggregate cannot be folded. ``delta`` must be positive."""
-    kinds = [foldable(e) for _, e in node.aggregates]
-    if any(k is None for k in kinds):
+    found = [foldable(e) for _, e in node.aggregates]
+    kinds = [k for k in found if k is not None]
+    if len(kinds) != len(found):
         return None
     keys = [n for n, _ in node.keys]
     partials = ", ".join(
         [f"{expr(e)} AS {q(n)}" for n, e in node.keys]
-        + [f"{_PARTIAL[kind](expr(arg) if arg is not None else '')} AS {q(n)}"
-           for (n, _), (kind, arg) in zip(node.aggregates, kinds)]  # type: ignore[misc]
+        + [
+            f"{_PARTIAL[kind](expr(arg) if arg is not None else '')} AS {q(n)}"
+            for (n, _), (kind, arg) in zip(node.aggregates, kinds)
+        ]
     )
     group = f" GROUP BY {', '.join(expr(e) for _, e in node.keys)}" if node.keys else ""
     grouped = f"SELECT {partials} FROM ({delta}) AS `_dyn_q`{group}"
     match = null_safe_match(keys, "`_dyn_o`", "`_dyn_g`")
     folded = ", ".join(
         [f"`_dyn_g`.{q(k)} AS {q(k)}" for k in keys]
-        + [f"{_COMBINE[kind](f'`_dyn_o`.{q(n)}', f'`_dyn_g`.{q(n)}')} AS {q(n)}"
-           for (n, _), (kind, _) in zip(node.aggregates, kinds)]  # type: ignore[misc]
+        + [
+            f"{_COMBINE[kind](f'`_dyn_o`.{q(n)}', f'`_dyn_g`.{q(n)}')} AS {q(n)}"
+            for (n, _), (kind, _) in zip(node.aggregates, kinds)
+        ]
     )
     new = f"SELECT {folded} FROM ({grouped}) AS `_dyn_g` LEFT JOIN ({stored}) AS `_dyn_o` ON {match}"
     old = f"SELECT `_dyn_o`.* FROM ({stored}) AS `_dyn_o` LEFT SEMI JOIN ({grouped}) AS `_dyn_g` ON {match}"

@@ -12,12 +12,9 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Dict, List, Mapping, Optional, Tuple
 
-from sqlglot import exp
-
 from dbt.adapters.dyntable.differentiation import (
     aggregate,
     distinct,
-    filter as filter_rule,
     join,
     outer_join,
     project,
@@ -27,30 +24,30 @@ from dbt.adapters.dyntable.differentiation import (
     union,
     window,
 )
-from dbt.adapters.dyntable.differentiation.plan import (
-    Aggregate,
-    Distinct,
-    Filter,
-    Join,
-    Node,
-    Plan,
-    Project,
-    Scan,
-    SemiJoin,
-    UnionAll,
-    Window,
-    is_monotone_node,
+from dbt.adapters.dyntable.differentiation import (
+    filter as filter_rule,
 )
-from dbt.adapters.dyntable.differentiation.render import render, rename
+from dbt.adapters.dyntable.differentiation.plan import Filter, Node, Plan, Project, Scan, is_monotone_node
+from dbt.adapters.dyntable.differentiation.render import rename, render
 from dbt.adapters.dyntable.differentiation.resolver import SourceResolver
 from dbt.adapters.dyntable.differentiation.sqltext import expr
-from dbt.adapters.dyntable.vocabulary import WEIGHT, consolidate, quote as q
-
+from dbt.adapters.dyntable.vocabulary import WEIGHT, consolidate
+from dbt.adapters.dyntable.vocabulary import quote as q
 
 #: The rules, tried in this order: the first whose node type matches and that ``applies`` (where
 #: it says) differentiates a node (docs/ARCHITECTURE.md, "Adding a differentiation rule").
 RULES: Tuple[ModuleType, ...] = (
-    scan, project, top_one, filter_rule, join, outer_join, semi_join, union, aggregate, distinct, window,
+    scan,
+    project,
+    top_one,
+    filter_rule,
+    join,
+    outer_join,
+    semi_join,
+    union,
+    aggregate,
+    distinct,
+    window,
 )
 #: Said of a node no rule differentiated: an unchanged input, or one its parent's rule read.
 UNCHANGED = "unchanged: Δ = ∅"
@@ -187,7 +184,8 @@ def _stored_node(plan: Plan, stored: str) -> Tuple[Node, str]:
     if isinstance(node, Project) and isinstance(node.child, Filter):
         renamed, pinned = node.renamed(), node.child.pinned()
         if (
-            renamed is not None and pinned is not None
+            renamed is not None
+            and pinned is not None
             and sorted(list(renamed.values()) + [pinned[0]]) == sorted(node.child.columns)
         ):
             names = {child: names[n] for n, child in renamed.items()}

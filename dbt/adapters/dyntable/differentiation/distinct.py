@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Optional
 
 from dbt.adapters.dyntable.differentiation.plan import Distinct
 from dbt.adapters.dyntable.differentiation.sqltext import cols
-from dbt.adapters.dyntable.vocabulary import WEIGHT, null_safe_match, quote as q
+from dbt.adapters.dyntable.vocabulary import WEIGHT, null_safe_match
+from dbt.adapters.dyntable.vocabulary import quote as q
 
 if TYPE_CHECKING:
     from dbt.adapters.dyntable.differentiation.derivative import Differentiator
@@ -41,9 +42,7 @@ def derive(node: Distinct, d: "Differentiator") -> Optional[str]:
             f"FROM ({delta}) AS `_dyn_d` LEFT ANTI JOIN ({before}) AS `_dyn_o` "
             f"ON {null_safe_match(columns, '`_dyn_d`', '`_dyn_o`')}"
         )
-    summed = (
-        f"SELECT {listed}, SUM({q(WEIGHT)}) AS `_dyn_dw` FROM ({delta}) AS `_dyn_x` GROUP BY {listed}"
-    )
+    summed = f"SELECT {listed}, SUM({q(WEIGHT)}) AS `_dyn_dw` FROM ({delta}) AS `_dyn_x` GROUP BY {listed}"
     counted = (
         f"SELECT {cols(columns, '`_dyn_o`')}, COUNT(*) AS `_dyn_c0` FROM ({before}) AS `_dyn_o` "
         f"LEFT SEMI JOIN ({summed}) AS `_dyn_d` ON {null_safe_match(columns, '`_dyn_o`', '`_dyn_d`')} "

@@ -9,22 +9,9 @@ from typing import Any, List, Mapping, Optional, Union
 
 from dbt.adapters.dyntable.differentiation.derivative import READ_BY_PARENT, DeltaQuery, differentiate
 from dbt.adapters.dyntable.differentiation.errors import NotIncrementalizable
-from dbt.adapters.dyntable.differentiation.plan import (
-    Aggregate,
-    Join,
-    Node,
-    OneRow,
-    Plan,
-    Project,
-    Scan,
-    SemiJoin,
-    UnionAll,
-    Window,
-    Filter,
-)
+from dbt.adapters.dyntable.differentiation.plan import Node, Plan
 from dbt.adapters.dyntable.differentiation.planner import plan_query
 from dbt.adapters.dyntable.differentiation.resolver import SourceResolver
-from dbt.adapters.dyntable.differentiation.sqltext import expr
 from dbt.adapters.dyntable.vocabulary import quoted_table
 
 
@@ -48,37 +35,10 @@ class SymbolicResolver:
         return False
 
 
-def describe(node: Node) -> str:
-    """One line naming the operator and its arguments."""
-    if isinstance(node, Scan):
-        read = ", ".join(f"{s or '1'} AS {o}" for s, o in zip(node.source_columns, node.output_columns))
-        return f"Scan {node.table} [{read}]"
-    if isinstance(node, OneRow):
-        return "OneRow"
-    if isinstance(node, Project):
-        return "Project " + ", ".join(f"{n} := {expr(e)}" for e, n in zip(node.expressions, node.names))
-    if isinstance(node, Filter):
-        return f"Filter {expr(node.condition)}"
-    if isinstance(node, Join):
-        condition = expr(node.condition) if node.condition is not None else "TRUE"
-        return f"Join {node.kind.upper()} ON {condition}"
-    if isinstance(node, SemiJoin):
-        return f"{'AntiJoin' if node.anti else 'SemiJoin'} ON {expr(node.condition)}"
-    if isinstance(node, UnionAll):
-        return "UnionAll -> " + ", ".join(node.names)
-    if isinstance(node, Aggregate):
-        keys = ", ".join(f"{n} := {expr(e)}" for n, e in node.keys) or "()"
-        aggregates = ", ".join(f"{n} := {expr(e)}" for n, e in node.aggregates)
-        return f"Aggregate BY {keys} COMPUTE {aggregates}"
-    if isinstance(node, Window):
-        return "Window " + ", ".join(f"{n} := {expr(f)}" for n, f in node.functions)
-    return type(node).__name__
-
-
 def plan_tree(node: Node, applied: Mapping[int, str], depth: int = 0) -> List[str]:
     """One line per node, indented by depth: the operator, then the formula that differentiated
     it in the delta ``applied`` comes from (:attr:`DeltaQuery.applied`)."""
-    lines = [f"{'  ' * depth}{describe(node)}  <= {applied.get(id(node), READ_BY_PARENT)}"]
+    lines = [f"{'  ' * depth}{node.describe()}  <= {applied.get(id(node), READ_BY_PARENT)}"]
     for child in node.children:
         lines.extend(plan_tree(child, applied, depth + 1))
     return lines
@@ -96,8 +56,7 @@ def reads(delta_sql: str) -> str:
     """How often a symbolic delta reads each source version (``t@v0``, ``t@v1``, ``t@changes``):
     the cost shape of a derivative."""
     found = Counter(
-        name.replace("`", "")
-        for name in re.findall(r"((?:`[^`]+`\.)*`[^`]+@(?:v0|v1|changes)`)", delta_sql)
+        name.replace("`", "") for name in re.findall(r"((?:`[^`]+`\.)*`[^`]+@(?:v0|v1|changes)`)", delta_sql)
     )
     return " ".join(f"{name}x{count}" for name, count in sorted(found.items()))
 

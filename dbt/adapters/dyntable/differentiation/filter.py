@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Optional
 
 from dbt.adapters.dyntable.differentiation.plan import Filter
 from dbt.adapters.dyntable.differentiation.sqltext import expr, with_weight
-from dbt.adapters.dyntable.vocabulary import WEIGHT, quote as q
+from dbt.adapters.dyntable.vocabulary import WEIGHT
+from dbt.adapters.dyntable.vocabulary import quote as q
 
 if TYPE_CHECKING:
     from dbt.adapters.dyntable.differentiation.derivative import Differentiator

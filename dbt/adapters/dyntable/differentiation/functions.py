@@ -18,9 +18,20 @@ NONDETERMINISTIC_NODES: tuple[Type[exp.Expression], ...] = tuple(
     for node in (
         getattr(exp, name, None)
         for name in (
-            "Rand", "Randn", "Uuid", "CurrentTimestamp", "CurrentDate", "CurrentTime",
-            "CurrentDatetime", "CurrentUser", "CurrentSchema", "CurrentCatalog", "Shuffle",
-            "Localtimestamp", "CurrentTimestampLTZ", "AnyValue",
+            "Rand",
+            "Randn",
+            "Uuid",
+            "CurrentTimestamp",
+            "CurrentDate",
+            "CurrentTime",
+            "CurrentDatetime",
+            "CurrentUser",
+            "CurrentSchema",
+            "CurrentCatalog",
+            "Shuffle",
+            "Localtimestamp",
+            "CurrentTimestampLTZ",
+            "AnyValue",
         )
     )
     if node is not None
@@ -73,9 +84,25 @@ ORDER_INDEPENDENT_AGGREGATES: tuple[Type[exp.Expression], ...] = tuple(
     for node in (
         getattr(exp, name, None)
         for name in (
-            "Count", "Sum", "Avg", "Min", "Max", "LogicalAnd", "LogicalOr", "CountIf", "Stddev",
-            "StddevPop", "StddevSamp", "Variance", "VariancePop", "ApproxDistinct", "Quantile",
-            "Median", "ApproxQuantile", "PercentileCont", "PercentileDisc",
+            "Count",
+            "Sum",
+            "Avg",
+            "Min",
+            "Max",
+            "LogicalAnd",
+            "LogicalOr",
+            "CountIf",
+            "Stddev",
+            "StddevPop",
+            "StddevSamp",
+            "Variance",
+            "VariancePop",
+            "ApproxDistinct",
+            "Quantile",
+            "Median",
+            "ApproxQuantile",
+            "PercentileCont",
+            "PercentileDisc",
         )
     )
     if node is not None
@@ -87,8 +114,19 @@ RANKING_FUNCTIONS: tuple[Type[exp.Expression], ...] = tuple(
     for node in (
         getattr(exp, name, None)
         for name in (
-            "RowNumber", "Rank", "DenseRank", "PercentRank", "CumeDist", "Ntile", "Lag", "Lead",
-            "First", "Last", "FirstValue", "LastValue", "NthValue",
+            "RowNumber",
+            "Rank",
+            "DenseRank",
+            "PercentRank",
+            "CumeDist",
+            "Ntile",
+            "Lag",
+            "Lead",
+            "First",
+            "Last",
+            "FirstValue",
+            "LastValue",
+            "NthValue",
         )
     )
     if node is not None

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, List, Optional
 from dbt.adapters.dyntable.differentiation.plan import Join
 from dbt.adapters.dyntable.differentiation.render import join_select
 from dbt.adapters.dyntable.differentiation.sqltext import union_all
-from dbt.adapters.dyntable.vocabulary import WEIGHT, quote as q
+from dbt.adapters.dyntable.vocabulary import WEIGHT
+from dbt.adapters.dyntable.vocabulary import quote as q
 
 if TYPE_CHECKING:
     from dbt.adapters.dyntable.differentiation.derivative import Differentiator

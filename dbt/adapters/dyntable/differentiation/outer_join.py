@@ -25,10 +25,11 @@ so only its weight matters: each distinct row ``r`` of B and ΔR carries ``n0`` 
 multiplicity in B) and ``n1`` (that plus its weight in ΔR), and contributes
 ``(n1·[c1(r) = 0] - n0·[c0(r) = 0])·pad(r)``.
 
-Cost, when both sides changed, beyond the changes: a left join reads L|I0 once, R|I0 once and
-R|I1 once (a right join: the mirror); a full join reads L|I0 twice, R|I0 twice and R|I1 once
-(A and B are shared relations, each read by two terms). Terms whose delta side did not change
-are pruned; without ΔL, the full join's right padding is ``pad(ΔR ▷ L|I1)``, one read of L|I1. Any join condition works; equi-joins let the engine hash every join here.
+Cost, when both sides changed, beyond the changes: a left join reads L|I0 once, R|I0 once and R|I1
+once (a right join: the mirror); a full join reads L|I0 twice, R|I0 twice and R|I1 once (A and B are
+shared relations, each read by two terms). Terms whose delta side did not change are pruned; without
+ΔL, the full join's right padding is ``pad(ΔR ▷ L|I1)``, one read of L|I1. Any join condition works;
+equi-joins let the engine hash every join here.
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ from typing import TYPE_CHECKING, List, Optional
 
 from dbt.adapters.dyntable.differentiation.plan import Join, Node
 from dbt.adapters.dyntable.differentiation.sqltext import cols, expr, union_all, with_weight
-from dbt.adapters.dyntable.vocabulary import WEIGHT, quote as q
+from dbt.adapters.dyntable.vocabulary import WEIGHT
+from dbt.adapters.dyntable.vocabulary import quote as q
 
 if TYPE_CHECKING:
     from dbt.adapters.dyntable.differentiation.derivative import Differentiator
@@ -64,17 +66,11 @@ def _listed(columns: List[str]) -> str:
     return ", ".join(q(c) for c in columns)
 
 
-def _outer(node: Join, preserved: str, other: str, weight: str) -> str:
+def _joined(node: Join, kind: str, preserved: str, other: str, weight: str) -> str:
+    """``preserved`` ``kind``-joined to ``other`` on the join's condition, weighted."""
     return (
         f"SELECT {with_weight(node.columns, weight)} FROM ({preserved}) AS `_dyn_p` "
-        f"LEFT JOIN ({other}) AS `_dyn_o` ON {_condition(node)}"
-    )
-
-
-def _inner(node: Join, one: str, other: str, weight: str) -> str:
-    return (
-        f"SELECT {with_weight(node.columns, weight)} FROM ({one}) AS `_dyn_p` "
-        f"JOIN ({other}) AS `_dyn_o` ON {_condition(node)}"
+        f"{kind} JOIN ({other}) AS `_dyn_o` ON {_condition(node)}"
     )
 
 
@@ -105,12 +101,14 @@ def _counted_flips(
     and ``_dyn_n1``, the copies of each that count at the interval's start and end; each row's
     partners are counted at both ends from other|I0 and ``other_delta``."""
     listed = _listed(side.columns)
-    partners = union_all([
-        f"SELECT {cols(other.columns)}, CAST(1 AS BIGINT) AS `_dyn_c0`, CAST(1 AS BIGINT) AS `_dyn_c1` "
-        f"FROM ({d.before(other)}) AS `_dyn_b`",
-        f"SELECT {cols(other.columns)}, CAST(0 AS BIGINT) AS `_dyn_c0`, {q(WEIGHT)} AS `_dyn_c1` "
-        f"FROM ({other_delta}) AS `_dyn_b`",
-    ])
+    partners = union_all(
+        [
+            f"SELECT {cols(other.columns)}, CAST(1 AS BIGINT) AS `_dyn_c0`, CAST(1 AS BIGINT) AS `_dyn_c1` "
+            f"FROM ({d.before(other)}) AS `_dyn_b`",
+            f"SELECT {cols(other.columns)}, CAST(0 AS BIGINT) AS `_dyn_c0`, {q(WEIGHT)} AS `_dyn_c1` "
+            f"FROM ({other_delta}) AS `_dyn_b`",
+        ]
+    )
     # Probes without a partner at either end (rows of ΔR in a full join) still count: LEFT JOIN.
     changed = (
         f"SELECT {listed}, CAST("
@@ -159,11 +157,13 @@ def _preserved_side(node: Join, d: "Differentiator", side: Node, other: Node) ->
     terms: List[str] = []
     side_delta = d.derive(side)
     if side_delta is not None:
-        terms.append(_outer(node, side_delta, d.after(other), DELTA_WEIGHT))
+        terms.append(_joined(node, "LEFT", side_delta, d.after(other), DELTA_WEIGHT))
     other_delta = d.derive(other)
     if other_delta is not None:
         touched = d.share(_touched(node, side, d.before(side), other_delta))
-        terms.append(_inner(node, touched, other_delta, f"`_dyn_p`.{COPIES} * `_dyn_o`.{q(WEIGHT)}"))
+        terms.append(
+            _joined(node, "INNER", touched, other_delta, f"`_dyn_p`.{COPIES} * `_dyn_o`.{q(WEIGHT)}")
+        )
         terms.append(_padding_changes(node, d, side, other, touched, None))
     return terms
 

@@ -15,6 +15,9 @@ from typing import Dict, FrozenSet, Iterator, List, Optional, Tuple
 
 from sqlglot import exp
 
+from dbt.adapters.dyntable.differentiation.sqltext import expr
+
+
 class Node:
     """A relational operator. ``columns`` are the plan-unique names of its output."""
 
@@ -36,6 +39,10 @@ class Node:
         """The row key; with ``declared`` False, only one the plan proves (group keys, distinct
         rows), not one resting on keys declared on base tables, which the data may violate."""
         return None
+
+    def describe(self) -> str:
+        """One line naming the operator and its arguments (what ``explain`` prints)."""
+        raise NotImplementedError
 
     def sources(self) -> FrozenSet[str]:
         found: FrozenSet[str] = frozenset()
@@ -67,9 +74,7 @@ class Scan(Node):
     def key(self, declared: bool) -> Optional[List[str]]:
         if not declared:
             return None
-        by_source = {
-            s.lower(): o for s, o in zip(self.source_columns, self.output_columns) if s is not None
-        }
+        by_source = {s.lower(): o for s, o in zip(self.source_columns, self.output_columns) if s is not None}
         for unique_key in self.unique_keys:
             if unique_key and all(k.lower() in by_source for k in unique_key):
                 return [by_source[k.lower()] for k in unique_key]
@@ -77,6 +82,10 @@ class Scan(Node):
 
     def sources(self) -> FrozenSet[str]:
         return frozenset({self.table})
+
+    def describe(self) -> str:
+        read = ", ".join(f"{s or '1'} AS {o}" for s, o in zip(self.source_columns, self.output_columns))
+        return f"Scan {self.table} [{read}]"
 
 
 @dataclass(eq=False)
@@ -92,20 +101,37 @@ class OneRow(Node):
     def key(self, declared: bool) -> Optional[List[str]]:
         return []
 
+    def describe(self) -> str:
+        return "OneRow"
+
 
 @dataclass(eq=False)
-class Project(Node):
+class Unary(Node):
+    """An operator over one input; unless it says otherwise, its rows keep the input's columns
+    and row key."""
+
     child: Node
+
+    @property
+    def columns(self) -> List[str]:
+        return self.child.columns
+
+    @property
+    def children(self) -> List[Node]:
+        return [self.child]
+
+    def key(self, declared: bool) -> Optional[List[str]]:
+        return self.child.key(declared)
+
+
+@dataclass(eq=False)
+class Project(Unary):
     expressions: List[exp.Expression]
     names: List[str]
 
     @property
     def columns(self) -> List[str]:
         return self.names
-
-    @property
-    def children(self) -> List[Node]:
-        return [self.child]
 
     def renamed(self) -> Optional[Dict[str, str]]:
         """``{output name: child column}`` when every expression is a bare child column, else None."""
@@ -130,19 +156,13 @@ class Project(Node):
             return None
         return [passed[k] for k in key]
 
+    def describe(self) -> str:
+        return "Project " + ", ".join(f"{n} := {expr(e)}" for e, n in zip(self.expressions, self.names))
+
 
 @dataclass(eq=False)
-class Filter(Node):
-    child: Node
+class Filter(Unary):
     condition: exp.Expression
-
-    @property
-    def columns(self) -> List[str]:
-        return self.child.columns
-
-    @property
-    def children(self) -> List[Node]:
-        return [self.child]
 
     def key(self, declared: bool) -> Optional[List[str]]:
         """The first row per partition is keyed by the partition's columns (where they are plain
@@ -153,18 +173,21 @@ class Filter(Node):
             partition = window.partition_by
             if partition and all(isinstance(e, exp.Column) and e.name in names for e in partition):
                 return [names[e.name] for e in partition]
-        return self.child.key(declared)
+        return super().key(declared)
 
     def first_row_window(self) -> Optional[Tuple["Window", Dict[str, str]]]:
         """The ``row_number()`` window this filter keeps the first row of, with ``{window column:
         filter column}``; None when the filter is not ``rn = 1`` over renames of such a window.
 
         >>> from dbt.adapters.dyntable.differentiation.planner import plan_query
-        >>> first = "select k, v from (select k, v, {} over (partition by k order by v) as rn from s.t) r where rn = 1"
-        >>> window, names = plan_query(first.format("row_number()"), schema={"s.t": ["k", "v"]}).root.child.first_row_window()
+        >>> first = ("select k, v from (select k, v, {} over (partition by k order by v) as rn"
+        ...          " from s.t) r where rn = 1")
+        >>> def filter_of(sql):
+        ...     return plan_query(sql, schema={"s.t": ["k", "v"]}).root.child
+        >>> window, names = filter_of(first.format("row_number()")).first_row_window()
         >>> names
         {'c1_k': 'c4_k', 'c2_v': 'c5_v', 'c3_rownumber': 'c6_rn'}
-        >>> plan_query(first.format("rank()"), schema={"s.t": ["k", "v"]}).root.child.first_row_window() is None
+        >>> filter_of(first.format("rank()")).first_row_window() is None
         True
         """
         pinned = self.pinned()
@@ -187,10 +210,16 @@ class Filter(Node):
         condition = self.condition
         if not isinstance(condition, exp.EQ):
             return None
-        for column, literal in ((condition.this, condition.expression), (condition.expression, condition.this)):
+        for column, literal in (
+            (condition.this, condition.expression),
+            (condition.expression, condition.this),
+        ):
             if isinstance(column, exp.Column) and not column.table and isinstance(literal, exp.Literal):
                 return column.name, literal
         return None
+
+    def describe(self) -> str:
+        return f"Filter {expr(self.condition)}"
 
 
 @dataclass(eq=False)
@@ -217,6 +246,10 @@ class Join(Node):
             return None
         return left + right
 
+    def describe(self) -> str:
+        condition = expr(self.condition) if self.condition is not None else "TRUE"
+        return f"Join {self.kind.upper()} ON {condition}"
+
 
 @dataclass(eq=False)
 class SemiJoin(Node):
@@ -238,6 +271,9 @@ class SemiJoin(Node):
     def key(self, declared: bool) -> Optional[List[str]]:
         return self.left.key(declared)
 
+    def describe(self) -> str:
+        return f"{'AntiJoin' if self.anti else 'SemiJoin'} ON {expr(self.condition)}"
+
 
 @dataclass(eq=False)
 class UnionAll(Node):
@@ -254,13 +290,15 @@ class UnionAll(Node):
     def children(self) -> List[Node]:
         return list(self.inputs)
 
+    def describe(self) -> str:
+        return "UnionAll -> " + ", ".join(self.names)
+
 
 @dataclass(eq=False)
-class Aggregate(Node):
+class Aggregate(Unary):
     """GROUP BY ``keys`` (expressions over the child) computing ``aggregates``; with no keys, a
     global aggregate: exactly one row, even over an empty input."""
 
-    child: Node
     keys: List[Tuple[str, exp.Expression]]
     aggregates: List[Tuple[str, exp.Expression]]
 
@@ -268,36 +306,29 @@ class Aggregate(Node):
     def columns(self) -> List[str]:
         return [name for name, _ in self.keys] + [name for name, _ in self.aggregates]
 
-    @property
-    def children(self) -> List[Node]:
-        return [self.child]
-
     def key(self, declared: bool) -> Optional[List[str]]:
         return [name for name, _ in self.keys]
 
+    def describe(self) -> str:
+        keys = ", ".join(f"{n} := {expr(e)}" for n, e in self.keys) or "()"
+        aggregates = ", ".join(f"{n} := {expr(e)}" for n, e in self.aggregates)
+        return f"Aggregate BY {keys} COMPUTE {aggregates}"
+
 
 @dataclass(eq=False)
-class Distinct(Node):
-    child: Node
-
-    @property
-    def columns(self) -> List[str]:
-        return self.child.columns
-
-    @property
-    def children(self) -> List[Node]:
-        return [self.child]
-
+class Distinct(Unary):
     def key(self, declared: bool) -> Optional[List[str]]:
         return self.child.key(declared) or list(self.child.columns)
 
+    def describe(self) -> str:
+        return "Distinct"
+
 
 @dataclass(eq=False)
-class Window(Node):
+class Window(Unary):
     """Appends ``name = function`` for each of ``functions`` (``exp.Window`` over the child's
     columns, all with the same PARTITION BY) to each row."""
 
-    child: Node
     functions: List[Tuple[str, exp.Window]]
 
     @property
@@ -308,12 +339,8 @@ class Window(Node):
     def columns(self) -> List[str]:
         return self.child.columns + [name for name, _ in self.functions]
 
-    @property
-    def children(self) -> List[Node]:
-        return [self.child]
-
-    def key(self, declared: bool) -> Optional[List[str]]:
-        return self.child.key(declared)
+    def describe(self) -> str:
+        return "Window " + ", ".join(f"{n} := {expr(f)}" for n, f in self.functions)
 
 
 @dataclass(eq=False)

@@ -1,20 +1,32 @@
 """Lowering: a Spark SQL query (sqlglot AST) to the relational plan of ``plan.py``.
 
-Views and CTEs are inlined where they are read (docs/ARCHITECTURE.md, "Planning and row keys"), so every scan in the plan is a base
-table whose changes the resolver can describe. Columns are resolved per SELECT scope, innermost
-first, then through the enclosing scopes (for correlated EXISTS / IN subqueries). Without a
-``schema`` for a base table, its columns are discovered from the references to it; that needs
-unqualified columns to be unambiguous, and ``*`` over such a table cannot be expanded.
+Views and CTEs are inlined where they are read (docs/ARCHITECTURE.md, "Planning and row keys"), so
+every scan in the plan is a base table whose changes the resolver can describe. Columns are resolved
+per SELECT scope, innermost first, then through the enclosing scopes (for correlated EXISTS / IN
+subqueries). Without a ``schema`` for a base table, its columns are discovered from the references
+to it; that needs unqualified columns to be unambiguous, and ``*`` over such a table cannot be
+expanded.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Dict, FrozenSet, List, Mapping, Optional, Sequence, Set, Tuple, Union
+from typing import (
+    Callable,
+    Dict,
+    FrozenSet,
+    Iterator,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Set,
+    Tuple,
+    Union,
+    cast,
+)
 
-import sqlglot
 from sqlglot import exp
-from sqlglot.errors import ParseError
 
 from dbt.adapters.dyntable.differentiation.errors import NotIncrementalizable
 from dbt.adapters.dyntable.differentiation.functions import (
@@ -23,8 +35,6 @@ from dbt.adapters.dyntable.differentiation.functions import (
     is_aggregate,
     nondeterminism,
 )
-from dbt.adapters.dyntable.differentiation.views import expand_views
-from dbt.adapters.dyntable.vocabulary import table_name
 from dbt.adapters.dyntable.differentiation.plan import (
     Aggregate,
     Distinct,
@@ -40,12 +50,9 @@ from dbt.adapters.dyntable.differentiation.plan import (
     UnionAll,
     Window,
 )
-
-DIALECT = "spark"
-
-
-def sql_of(node: exp.Expression) -> str:
-    return node.sql(dialect=DIALECT)
+from dbt.adapters.dyntable.differentiation.sqltext import expr
+from dbt.adapters.dyntable.differentiation.views import expand_views
+from dbt.adapters.dyntable.vocabulary import table_name
 
 
 def column(name: str) -> exp.Column:
@@ -63,7 +70,7 @@ def conjuncts(condition: Optional[exp.Expression]) -> List[exp.Expression]:
 
 
 def conjunction(parts: Sequence[exp.Expression]) -> Optional[exp.Expression]:
-    return exp.and_(*parts) if parts else None
+    return cast(exp.Expression, exp.and_(*parts)) if parts else None
 
 
 def output_name(item: exp.Expression) -> str:
@@ -74,7 +81,7 @@ def output_name(item: exp.Expression) -> str:
         return item.name
     if isinstance(item, exp.Dot):
         return item.name
-    return sql_of(item).lower()
+    return expr(item).lower()
 
 
 #: A table's declared unique key (column names), or several candidate keys.
@@ -135,7 +142,8 @@ class Source:
         if self.scan is not None:
             if self.schema is None:
                 raise NotIncrementalizable(
-                    "star", fragment,
+                    "star",
+                    fragment,
                     f"the columns of {self.scan.table} are not known while planning; list the "
                     "columns or pass the table's schema",
                 )
@@ -188,7 +196,7 @@ class Planner:
         if with_ is not None:
             if with_.args.get("recursive"):
                 raise NotIncrementalizable(
-                    "recursive cte", sql_of(with_), "recursive CTEs have no derivative here"
+                    "recursive cte", expr(with_), "recursive CTEs have no derivative here"
                 )
             env = Env(dict(env.ctes))
             for cte in with_.expressions:
@@ -201,28 +209,27 @@ class Planner:
         if isinstance(query, exp.Select):
             return self._lower_select(query, env, outer)
         raise NotIncrementalizable(
-            query.key, sql_of(query)[:200], "only SELECT queries and UNION [ALL] can be maintained"
+            query.key, expr(query)[:200], "only SELECT queries and UNION [ALL] can be maintained"
         )
 
     def _refuse_limit(self, query: exp.Expression) -> None:
         for arg in ("limit", "offset", "fetch"):
             if query.args.get(arg) is not None:
                 raise NotIncrementalizable(
-                    "limit", sql_of(query.args[arg]),
+                    "limit",
+                    expr(query.args[arg]),
                     "LIMIT/OFFSET picks rows by position, so a change anywhere can change which "
                     "rows are kept",
                 )
 
-    def _lower_union(
-        self, union: exp.Union, env: Env, outer: Optional[Scope]
-    ) -> Tuple[Node, List[str]]:
+    def _lower_union(self, union: exp.Union, env: Env, outer: Optional[Scope]) -> Tuple[Node, List[str]]:
         self._refuse_limit(union)
         _refuse_unknown_clauses(union, UNION_CLAUSES)
         left, left_names = self.lower_query(union.this, env, outer)
         right, right_names = self.lower_query(union.expression, env, outer)
         if len(left_names) != len(right_names):
             raise NotIncrementalizable(
-                "union", sql_of(union)[:200], "the branches have different numbers of columns"
+                "union", expr(union)[:200], "the branches have different numbers of columns"
             )
         inputs: List[Node] = []
         for branch in (left, right):
@@ -245,26 +252,25 @@ class Planner:
         _refuse_unknown_clauses(query, UNION_CLAUSES)
         if not query.args.get("distinct"):
             raise NotIncrementalizable(
-                query.key, sql_of(query)[:200], f"{query.key.upper()} ALL is not differentiated"
+                query.key, expr(query)[:200], f"{query.key.upper()} ALL is not differentiated"
             )
         left, left_names = self.lower_query(query.this, env, outer)
         right, right_names = self.lower_query(query.expression, env, outer)
         if len(left_names) != len(right_names):
             raise NotIncrementalizable(
-                query.key, sql_of(query)[:200], "the inputs have different numbers of columns"
+                query.key, expr(query)[:200], "the inputs have different numbers of columns"
             )
         equal = [
-            exp.NullSafeEQ(this=column(l), expression=column(r))
-            for l, r in zip(left.columns, right.columns)
+            exp.NullSafeEQ(this=column(a), expression=column(b)) for a, b in zip(left.columns, right.columns)
         ]
         anti = isinstance(query, exp.Except)
-        return Distinct(SemiJoin(left, right, exp.and_(*equal), anti=anti)), left_names
+        condition = conjunction(equal)
+        assert condition is not None
+        return Distinct(SemiJoin(left, right, condition, anti=anti)), left_names
 
     # -- SELECT ----------------------------------------------------------------------------------
 
-    def _lower_select(
-        self, select: exp.Select, env: Env, outer: Optional[Scope]
-    ) -> Tuple[Node, List[str]]:
+    def _lower_select(self, select: exp.Select, env: Env, outer: Optional[Scope]) -> Tuple[Node, List[str]]:
         self._refuse_limit(select)
         _refuse_unknown_clauses(select, SELECT_CLAUSES)
         if select.args.get("from_") is None:
@@ -279,15 +285,17 @@ class Planner:
         items = [item for item, _ in expanded]
 
         def translated(item: exp.Expression, resolved: Optional[exp.Expression]) -> exp.Expression:
-            return resolved.copy() if resolved is not None else self.translate(item.unalias(), scope)
+            return (
+                resolved.copy()
+                if resolved is not None
+                else self.translate(cast(exp.Expression, item.unalias()), scope)
+            )
 
-        aliases = {
-            item.alias.lower(): item.this for item in items if isinstance(item, exp.Alias)
-        }
+        aliases = {item.alias.lower(): item.this for item in items if isinstance(item, exp.Alias)}
         group = select.args.get("group")
         having = select.args.get("having")
-        aggregated = group is not None or having is not None or any(
-            self._contains_aggregate(item) for item in items
+        aggregated = (
+            group is not None or having is not None or any(self._contains_aggregate(item) for item in items)
         )
         if aggregated:
             node, substitute = self._lower_aggregate(node, scope, items, group, aliases)
@@ -304,7 +312,7 @@ class Planner:
         node = Project(node, expressions, names)
         if select.args.get("distinct") is not None:
             if select.args["distinct"].args.get("on"):
-                raise NotIncrementalizable("distinct on", sql_of(select)[:200], "DISTINCT ON is not Spark SQL")
+                raise NotIncrementalizable("distinct on", expr(select)[:200], "DISTINCT ON is not Spark SQL")
             node = Distinct(node)
         return node, out_names
 
@@ -317,34 +325,33 @@ class Planner:
         for item in items:
             if isinstance(item, exp.Star):
                 if item.args.get("except") or item.args.get("replace"):
-                    raise NotIncrementalizable("star", sql_of(item), "* EXCEPT/REPLACE is not supported")
+                    raise NotIncrementalizable("star", expr(item), "* EXCEPT/REPLACE is not supported")
                 sources = scope.sources
             elif isinstance(item, exp.Column) and isinstance(item.this, exp.Star):
                 source = scope.by_alias(item.table)
                 if source is None:
-                    raise NotIncrementalizable("star", sql_of(item), f"no relation named {item.table}")
+                    raise NotIncrementalizable("star", expr(item), f"no relation named {item.table}")
                 sources = [source]
             else:
                 expanded.append((item, None))
                 continue
             if not sources:
-                raise NotIncrementalizable("star", sql_of(item), "* without a FROM clause")
+                raise NotIncrementalizable("star", expr(item), "* without a FROM clause")
             # As in Spark, `*` over a USING join lists each USING column once, first.
             merged = scope.using if len(sources) > 1 else {}
             columns: List[Tuple[str, exp.Expression]] = list(merged.values())
             for source in sources:
-                for name, internal in source.star(self.names, sql_of(item)):
+                for name, internal in source.star(self.names, expr(item)):
                     if name.lower() not in merged:
                         columns.append((name, column(internal)))
             for name, resolved in columns:
-                expanded.append((exp.alias_(exp.column(name, quoted=True), name, quoted=True), resolved))
+                alias = cast(exp.Expression, exp.alias_(exp.column(name, quoted=True), name, quoted=True))
+                expanded.append((alias, resolved))
         return expanded
 
     # -- FROM ------------------------------------------------------------------------------------
 
-    def _lower_from(
-        self, select: exp.Select, env: Env, outer: Optional[Scope]
-    ) -> Tuple[Node, Scope]:
+    def _lower_from(self, select: exp.Select, env: Env, outer: Optional[Scope]) -> Tuple[Node, Scope]:
         first = self._lower_relation(select.args["from_"].this, env)
         scope = Scope([first], outer)
         node = first.node
@@ -352,7 +359,7 @@ class Planner:
             _refuse_unknown_clauses(join, JOIN_CLAUSES)
             if join.args.get("method"):
                 raise NotIncrementalizable(
-                    "natural join", sql_of(join), "NATURAL joins need the tables' schemas; write ON"
+                    "natural join", expr(join), "NATURAL joins need the tables' schemas; write ON"
                 )
             source = self._lower_relation(join.this, env)
             side = (join.side or "").upper()
@@ -369,7 +376,7 @@ class Planner:
                 left_column = self.resolve(exp.column(identifier.name), scope)
                 if not source.can_have(identifier.name):
                     raise NotIncrementalizable(
-                        "join", sql_of(join), f"USING column {identifier.name} is not in {source.alias}"
+                        "join", expr(join), f"USING column {identifier.name} is not in {source.alias}"
                     )
                 right_column = column(source.lookup(identifier.name, self.names))
                 parts.append(exp.EQ(this=left_column, expression=right_column))
@@ -377,7 +384,7 @@ class Planner:
                 if side == "RIGHT":
                     merged = right_column
                 elif side == "FULL":
-                    merged = exp.func("coalesce", left_column, right_column)
+                    merged = cast(exp.Expression, exp.func("coalesce", left_column, right_column))
                 scope.using[identifier.name.lower()] = (identifier.name, merged)
             scope.sources.append(source)
             if on is not None:
@@ -393,11 +400,11 @@ class Planner:
             return self._closed_source(relation.alias_or_name or "_subquery", node, names, relation)
         if not isinstance(relation, exp.Table) or not isinstance(relation.this, exp.Identifier):
             raise NotIncrementalizable(
-                "relation", sql_of(relation), "only tables, views, CTEs and subqueries can be read"
+                "relation", expr(relation), "only tables, views, CTEs and subqueries can be read"
             )
         if relation.args.get("version") or relation.args.get("when"):
             raise NotIncrementalizable(
-                "time travel", sql_of(relation), "a fixed table version never changes; read the table"
+                "time travel", expr(relation), "a fixed table version never changes; read the table"
             )
         _refuse_unknown_clauses(relation, TABLE_CLAUSES)
         key = table_name(relation)
@@ -409,25 +416,23 @@ class Planner:
         table_alias = relation.args.get("alias")
         if table_alias is not None and table_alias.columns:
             raise NotIncrementalizable(
-                "relation", sql_of(relation), "column aliases on a base table are not supported"
+                "relation", expr(relation), "column aliases on a base table are not supported"
             )
         scan = Scan(key, unique_keys=self.unique_keys.get(key, []))
         return Source(alias, scan, scan=scan, schema=self.schema.get(key))
 
-    def _closed_source(
-        self, alias: str, node: Node, names: List[str], relation: exp.Expression
-    ) -> Source:
+    def _closed_source(self, alias: str, node: Node, names: List[str], relation: exp.Expression) -> Source:
         table_alias = relation.args.get("alias")
         if table_alias is not None and table_alias.columns:
             renamed = [c.name for c in table_alias.columns]
             if len(renamed) != len(names):
                 raise NotIncrementalizable(
-                    "relation", sql_of(relation), "column alias list does not match the columns"
+                    "relation", expr(relation), "column alias list does not match the columns"
                 )
             names = renamed
         if len(names) != len(node.columns):
             raise NotIncrementalizable(
-                "relation", sql_of(relation), "column alias list does not match the columns"
+                "relation", expr(relation), "column alias list does not match the columns"
             )
         known: Dict[str, str] = {}
         for name, internal in zip(names, node.columns):
@@ -458,8 +463,9 @@ class Planner:
                 correlated.append(translated)
             else:
                 plain.append(translated)
-        if plain:
-            node = Filter(node, conjunction(plain))
+        condition = conjunction(plain)
+        if condition is not None:
+            node = Filter(node, condition)
         for part in subqueries:
             node = self._lower_subquery_predicate(node, scope, part, env)
         return node, correlated
@@ -483,9 +489,7 @@ class Planner:
             return negated, inner
         return None
 
-    def _lower_subquery_predicate(
-        self, node: Node, scope: Scope, part: exp.Expression, env: Env
-    ) -> Node:
+    def _lower_subquery_predicate(self, node: Node, scope: Scope, part: exp.Expression, env: Env) -> Node:
         found = self._subquery_predicate(part)
         assert found is not None
         negated, predicate = found
@@ -496,21 +500,24 @@ class Planner:
             query = predicate.args["query"]
             lhs = predicate.this
             if isinstance(lhs, exp.Tuple):
-                raise NotIncrementalizable("in", sql_of(part), "multi-column IN (subquery)")
+                raise NotIncrementalizable("in", expr(part), "multi-column IN (subquery)")
         while isinstance(query, exp.Subquery):
             query = query.this
         right, theta, value = self._lower_predicate_subquery(query, scope, env, lhs is not None, part)
         if lhs is not None:
             assert value is not None
             left_value = self.translate(lhs, scope)
-            equal = exp.EQ(this=left_value, expression=value)
+            equal: exp.Expression = exp.EQ(this=left_value, expression=value)
             if negated:
                 # x NOT IN (S) is TRUE only when no y in S equals x and no comparison is unknown:
                 # a NULL on either side makes the row disappear, unless S is empty.
-                equal = exp.or_(
-                    equal,
-                    exp.Is(this=left_value.copy(), expression=exp.null()),
-                    exp.Is(this=value.copy(), expression=exp.null()),
+                equal = cast(
+                    exp.Expression,
+                    exp.or_(
+                        equal,
+                        exp.Is(this=left_value.copy(), expression=exp.null()),
+                        exp.Is(this=value.copy(), expression=exp.null()),
+                    ),
                 )
             theta.append(equal)
         return SemiJoin(node, right, conjunction(theta) or exp.true(), anti=negated)
@@ -536,13 +543,16 @@ class Planner:
             node, inner_scope = self._lower_from(query, env, scope)
             local = node
             node, correlated = self._lower_where(
-                node, inner_scope, query.args.get("where"), env,
+                node,
+                inner_scope,
+                query.args.get("where"),
+                env,
                 is_local=lambda name: name in set(local.columns),
             )
             value = None
             if wants_value:
                 if len(query.expressions) != 1 or isinstance(query.expressions[0], exp.Star):
-                    raise NotIncrementalizable("in", sql_of(part), "IN (subquery) must select one column")
+                    raise NotIncrementalizable("in", expr(part), "IN (subquery) must select one column")
                 value = self.translate(query.expressions[0].unalias(), inner_scope)
             return node, correlated, value
         self._refuse_correlation(query, scope, part)
@@ -550,7 +560,7 @@ class Planner:
         value = None
         if wants_value:
             if len(names) != 1:
-                raise NotIncrementalizable("in", sql_of(part), "IN (subquery) must select one column")
+                raise NotIncrementalizable("in", expr(part), "IN (subquery) must select one column")
             value = column(node.columns[0])
         return node, [], value
 
@@ -569,9 +579,9 @@ class Planner:
             qualifier = reference.table.lower()
             if qualifier and qualifier in outer and qualifier not in inner:
                 raise NotIncrementalizable(
-                    "subquery", sql_of(part),
-                    "a correlated subquery may not use GROUP BY, aggregates, DISTINCT or set "
-                    "operations",
+                    "subquery",
+                    expr(part),
+                    "a correlated subquery may not use GROUP BY, aggregates, DISTINCT or set operations",
                 )
 
     # -- GROUP BY / aggregates -------------------------------------------------------------------
@@ -613,52 +623,22 @@ class Planner:
         group: Optional[exp.Group],
         aliases: Dict[str, exp.Expression],
     ) -> Tuple[Node, Callable[[exp.Expression], exp.Expression]]:
-        keys: List[Tuple[str, exp.Expression]] = []
-        key_by_sql: Dict[str, str] = {}
-        if group is not None:
-            for unsupported in ("rollup", "cube", "grouping_sets"):
-                if group.args.get(unsupported):
-                    raise NotIncrementalizable("group by", sql_of(group), f"{unsupported.upper()} is not supported")
-            for expression in group.expressions:
-                if isinstance(expression, exp.Literal) and expression.is_int:
-                    position = int(expression.name)
-                    if not 1 <= position <= len(items):
-                        raise NotIncrementalizable("group by", sql_of(group), "GROUP BY position out of range")
-                    expression = items[position - 1].unalias()
-                else:
-                    expression = self._with_aliases(expression, aliases, scope)
-                translated = self.translate(expression, scope)
-                text = sql_of(translated)
-                if text not in key_by_sql:
-                    name = self.names.mint(output_name(expression))
-                    keys.append((name, translated))
-                    key_by_sql[text] = name
+        """The Aggregate over ``node``, and how to rewrite a select item over its output (group
+        keys and aggregates become its columns; the aggregates are collected as they are met)."""
+        keys = self._group_keys(scope, items, group, aliases)
+        key_by_sql = {expr(translated): name for name, translated in keys}
         aggregates: List[Tuple[str, exp.Expression]] = []
         aggregate_by_sql: Dict[str, str] = {}
 
         def substitute(expression: exp.Expression) -> exp.Expression:
-            text = sql_of(expression)
+            text = expr(expression)
             if text in key_by_sql:
                 return column(key_by_sql[text])
             if isinstance(expression, exp.Window):
-                function = expression.this
-                for child in list(function.iter_expressions()):
-                    _replace(child, substitute(child))
-                for child in list(expression.args.get("partition_by") or []):
-                    _replace(child, substitute(child))
-                order = expression.args.get("order")
-                for ordered in order.expressions if order is not None else []:
-                    _replace(ordered.this, substitute(ordered.this))
+                _substitute_window(expression, substitute)
                 return expression
             if is_aggregate(expression):
-                if not isinstance(expression, ORDER_INDEPENDENT_AGGREGATES) and not isinstance(
-                    expression, exp.Anonymous
-                ):
-                    raise NotIncrementalizable(
-                        "aggregate", text,
-                        f"{expression.key} depends on the order rows arrive in, so recomputing a "
-                        "group may not reproduce the stored value",
-                    )
+                _refuse_order_dependent(expression, text)
                 if text not in aggregate_by_sql:
                     name = self.names.mint(expression.key)
                     aggregates.append((name, expression))
@@ -672,8 +652,36 @@ class Planner:
                 _replace(child, substitute(child))
             return expression
 
-        aggregate = Aggregate(node, keys, aggregates)
-        return aggregate, substitute
+        return Aggregate(node, keys, aggregates), substitute
+
+    def _group_keys(
+        self,
+        scope: Scope,
+        items: List[exp.Expression],
+        group: Optional[exp.Group],
+        aliases: Dict[str, exp.Expression],
+    ) -> List[Tuple[str, exp.Expression]]:
+        """The GROUP BY expressions (positions and select aliases resolved), once each, named."""
+        if group is None:
+            return []
+        for unsupported in ("rollup", "cube", "grouping_sets"):
+            if group.args.get(unsupported):
+                raise NotIncrementalizable("group by", expr(group), f"{unsupported.upper()} is not supported")
+        keys: List[Tuple[str, exp.Expression]] = []
+        seen: Set[str] = set()
+        for expression in group.expressions:
+            if isinstance(expression, exp.Literal) and expression.is_int:
+                position = int(expression.name)
+                if not 1 <= position <= len(items):
+                    raise NotIncrementalizable("group by", expr(group), "GROUP BY position out of range")
+                expression = items[position - 1].unalias()
+            else:
+                expression = self._with_aliases(expression, aliases, scope)
+            translated = self.translate(expression, scope)
+            if expr(translated) not in seen:
+                seen.add(expr(translated))
+                keys.append((self.names.mint(output_name(expression)), translated))
+        return keys
 
     # -- windows ---------------------------------------------------------------------------------
 
@@ -689,7 +697,8 @@ class Planner:
                 partition = window.args.get("partition_by")
                 if not partition:
                     raise NotIncrementalizable(
-                        "window", sql_of(window),
+                        "window",
+                        expr(window),
                         "a window without PARTITION BY spans the whole input: any change "
                         "recomputes every row",
                     )
@@ -699,10 +708,10 @@ class Planner:
                     or (isinstance(function, exp.Anonymous) and is_aggregate(function))
                 ):
                     raise NotIncrementalizable(
-                        "window", sql_of(window), f"window function {function.key} is not supported"
+                        "window", expr(window), f"window function {function.key} is not supported"
                     )
                 name = self.names.mint(function.key)
-                key = ", ".join(sql_of(p) for p in partition)
+                key = ", ".join(expr(p) for p in partition)
                 if key not in by_partition:
                     by_partition[key] = Window(node, [])
                     node = by_partition[key]
@@ -718,19 +727,21 @@ class Planner:
 
     def translate(self, expression: exp.Expression, scope: Scope) -> exp.Expression:
         """``expression`` over the plan's column names, after checking it is deterministic."""
-        for node in expression.walk():
+        # sqlglot 30 types the nodes of a walk as Expr, the base of Expression.
+        for node in cast(Iterator[exp.Expression], expression.walk()):
             if isinstance(node, (exp.Subquery, exp.Select, exp.Exists)):
                 raise NotIncrementalizable(
-                    "subquery", sql_of(expression),
+                    "subquery",
+                    expr(expression),
                     "subqueries are supported only as WHERE conjuncts: [NOT] EXISTS, [NOT] IN",
                 )
             reason = nondeterminism(node, self.deterministic_functions)
             if reason is not None:
-                raise NotIncrementalizable("function", sql_of(node), reason)
+                raise NotIncrementalizable("function", expr(node), reason)
         translated = expression.copy()
         for reference in list(translated.find_all(exp.Column)):
             if isinstance(reference.this, exp.Star):
-                raise NotIncrementalizable("star", sql_of(expression), "* inside an expression")
+                raise NotIncrementalizable("star", expr(expression), "* inside an expression")
             resolved = self.resolve(reference, scope)
             if reference is translated:
                 return resolved
@@ -742,7 +753,7 @@ class Planner:
         column ``b`` of relation ``a`` if some enclosing scope has a relation ``a``, else field
         ``b`` of struct column ``a``."""
         parts = [p.name for p in reference.parts]
-        fragment = sql_of(reference)
+        fragment = expr(reference)
         current: Optional[Scope] = scope
         while len(parts) > 1 and current is not None:
             source = current.by_alias(parts[0])
@@ -758,7 +769,8 @@ class Planner:
                 return found
             current = current.outer
         raise NotIncrementalizable(
-            "column", fragment,
+            "column",
+            fragment,
             "column cannot be resolved (outer columns can be read only in the WHERE of a "
             "[NOT] EXISTS / [NOT] IN subquery without GROUP BY, DISTINCT or set operations)",
         )
@@ -773,7 +785,8 @@ class Planner:
             return None
         if len(candidates) > 1:
             raise NotIncrementalizable(
-                "column", fragment,
+                "column",
+                fragment,
                 f"unqualified column {name} may belong to more than one relation; qualify it "
                 "with its table alias (or pass the tables' schemas)",
             )
@@ -783,20 +796,57 @@ class Planner:
 #: Clauses the planner understands (ORDER BY, SORT/CLUSTER/DISTRIBUTE BY and hints only arrange
 #: rows and are dropped); anything else (QUALIFY, TABLESAMPLE, PIVOT, LATERAL VIEW, ...) is refused
 #: rather than silently ignored.
-SELECT_CLAUSES = frozenset({
-    "expressions", "from_", "joins", "where", "group", "having", "distinct", "with_", "hint",
-    "order", "sort", "cluster", "distribute", "kind", "limit", "offset",
-})
+SELECT_CLAUSES = frozenset(
+    {
+        "expressions",
+        "from_",
+        "joins",
+        "where",
+        "group",
+        "having",
+        "distinct",
+        "with_",
+        "hint",
+        "order",
+        "sort",
+        "cluster",
+        "distribute",
+        "kind",
+        "limit",
+        "offset",
+    }
+)
 TABLE_CLAUSES = frozenset({"this", "db", "catalog", "alias", "hints"})
 JOIN_CLAUSES = frozenset({"this", "on", "using", "side", "kind", "method", "hint"})
 UNION_CLAUSES = frozenset({"this", "expression", "distinct", "with_", "order", "limit", "offset"})
+
+
+def _substitute_window(window: exp.Window, substitute: Callable[[exp.Expression], exp.Expression]) -> None:
+    """Rewrite a window over an aggregate's output: its arguments, partition and order."""
+    for child in list(window.this.iter_expressions()):
+        _replace(child, substitute(child))
+    for child in list(window.args.get("partition_by") or []):
+        _replace(child, substitute(child))
+    order = window.args.get("order")
+    for ordered in order.expressions if order is not None else []:
+        _replace(ordered.this, substitute(ordered.this))
+
+
+def _refuse_order_dependent(aggregate: exp.Expression, text: str) -> None:
+    if not isinstance(aggregate, (ORDER_INDEPENDENT_AGGREGATES, exp.Anonymous)):
+        raise NotIncrementalizable(
+            "aggregate",
+            text,
+            f"{aggregate.key} depends on the order rows arrive in, so recomputing a "
+            "group may not reproduce the stored value",
+        )
 
 
 def _refuse_unknown_clauses(node: exp.Expression, understood: FrozenSet[str]) -> None:
     for clause, value in node.args.items():
         if clause not in understood and value not in (None, False, []):
             raise NotIncrementalizable(
-                clause, sql_of(node)[:200], f"{clause} is not supported in a dynamic table's query"
+                clause, expr(node)[:200], f"{clause} is not supported in a dynamic table's query"
             )
 
 
@@ -824,18 +874,18 @@ def plan_query(
 
     ``views`` maps view names to their SQL (inlined by :func:`~.views.expand_views`, the path
     every reader of a DT's query takes; ``default_schema`` qualifies bare table names there),
-    ``unique_keys`` declares the
-    unique columns of base tables (one key or a list of candidate keys per table), ``deterministic_functions`` names UDFs that are safe to
-    re-evaluate, and ``schema`` optionally lists the columns of base tables (needed for ``*``).
+    ``unique_keys`` declares the unique columns of base tables (one key or a list of candidate keys
+    per table), ``deterministic_functions`` names UDFs that are safe to re-evaluate, and ``schema``
+    optionally lists the columns of base tables (needed for ``*``).
 
     >>> plan = plan_query("select c.country, count(*) as n from s.orders o "
     ...                   "join s.customers c on o.customer_id = c.id group by c.country")
     >>> plan.sources, plan.columns, plan.row_key
     (['s.customers', 's.orders'], ['country', 'n'], ['country'])
-    >>> plan_query("select id, rand() as r from s.orders")
+    >>> plan_query("select id, rand() as r from s.orders")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    dbt.adapters.dyntable.differentiation.errors.NotIncrementalizable: function: rand is not deterministic: re-evaluating it would not reproduce the stored rows (in: RAND())
+    dbt.adapters.dyntable.differentiation.errors.NotIncrementalizable: function: rand is not ...
     """
     planner = Planner(unique_keys or {}, deterministic_functions, schema or {})
     query = expand_views(sql, views or {}, default_schema)

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Optional
 
 from dbt.adapters.dyntable.differentiation.plan import Project
 from dbt.adapters.dyntable.differentiation.sqltext import expr
-from dbt.adapters.dyntable.vocabulary import WEIGHT, quote as q
+from dbt.adapters.dyntable.vocabulary import WEIGHT
+from dbt.adapters.dyntable.vocabulary import quote as q
 
 if TYPE_CHECKING:
     from dbt.adapters.dyntable.differentiation.derivative import Differentiator

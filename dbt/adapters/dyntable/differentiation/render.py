@@ -47,7 +47,9 @@ def render(node: Node, relation: Callable[[str], str], sub: Callable[[Node], str
         listed = ", ".join(f"{expr(e)} AS {q(n)}" for e, n in zip(node.expressions, node.names))
         return f"SELECT {listed} FROM ({sub(node.child)}) AS `_dyn_q`"
     if isinstance(node, Filter):
-        return f"SELECT {cols(node.columns)} FROM ({sub(node.child)}) AS `_dyn_q` WHERE {expr(node.condition)}"
+        return (
+            f"SELECT {cols(node.columns)} FROM ({sub(node.child)}) AS `_dyn_q` WHERE {expr(node.condition)}"
+        )
     if isinstance(node, Join):
         return join_select(node, sub(node.left), sub(node.right), node.kind)
     if isinstance(node, SemiJoin):

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, List, Optional
 
 from dbt.adapters.dyntable.differentiation.plan import SemiJoin
 from dbt.adapters.dyntable.differentiation.sqltext import cols, expr, union_all, with_weight
-from dbt.adapters.dyntable.vocabulary import WEIGHT, quote as q
+from dbt.adapters.dyntable.vocabulary import WEIGHT
+from dbt.adapters.dyntable.vocabulary import quote as q
 
 if TYPE_CHECKING:
     from dbt.adapters.dyntable.differentiation.derivative import Differentiator

@@ -10,12 +10,12 @@ from typing import Iterable, List, Optional, Sequence
 
 from sqlglot import exp
 
-from dbt.adapters.dyntable.vocabulary import WEIGHT
+from dbt.adapters.dyntable.vocabulary import DIALECT, WEIGHT
 from dbt.adapters.dyntable.vocabulary import quote as q
 
 
 def expr(expression: exp.Expression) -> str:
-    return expression.sql(dialect="spark")
+    return expression.sql(dialect=DIALECT)
 
 
 def cols(columns: Iterable[str], qualifier: Optional[str] = None) -> str:

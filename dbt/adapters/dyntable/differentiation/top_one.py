@@ -21,15 +21,14 @@ Like the window rule, exact when ORDER BY breaks ties repeatably.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Dict, Optional, Tuple
-
-from sqlglot import exp
+from typing import TYPE_CHECKING, Optional
 
 from dbt.adapters.dyntable.differentiation.aggregate import touched_keys, touched_rows
 from dbt.adapters.dyntable.differentiation.plan import Filter
 from dbt.adapters.dyntable.differentiation.render import rename, window_select
 from dbt.adapters.dyntable.differentiation.sqltext import cols, signed, union_all
-from dbt.adapters.dyntable.vocabulary import WEIGHT, consolidate, quote as q
+from dbt.adapters.dyntable.vocabulary import WEIGHT, consolidate
+from dbt.adapters.dyntable.vocabulary import quote as q
 
 if TYPE_CHECKING:
     from dbt.adapters.dyntable.differentiation.derivative import Differentiator
@@ -57,15 +56,19 @@ def derive(node: Filter, d: "Differentiator") -> Optional[str]:
         return None
     partition = window.partition_by
     touched = touched_keys(d, partition, delta)
-    stored_first = f"SELECT {rename([names[c] for c in window.columns], window.columns)} FROM ({stored}) AS `_dyn_s`"
+    stored_first = (
+        f"SELECT {rename([names[c] for c in window.columns], window.columns)} FROM ({stored}) AS `_dyn_s`"
+    )
     old = touched_rows(stored_first, window.columns, partition, touched)
     if d.positive(window.child):
         old = d.share(old)
         # Copies of an inserted row are interchangeable here: row_number keeps one of them.
-        candidates = union_all([
-            f"SELECT {cols(window.child.columns)} FROM ({old}) AS `_dyn_o`",
-            f"SELECT {cols(window.child.columns)} FROM ({delta}) AS `_dyn_d`",
-        ])
+        candidates = union_all(
+            [
+                f"SELECT {cols(window.child.columns)} FROM ({old}) AS `_dyn_o`",
+                f"SELECT {cols(window.child.columns)} FROM ({delta}) AS `_dyn_d`",
+            ]
+        )
         assert candidates is not None
     else:
         candidates = touched_rows(d.after(window.child), window.child.columns, partition, touched)

@@ -38,14 +38,12 @@ def parse_query(sql: str) -> exp.Expression:
         statements = [s for s in sqlglot.parse(sql, read=DIALECT) if s is not None]
     except ParseError as error:
         raise NotIncrementalizable("parse", sql[:200], str(error).splitlines()[0]) from error
-    if len(statements) != 1:
+    if len(statements) != 1 or not isinstance(statements[0], exp.Expression):
         raise NotIncrementalizable("parse", sql[:200], "expected exactly one query")
     return statements[0]
 
 
-def expand_views(
-    sql: str, views: Mapping[str, str], default_schema: Optional[str]
-) -> exp.Expression:
+def expand_views(sql: str, views: Mapping[str, str], default_schema: Optional[str]) -> exp.Expression:
     """Parse ``sql`` and replace every view it reads (``views``: ``schema.view`` -> its SELECT)
     by its definition, as a subquery; qualify every base table with its schema (bare names stay
     bare without a ``default_schema``)."""

@@ -1,4 +1,5 @@
-"""Window functions with PARTITION BY: recompute the partitions ΔQ touches (docs/ARCHITECTURE.md, "Deriving")::
+"""Window functions with PARTITION BY: recompute the partitions ΔQ touches (docs/ARCHITECTURE.md,
+"Deriving")::
 
     Δξ_p(Q) = -ξ_p(Q|I0 ⋉_p ΔQ) + ξ_p(Q|I1 ⋉_p ΔQ)
 

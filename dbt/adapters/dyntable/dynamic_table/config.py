@@ -79,9 +79,7 @@ class DynamicTableConfig:
     @classmethod
     def from_model(cls, model: str, config: Mapping[str, Any]) -> "DynamicTableConfig":
         def fail(key: str, value: Any, accepted: str) -> DynamicTableConfigError:
-            return DynamicTableConfigError(
-                f"Model '{model}': {key} {value!r} is not valid. Use {accepted}."
-            )
+            return DynamicTableConfigError(f"Model '{model}': {key} {value!r} is not valid. Use {accepted}.")
 
         def choice(key: str, allowed: Sequence[str], default: str) -> str:
             value = config.get(key)
@@ -121,9 +119,7 @@ class DynamicTableConfig:
             on_configuration_change=choice("on_configuration_change", ON_CONFIGURATION_CHANGE, "apply"),
             unique_key=names("unique_key"),
             partition_by=names("partition_by"),
-            deterministic_functions=tuple(
-                f.lower() for f in names("deterministic_functions", "function")
-            ),
+            deterministic_functions=tuple(f.lower() for f in names("deterministic_functions", "function")),
             full_refresh=None if config.get("full_refresh") is None else bool(config.get("full_refresh")),
         )
 
@@ -134,7 +130,5 @@ def definition_hash(sql: str, config: DynamicTableConfig) -> str:
     The target lag is left out on purpose: a lag change applies without a rebuild.
     """
     normalized = " ".join(sql.split())
-    material = "\n".join(
-        [normalized, ",".join(config.unique_key), ",".join(config.partition_by)]
-    )
+    material = "\n".join([normalized, ",".join(config.unique_key), ",".join(config.partition_by)])
     return hashlib.sha256(material.encode()).hexdigest()[:16]

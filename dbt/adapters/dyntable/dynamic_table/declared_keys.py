@@ -69,9 +69,9 @@ def declared_keys(graph: Mapping[str, Any], model_id: str) -> KeysByRelation:
         tested = (test.get("depends_on") or {}).get("nodes") or []
         if len(tested) != 1 or tested[0] not in wanted:
             continue
-        key = _test_key(test)
-        if key is not None:
-            _add(keys, wanted[tested[0]], key)
+        tested_key = _test_key(test)
+        if tested_key is not None:
+            _add(keys, wanted[tested[0]], tested_key)
     return keys
 
 

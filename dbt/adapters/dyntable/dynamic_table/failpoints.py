@@ -1,9 +1,9 @@
 """Failpoints: named places in a refresh where a test can kill the process.
 
-Exactly-once apply is only believable if a crash at each step is shown to recover (docs/ARCHITECTURE.md, "Exactly once"), so
-the refresh calls :func:`failpoint` between its steps. It does nothing unless the environment
-variable ``DYNTABLE_FAILPOINT`` names that place; then the process SIGKILLs itself there, as a
-power cut or OOM kill would — no cleanup handler runs.
+Exactly-once apply is only believable if a crash at each step is shown to recover
+(docs/ARCHITECTURE.md, "Exactly once"), so the refresh calls :func:`failpoint` between its steps. It
+does nothing unless the environment variable ``DYNTABLE_FAILPOINT`` names that place; then the
+process SIGKILLs itself there, as a power cut or OOM kill would — no cleanup handler runs.
 
 ``DYNTABLE_FAILPOINT=during_apply:0.05`` kills 0.05 s after the apply statement started, so the
 commit may or may not land: recovery must be right either way.

@@ -82,4 +82,6 @@ def describe_holder(text: str) -> str:
         info = json.loads(text)
     except ValueError:
         return "another process"
-    return f"process {info.get('pid')} on {info.get('host')} ({info.get('command')}, since {info.get('since')})"
+    return (
+        f"process {info.get('pid')} on {info.get('host')} ({info.get('command')}, since {info.get('since')})"
+    )

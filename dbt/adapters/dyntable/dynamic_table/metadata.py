@@ -7,7 +7,8 @@ engine job. They are also registered in the engine's catalog so users query them
     select * from dyntable_meta.dynamic_table_refresh_history where name = 'shop.orders_dt'
 
 ``dynamic_table_frontiers`` has one row per dynamic table; its ``pending`` column holds a refresh's
-intent while it runs (docs/ARCHITECTURE.md, "Exactly once"): set before the MERGE, cleared with the new frontier after it.
+intent while it runs (docs/ARCHITECTURE.md, "Exactly once"): set before the MERGE, cleared with the
+new frontier after it.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timezone
-from pathlib import Path
 from enum import Enum
+from pathlib import Path
 from typing import Any, Callable, ClassVar, Dict, Iterator, List, Mapping, Optional, Tuple, Type
 
 import pyarrow as pa
@@ -209,7 +210,9 @@ class HistoryRow(_Row):
 
     _JSON: ClassVar[Tuple[str, ...]] = ("source_versions",)
     _ENUMS: ClassVar[Mapping[str, Type[Enum]]] = {
-        "state": State, "refresh_action": Action, "refresh_trigger": Trigger,
+        "state": State,
+        "refresh_action": Action,
+        "refresh_trigger": Trigger,
     }
 
     name: str
@@ -321,7 +324,9 @@ class MetadataStore:
         self._commit(
             FRONTIERS,
             lambda: write_deltalake(
-                self._table(FRONTIERS), data, mode="overwrite",
+                self._table(FRONTIERS),
+                data,
+                mode="overwrite",
                 predicate=_eq("name", frontier.name),
             ),
             patch=lambda rows: [r for r in rows if r["name"] != frontier.name] + data.to_pylist(),
@@ -379,11 +384,15 @@ class MetadataStore:
             if table in CACHED_TABLES:
                 cached = self._cached.get(table)
                 if cached is None or cached[0] != opened.version():
-                    cached = self._cached[table] = (opened.version(), self._dataset(table).to_table().to_pylist())
+                    cached = self._cached[table] = (
+                        opened.version(),
+                        self._dataset(table).to_table().to_pylist(),
+                    )
                 return [dict(r) for r in cached[1] if name is None or r["name"] == name]
             dataset = self._dataset(table)
             selected = dataset.to_table(filter=ds.field("name") == name) if name else dataset.to_table()
-        return selected.to_pylist()
+        rows: List[Dict[str, Any]] = selected.to_pylist()
+        return rows
 
     def _dataset(self, table: str) -> ds.Dataset:
         # Arrow's own local filesystem: deltalake's default is a Python-implemented one that Arrow's

@@ -70,4 +70,3 @@ class DynamicTable:
             model=name,
             declared_keys=keys,
         )
-

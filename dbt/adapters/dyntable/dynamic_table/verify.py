@@ -1,4 +1,5 @@
-"""Checking the semantics contract: a DT equals its query at its data timestamp (docs/ARCHITECTURE.md, "The semantics contract").
+"""Checking the semantics contract: a DT equals its query at its data timestamp
+(docs/ARCHITECTURE.md, "The semantics contract").
 
 The oracle evaluates the DT's defining query with every source pinned to the version its frontier
 recorded (views expanded; upstream DTs at the version their refresh produced) and checks that each
@@ -17,7 +18,6 @@ from dbt.adapters.dyntable.dynamic_table.pinning import read_views
 from dbt.adapters.dyntable.dynamic_table.refresh.derive import pinned_query
 from dbt.adapters.dyntable.engines.base import Engine
 from dbt.adapters.dyntable.vocabulary import quoted_table
-
 
 #: Significant digits floating-point values are compared at: a sum of doubles depends on the order
 #: Spark adds them in, so a recomputation and an incrementally maintained sum differ in the last bits.
@@ -57,7 +57,9 @@ def check_dvs(engine: Engine, metadata: MetadataStore, name: str) -> DvsCheck:
         at_t = log.version_at(t_ms) if log else None
         if at_t != version:
             return DvsCheck(
-                name, False, 0,
+                name,
+                False,
+                0,
                 f"read {source} at version {version}, but its version at the data timestamp is {at_t}",
                 frontier,
             )
@@ -68,7 +70,9 @@ def check_dvs(engine: Engine, metadata: MetadataStore, name: str) -> DvsCheck:
     if actual != expected:
         missing, extra = expected - actual, actual - expected
         return DvsCheck(
-            name, False, sum(actual.values()),
+            name,
+            False,
+            sum(actual.values()),
             f"{sum(extra.values())} rows only in the DT (e.g. {list(extra)[:2]}), "
             f"{sum(missing.values())} only in the query (e.g. {list(missing)[:2]})",
             frontier,

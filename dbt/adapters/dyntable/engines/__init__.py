@@ -53,9 +53,7 @@ def start_engine(
     """Start the engine a profile's `method` names, with that profile's settings."""
     starter = METHODS.get(method)
     if starter is None:
-        raise EngineError(
-            f"Unknown `method` {method!r}; use one of: {', '.join(repr(m) for m in METHODS)}."
-        )
+        raise EngineError(f"Unknown `method` {method!r}; use one of: {', '.join(repr(m) for m in METHODS)}.")
     return starter(
         warehouse=Path(warehouse),
         port=port,

@@ -20,14 +20,14 @@ import socket
 import threading
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Optional
+from typing import TYPE_CHECKING, ClassVar, Optional, Union
 
 import sqlglot
 from sqlglot import exp
 
 from dbt.adapters.dyntable.engines.base import Capabilities, Engine, EngineError
 from dbt.adapters.dyntable.engines.warehouse import PersistedTable, Warehouse
-from dbt.adapters.dyntable.vocabulary import quote
+from dbt.adapters.dyntable.vocabulary import DIALECT, quote
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -123,7 +123,11 @@ class EmbeddedEngine(Engine):
             logger.warning("dyntable: view %s could not be re-attached: %s", view, error)
         logger.debug(
             "dyntable: embedded engine on %s:%s attached %s tables and %s views from %s",
-            host, port, report.tables, report.views, self.warehouse.root,
+            host,
+            port,
+            report.tables,
+            report.views,
+            self.warehouse.root,
         )
         return self
 
@@ -153,7 +157,10 @@ class EmbeddedEngine(Engine):
 
     def explain_failure(self, error: Exception) -> str:
         message = str(error).strip()
-        if any(sign in message for sign in ("UNAVAILABLE", "RETRIES_EXCEEDED")) or "failed to connect" in message.lower():
+        if (
+            any(sign in message for sign in ("UNAVAILABLE", "RETRIES_EXCEEDED"))
+            or "failed to connect" in message.lower()
+        ):
             return (
                 f"The embedded engine at {self.address} stopped responding ({message.splitlines()[0]}). "
                 "Its server runs inside this process; rerun the command. If it keeps happening, "
@@ -168,12 +175,12 @@ class EmbeddedEngine(Engine):
         if ddl is None:
             return self.spark.sql(statement)
         with self._ddl_lock:
-            if isinstance(ddl, exp.Create):
-                return self._create(statement, ddl)
-            return self._drop(statement, ddl)
+            if isinstance(ddl, exp.Drop):
+                return self._drop(statement, ddl)
+            return self._create(statement, ddl)
 
     @staticmethod
-    def _parse_ddl(statement: str) -> Optional[exp.Expression]:
+    def _parse_ddl(statement: str) -> Optional[Union[exp.Create, exp.Drop]]:
         head = statement.lstrip().lower()
         while head.startswith("--") or head.startswith("/*"):
             end = head.find("\n") + 1 if head.startswith("--") else head.find("*/") + 2
@@ -181,7 +188,7 @@ class EmbeddedEngine(Engine):
         if not head.startswith(DDL_PREFIXES):
             return None
         try:
-            parsed = sqlglot.parse_one(statement, read="spark")
+            parsed = sqlglot.parse_one(statement, read=DIALECT)
         except sqlglot.errors.ParseError:
             logger.debug("dyntable: DDL not understood, run as written: %s", statement[:200])
             return None
@@ -217,7 +224,7 @@ class EmbeddedEngine(Engine):
             props = create.args.get("properties") or exp.Properties(expressions=[])
             props.append("expressions", exp.LocationProperty(this=exp.Literal.string(str(location))))
             create.set("properties", props)
-            statement = create.sql(dialect="spark")
+            statement = create.sql(dialect=DIALECT)
         query = create.expression
         is_new = not (location / "_delta_log").is_dir()
         if query is None or not is_new:
@@ -231,7 +238,7 @@ class EmbeddedEngine(Engine):
             return result
         # CTAS of a new table: create it empty with nullable columns, then fill it. If filling
         # fails, remove it again so no half-created table is left.
-        fields = self.spark.sql(query.sql(dialect="spark")).schema.fields
+        fields = self.spark.sql(query.sql(dialect=DIALECT)).schema.fields
         if any(f.dataType.typeName() == "void" for f in fields):
             return self.spark.sql(statement)  # Delta rejects untyped NULL columns; let it say so
         shell = create.copy()
@@ -244,13 +251,13 @@ class EmbeddedEngine(Engine):
                 expressions=[
                     exp.ColumnDef(
                         this=exp.to_identifier(f.name, quoted=True),
-                        kind=exp.DataType.build(f.dataType.simpleString(), dialect="spark"),
+                        kind=exp.DataType.build(f.dataType.simpleString(), dialect=DIALECT),
                     )
                     for f in fields
                 ],
             ),
         )
-        self.spark.sql(shell.sql(dialect="spark"))
+        self.spark.sql(shell.sql(dialect=DIALECT))
         # INSERT, not CREATE OR REPLACE ... AS SELECT: the latter re-registers the table in the
         # session's catalog with the query's NOT NULL columns, and inserting a NULL then fails.
         # The query goes in a subquery: Sail rejects `WITH ... INSERT`, and the columns keep
@@ -304,6 +311,5 @@ class EmbeddedEngine(Engine):
         statement = self.warehouse.view_statement(schema, name)
         if statement is None:
             return None
-        create = sqlglot.parse_one(statement, read="spark")
-        return create.expression.sql(dialect="spark") if create.expression else None
-
+        create = sqlglot.parse_one(statement, read=DIALECT)
+        return create.expression.sql(dialect=DIALECT) if create.expression else None

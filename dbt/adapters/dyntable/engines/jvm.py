@@ -97,11 +97,11 @@ def find_java() -> Path:
             )
         java = Path(found)
     try:
-        banner = subprocess.run(
-            [str(java), "-version"], capture_output=True, text=True, timeout=30
-        ).stderr
+        banner = subprocess.run([str(java), "-version"], capture_output=True, text=True, timeout=30).stderr
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise EngineError(f"{java} could not be run ({exc}). Install Java {MIN_JAVA} or set JAVA_HOME.") from exc
+        raise EngineError(
+            f"{java} could not be run ({exc}). Install Java {MIN_JAVA} or set JAVA_HOME."
+        ) from exc
     match = re.search(r'version "(\d+)(?:\.(\d+))?', banner)
     if match:
         # Java 8 and older report "1.8.0_x".
@@ -117,15 +117,16 @@ def find_java() -> Path:
 def delta_jars(folder: Path) -> List[Path]:
     """All jars in `folder`, checked to include Delta's two jars for this Scala version."""
     if not folder.is_dir():
-        raise EngineError(
-            f"`spark_jars` is {folder}, which is not a folder. {jars_hint().capitalize()}."
-        )
+        raise EngineError(f"`spark_jars` is {folder}, which is not a folder. {jars_hint().capitalize()}.")
     jars = sorted(folder.glob("*.jar"))
     names = [jar.name for jar in jars]
     missing = [
         wanted
         for wanted, pattern in (
-            (f"delta-spark_{SCALA_VERSION}-<version>.jar", rf"delta-spark_{re.escape(SCALA_VERSION)}-.+\.jar$"),
+            (
+                f"delta-spark_{SCALA_VERSION}-<version>.jar",
+                rf"delta-spark_{re.escape(SCALA_VERSION)}-.+\.jar$",
+            ),
             ("delta-storage-<version>.jar", r"delta-storage-.+\.jar$"),
         )
         if not any(re.search(pattern, name) for name in names)
@@ -160,7 +161,9 @@ class _DriverOutput:
         return "\n".join(self.lines)
 
 
-def launch_driver(conf: "SparkConf", timeout: float) -> "tuple[subprocess.Popen[bytes], JavaGateway, _DriverOutput]":
+def launch_driver(
+    conf: "SparkConf", timeout: float
+) -> "tuple[subprocess.Popen[bytes], JavaGateway, _DriverOutput]":
     """Start the Spark driver JVM as PySpark does, but bounded by `timeout` seconds."""
     from pyspark.find_spark_home import _find_spark_home
     from pyspark.java_gateway import launch_gateway
@@ -177,8 +180,12 @@ def launch_driver(conf: "SparkConf", timeout: float) -> "tuple[subprocess.Popen[
     try:
         # stdin stays open: the driver exits when it closes (that is how stop() ends it).
         proc = subprocess.Popen(
-            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            env=env, start_new_session=True,
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
         )
         output = _DriverOutput(proc.stdout)
         deadline = time.monotonic() + timeout
@@ -237,7 +244,9 @@ def _launch_error(output: str, timed_out: bool, timeout: float) -> EngineError:
             f"resolving Delta Lake's jars from Maven, the network is too slow or blocked: {jars_hint()}."
             f"\nLast output:\n{tail}"
         )
-    return EngineError(f"Spark's driver exited while starting. Check `master` and `spark_conf`.\nSpark said:\n{tail}")
+    return EngineError(
+        f"Spark's driver exited while starting. Check `master` and `spark_conf`.\nSpark said:\n{tail}"
+    )
 
 
 class JvmSparkEngine(Engine):

@@ -19,14 +19,14 @@ import tempfile
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator, List, Optional, Tuple
+from typing import Dict, Iterator, List, Optional, Tuple
+
+from deltalake import DeltaTable
+from pyspark.sql import SparkSession
+from pyspark.sql.types import ArrayType, DataType, MapType, StructType
 
 from dbt.adapters.dyntable.engines.base import EngineError
 from dbt.adapters.dyntable.vocabulary import quote, sql_string
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
-    from pyspark.sql.types import DataType
 
 VIEWS_DIR = ".views"
 DELTA_LOG = "_delta_log"
@@ -45,9 +45,6 @@ class PersistedTable:
         Except with array or map columns: Sail names a declared list's element differently from
         the one it reads from the log and refuses the match, so those tables are attached without
         a column list (queries see every column; Sail's column listing of them is empty)."""
-        from deltalake import DeltaTable
-        from pyspark.sql.types import StructType
-
         table = DeltaTable(str(self.location))
         struct = StructType.fromJson(json.loads(table.schema().to_json()))
         columns = ", ".join(
@@ -56,18 +53,14 @@ class PersistedTable:
         )
         declared = "" if _nests_lists_or_maps(struct) else f" ({columns})"
         partitions = table.metadata().partition_columns
-        partitioned = (
-            f" PARTITIONED BY ({', '.join(quote(c) for c in partitions)})" if partitions else ""
-        )
+        partitioned = f" PARTITIONED BY ({', '.join(quote(c) for c in partitions)})" if partitions else ""
         return (
             f"CREATE TABLE IF NOT EXISTS {quote(self.schema)}.{quote(self.name)}{declared} "
             f"USING delta{partitioned} LOCATION {sql_string(str(self.location))}"
         )
 
 
-def _nests_lists_or_maps(data_type: "DataType") -> bool:
-    from pyspark.sql.types import ArrayType, MapType, StructType
-
+def _nests_lists_or_maps(data_type: DataType) -> bool:
     if isinstance(data_type, (ArrayType, MapType)):
         return True
     if isinstance(data_type, StructType):
@@ -151,7 +144,7 @@ class Warehouse:
 
     # -- start-up --------------------------------------------------------------------------------
 
-    def attach(self, spark: "SparkSession") -> "AttachReport":
+    def attach(self, spark: SparkSession) -> AttachReport:
         """Re-create the catalog of a fresh session from what is persisted."""
         report = AttachReport()
         pending_views: List[Tuple[str, str, str]] = []
@@ -162,7 +155,7 @@ class Warehouse:
                 report.tables += 1
             pending_views.extend((schema, name, stmt) for name, stmt in self.views(schema))
         # Views may read other views: create them in rounds until no more succeed.
-        errors: dict = {}
+        errors: Dict[Tuple[str, str], str] = {}
         while pending_views:
             failed = []
             for schema, name, statement in pending_views:

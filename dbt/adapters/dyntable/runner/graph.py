@@ -1,14 +1,15 @@
 """The dynamic-table graph the runner schedules: effective lags, canonical periods, closures.
 
-Nodes are dynamic tables keyed by their relation name (``schema.table``, lower case). An edge
-u → d means d reads u in the same pipeline (directly or through views and other non-DT models):
-d's refresh at T needs u's refresh at T (docs/ARCHITECTURE.md, "The semantics contract"). Inputs read through
-``refresh_boundary(ref(...))`` are not edges: they decouple schedules, failures and lags
+Nodes are dynamic tables keyed by their relation name (``schema.table``, lower case). An edge u → d
+means d reads u in the same pipeline (directly or through views and other non-DT models): d's
+refresh at T needs u's refresh at T (docs/ARCHITECTURE.md, "The semantics contract"). Inputs read
+through ``refresh_boundary(ref(...))`` are not edges: they decouple schedules, failures and lags
 (docs/ARCHITECTURE.md, "Refresh boundaries").
 
-Periods follow docs/ARCHITECTURE.md, "Scheduling": canonical periods ``unit · 2^n`` (unit 48 s, shrunk by the runner's
-time scale), the largest that leaves half the target lag for waiting and refreshing, and never
-below an upstream's period, so every DT's data timestamps land on its upstreams' grid.
+Periods follow docs/ARCHITECTURE.md, "Scheduling": canonical periods ``unit · 2^n`` (unit 48 s,
+shrunk by the runner's time scale), the largest that leaves half the target lag for waiting and
+refreshing, and never below an upstream's period, so every DT's data timestamps land on its
+upstreams' grid.
 
 >>> from dbt.adapters.dyntable.dynamic_table.config import TargetLag
 >>> canonical_period_ms(TargetLag.parse("5 minutes").seconds, 48_000)
@@ -22,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, FrozenSet, Iterable, List, Optional, Sequence, Set, Tuple
 
+from dbt.adapters.dyntable.dynamic_table.config import TargetLag
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
 
 #: Seed 000 §5.2: canonical refresh periods are 48·2^n seconds.
@@ -118,7 +120,7 @@ class DynamicTableGraph:
             following = sorted(u for u in self.nodes[path[-1]].upstream if u in stuck)
             step = following[0]
             if step in seen:
-                cycle = path[seen[step]:] + [step]
+                cycle = path[seen[step] :] + [step]
                 return list(reversed(cycle))
             seen[step] = len(path)
             path.append(step)
@@ -137,9 +139,7 @@ class DynamicTableGraph:
             return found[0]
         if not found:
             known = ", ".join(sorted(n.model for n in self.nodes.values())) or "none"
-            raise GraphError(
-                f"Unknown dynamic table '{model}'. Dynamic tables in this project: {known}."
-            )
+            raise GraphError(f"Unknown dynamic table '{model}'. Dynamic tables in this project: {known}.")
         raise GraphError(
             f"'{model}' names several dynamic tables ({', '.join(sorted(n.name for n in found))}); "
             "use schema.table."
@@ -179,7 +179,8 @@ class DynamicTableGraph:
                 self.effective_lag[name] = None
 
     def _check_lags(self) -> None:
-        """A DT cannot be fresher than a DT it reads in the same pipeline (docs/ARCHITECTURE.md, "Refresh boundaries")."""
+        """A DT cannot be fresher than a DT it reads in the same pipeline (docs/ARCHITECTURE.md,
+        "Refresh boundaries")."""
         # For each DT: the largest declared lag among its transitive upstream DTs, and whose.
         slowest: Dict[str, Optional[Tuple[int, str]]] = {}
         for name in self.order:
@@ -194,18 +195,18 @@ class DynamicTableGraph:
             lag = self.effective_lag[name]
             if best is None or lag is None or lag >= best[0]:
                 continue
-            node, up = self.nodes[name], self.nodes[best[1]]
+            reader, read = self.nodes[name], self.nodes[best[1]]
             why = (
-                f"target_lag {node.dt.config.target_lag}"
+                f"target_lag {reader.dt.config.target_lag}"
                 if declared is not None
                 else f"target_lag downstream (taken from '{self.model(self.lag_source[name])}': "
                 f"{_seconds(lag)})"
             )
             raise GraphError(
-                f"Model '{node.model}': {why} is below the {up.dt.config.target_lag} of its "
-                f"upstream dynamic table '{up.model}'. A dynamic table cannot be fresher than what "
-                f"it reads: raise the target_lag to at least {up.dt.config.target_lag}, or read "
-                f"'{up.model}' through refresh_boundary(ref('{up.model}'))."
+                f"Model '{reader.model}': {why} is below the {read.dt.config.target_lag} of its "
+                f"upstream dynamic table '{read.model}'. A dynamic table cannot be fresher than what "
+                f"it reads: raise the target_lag to at least {read.dt.config.target_lag}, or read "
+                f"'{read.model}' through refresh_boundary(ref('{read.model}'))."
             )
 
     def _choose_periods(self) -> None:
@@ -223,10 +224,7 @@ class DynamicTableGraph:
     def scheduled(self) -> List[str]:
         """DTs with a schedule of their own (declared lags), in dependency order. DOWNSTREAM DTs
         refresh when a consumer does; those without consumers only when asked."""
-        return [
-            n for n in self.order
-            if self.nodes[n].dt.config.target_lag.seconds is not None
-        ]
+        return [n for n in self.order if self.nodes[n].dt.config.target_lag.seconds is not None]
 
     @property
     def tick_ms(self) -> Optional[int]:
@@ -236,8 +234,6 @@ class DynamicTableGraph:
 
 
 def _seconds(seconds: int) -> str:
-    from dbt.adapters.dyntable.dynamic_table.config import TargetLag
-
     return str(TargetLag(seconds))
 
 
@@ -250,4 +246,3 @@ def build_graph(nodes: Sequence[GraphNode], unit_ms: int = CANONICAL_UNIT_MS) ->
             )
         by_name[node.name] = node
     return DynamicTableGraph(by_name, unit_ms)
-

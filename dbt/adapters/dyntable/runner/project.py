@@ -12,10 +12,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Set, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
+from dbt.artifacts.schemas.run import RunExecutionResult
 from dbt.cli.main import dbtRunner
 from dbt.config.runtime import load_profile
+from dbt.contracts.graph.manifest import Manifest
+from dbt.contracts.graph.nodes import ModelNode
 
 from dbt.adapters.dyntable.connections import (
     SPARK_METHODS,
@@ -113,32 +116,41 @@ def load_project(options: ProjectOptions) -> LoadedProject:
     project_dir = options.project_dir.expanduser().resolve()
     options = ProjectOptions(project_dir, options.profiles_dir, options.target, options.select)
     if not (project_dir / "dbt_project.yml").is_file():
-        raise ProjectError(
-            f"No dbt project in {project_dir} (no dbt_project.yml). Pass --project-dir."
-        )
+        raise ProjectError(f"No dbt project in {project_dir} (no dbt_project.yml). Pass --project-dir.")
     parsed = dbtRunner().invoke(options.dbt_args("parse"))
-    if not parsed.success or parsed.result is None:
-        raise ProjectError(f"The dbt project in {project_dir} does not parse: {_why(parsed)}")
     manifest = parsed.result
+    if not parsed.success or not isinstance(manifest, Manifest):
+        raise ProjectError(f"The dbt project in {project_dir} does not parse: {_why(parsed)}")
     credentials = _credentials(options)
 
     dt_nodes = {
-        uid: node for uid, node in manifest.nodes.items()
-        if node.resource_type == "model" and node.config.materialized == DYNAMIC_TABLE
+        uid: node
+        for uid, node in manifest.nodes.items()
+        if isinstance(node, ModelNode) and node.config.materialized == DYNAMIC_TABLE
     }
     compiled: Dict[str, str] = {}
     if dt_nodes:
         # --no-populate-cache: compiling plain SELECTs needs no engine, so status and friends
         # start none; the runner starts one when it refreshes.
-        result = dbtRunner(manifest=manifest).invoke(options.dbt_args(
-            "compile", "--no-populate-cache", "--select", DBT_SELECTOR,
-            "--indirect-selection", "empty",
-        ))
-        if not result.success or result.result is None:
+        result = dbtRunner(manifest=manifest).invoke(
+            options.dbt_args(
+                "compile",
+                "--no-populate-cache",
+                "--select",
+                DBT_SELECTOR,
+                "--indirect-selection",
+                "empty",
+            )
+        )
+        if not result.success or not isinstance(result.result, RunExecutionResult):
             raise ProjectError(f"The dynamic-table models do not compile: {_why(result)}")
-        compiled = {r.node.unique_id: r.node.compiled_code for r in result.result.results}
+        compiled = {
+            r.node.unique_id: r.node.compiled_code
+            for r in result.result.results
+            if isinstance(r.node, ModelNode) and r.node.compiled_code is not None
+        }
 
-    manifest.build_flat_graph()
+    manifest.build_flat_graph()  # type: ignore[no-untyped-call]
     nodes = [_graph_node(manifest, uid, node, compiled.get(uid)) for uid, node in dt_nodes.items()]
     selected = _select(manifest, options, dt_nodes) if options.select else None
     return LoadedProject(options, credentials, nodes, selected)
@@ -212,13 +224,23 @@ def _graph_node(manifest: Any, uid: str, node: Any, sql: Optional[str]) -> Graph
 
 def _select(manifest: Any, options: ProjectOptions, dt_nodes: Dict[str, Any]) -> Set[str]:
     """Relation names of the dynamic tables that dbt's selection syntax picks."""
-    listed = dbtRunner(manifest=manifest).invoke(options.dbt_args(
-        "ls", "--select", *options.select, "--resource-type", "model",
-        "--output", "json", "--output-keys", "unique_id",
-    ))
+    listed = dbtRunner(manifest=manifest).invoke(
+        options.dbt_args(
+            "ls",
+            "--select",
+            *options.select,
+            "--resource-type",
+            "model",
+            "--output",
+            "json",
+            "--output-keys",
+            "unique_id",
+        )
+    )
     if not listed.success:
         raise ProjectError(f"--select {' '.join(options.select)}: {_why(listed)}")
-    ids = {json.loads(line)["unique_id"] for line in listed.result or []}
+    lines = listed.result if isinstance(listed.result, list) else []
+    ids = {json.loads(line)["unique_id"] for line in lines}
     chosen = {relation_name(dt_nodes[uid]) for uid in ids if uid in dt_nodes}
     if not chosen:
         raise ProjectError(
@@ -226,4 +248,3 @@ def _select(manifest: Any, options: ProjectOptions, dt_nodes: Dict[str, Any]) ->
             + ", ".join(sorted(n.name for n in dt_nodes.values()))
         )
     return chosen
-

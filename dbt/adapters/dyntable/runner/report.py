@@ -1,9 +1,9 @@
 """`dyntable report`: one self-contained HTML page (inline SVG, no scripts, no network).
 
-Per dynamic table, the lag sawtooth (docs/ARCHITECTURE.md, "Scheduling") drawn from the refresh history: lag rises
-one second per second and drops when a refresh commits, from ``end - previous data timestamp``
-(the peak) to ``end - data timestamp`` (the trough); the target lag is a dashed line. Below it,
-refresh durations over time, coloured by action.
+Per dynamic table, the lag sawtooth (docs/ARCHITECTURE.md, "Scheduling") drawn from the refresh
+history: lag rises one second per second and drops when a refresh commits, from ``end - previous
+data timestamp`` (the peak) to ``end - data timestamp`` (the trough); the target lag is a dashed
+line. Below it, refresh durations over time, coloured by action.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from dbt.adapters.dyntable.dynamic_table.config import TargetLag
 from dbt.adapters.dyntable.dynamic_table.lifecycle import State
@@ -68,9 +68,7 @@ def _ts(value: Optional[datetime]) -> Optional[float]:
     return value.timestamp()
 
 
-def lag_series(
-    name: str, history: Iterable[HistoryRow], target_lag: Optional[int], now: float
-) -> LagSeries:
+def lag_series(name: str, history: Iterable[HistoryRow], target_lag: Optional[int], now: float) -> LagSeries:
     series = LagSeries(name, target_lag)
     rows = sorted(history, key=lambda r: _ts(r.refresh_end_time) or 0.0)
     previous_ts: Optional[float] = None
@@ -135,20 +133,28 @@ class _Frame:
         for i in range(5):
             value = self.top_value * i / 4
             y = self.y(value)
-            parts.append(f'<line x1="{LEFT - 4}" y1="{y:.1f}" x2="{WIDTH - RIGHT}" y2="{y:.1f}" '
-                         'stroke="#eee"/>')
-            parts.append(f'<text x="{LEFT - 6}" y="{y + 4:.1f}" font-size="10" text-anchor="end" '
-                         f'fill="#444">{_seconds(value)}</text>')
+            parts.append(
+                f'<line x1="{LEFT - 4}" y1="{y:.1f}" x2="{WIDTH - RIGHT}" y2="{y:.1f}" stroke="#eee"/>'
+            )
+            parts.append(
+                f'<text x="{LEFT - 6}" y="{y + 4:.1f}" font-size="10" text-anchor="end" '
+                f'fill="#444">{_seconds(value)}</text>'
+            )
             t = self.t0 + (self.t1 - self.t0) * i / 4
-            parts.append(f'<text x="{self.x(t):.1f}" y="{HEIGHT - BOTTOM + 16}" font-size="10" '
-                         f'text-anchor="middle" fill="#444">{_clock(t)}</text>')
+            parts.append(
+                f'<text x="{self.x(t):.1f}" y="{HEIGHT - BOTTOM + 16}" font-size="10" '
+                f'text-anchor="middle" fill="#444">{_clock(t)}</text>'
+            )
         return parts
 
 
 def _svg(parts: Sequence[str], label: str) -> str:
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
-            f'viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="{html.escape(label)}">'
-            + "".join(parts) + "</svg>")
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
+        f'viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="{html.escape(label)}">'
+        + "".join(parts)
+        + "</svg>"
+    )
 
 
 def lag_chart(series: LagSeries) -> str:
@@ -160,10 +166,14 @@ def lag_chart(series: LagSeries) -> str:
     parts = frame.axes("lag")
     if series.target_lag is not None:
         y = frame.y(series.target_lag)
-        parts.append(f'<line x1="{LEFT}" y1="{y:.1f}" x2="{WIDTH - RIGHT}" y2="{y:.1f}" '
-                     'stroke="#c53030" stroke-dasharray="6 4"/>')
-        parts.append(f'<text x="{WIDTH - RIGHT - 4}" y="{y - 4:.1f}" font-size="10" '
-                     f'text-anchor="end" fill="#c53030">target lag {_seconds(series.target_lag)}</text>')
+        parts.append(
+            f'<line x1="{LEFT}" y1="{y:.1f}" x2="{WIDTH - RIGHT}" y2="{y:.1f}" '
+            'stroke="#c53030" stroke-dasharray="6 4"/>'
+        )
+        parts.append(
+            f'<text x="{WIDTH - RIGHT - 4}" y="{y - 4:.1f}" font-size="10" '
+            f'text-anchor="end" fill="#c53030">target lag {_seconds(series.target_lag)}</text>'
+        )
     path = " ".join(f"{frame.x(t):.1f},{frame.y(lag):.1f}" for t, lag in series.points)
     parts.append(f'<polyline points="{path}" fill="none" stroke="#2b6cb0" stroke-width="1.5"/>')
     return _svg(parts, f"lag of {series.name} over time")
@@ -179,9 +189,11 @@ def duration_chart(series: LagSeries) -> str:
     for start, seconds, action in series.durations:
         colour = ACTION_COLOURS.get(action, "#444")
         x, y = frame.x(start), frame.y(seconds)
-        parts.append(f'<line x1="{x:.1f}" y1="{frame.y(0):.1f}" x2="{x:.1f}" y2="{y:.1f}" '
-                     f'stroke="{colour}" stroke-width="2"><title>{html.escape(action)} '
-                     f'{seconds:.2f} s at {_clock(start)}</title></line>')
+        parts.append(
+            f'<line x1="{x:.1f}" y1="{frame.y(0):.1f}" x2="{x:.1f}" y2="{y:.1f}" '
+            f'stroke="{colour}" stroke-width="2"><title>{html.escape(action)} '
+            f"{seconds:.2f} s at {_clock(start)}</title></line>"
+        )
         parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="2.5" fill="{colour}"/>')
     return _svg(parts, f"refresh durations of {series.name}")
 
@@ -204,15 +216,20 @@ def render_report(
         series = lag_series(name, by_name[name], target, now)
         within = series.share_within_target()
         summary.append(
-            "<tr>" + "".join(f"<td>{html.escape(str(cell))}</td>" for cell in (
-                name,
-                lag_text or "?",
-                series.refreshes,
-                series.failures,
-                series.skips,
-                _seconds(series.max_lag) if series.max_lag is not None else "-",
-                f"{within:.0%}" if within is not None else "-",
-            )) + "</tr>"
+            "<tr>"
+            + "".join(
+                f"<td>{html.escape(str(cell))}</td>"
+                for cell in (
+                    name,
+                    lag_text or "?",
+                    series.refreshes,
+                    series.failures,
+                    series.skips,
+                    _seconds(series.max_lag) if series.max_lag is not None else "-",
+                    f"{within:.0%}" if within is not None else "-",
+                )
+            )
+            + "</tr>"
         )
         legend = " ".join(
             f'<span style="color:{colour}">■ {action}</span>' for action, colour in ACTION_COLOURS.items()
@@ -220,7 +237,7 @@ def render_report(
         sections.append(
             f'<section><h2 id="{html.escape(name)}">{html.escape(name)}</h2>'
             f"<h3>Lag over time</h3>{lag_chart(series)}"
-            f"<h3>Refresh durations</h3><p class=\"legend\">{legend}</p>{duration_chart(series)}"
+            f'<h3>Refresh durations</h3><p class="legend">{legend}</p>{duration_chart(series)}'
             "</section>"
         )
     generated = datetime.fromtimestamp(now, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
@@ -228,7 +245,8 @@ def render_report(
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
 <style>
 body {{ font-family: system-ui, sans-serif; margin: 2rem; color: #1a202c; }}
-table {{ border-collapse: collapse; }} td, th {{ padding: .25rem .75rem; border-bottom: 1px solid #e2e8f0; text-align: left; }}
+table {{ border-collapse: collapse; }}
+td, th {{ padding: .25rem .75rem; border-bottom: 1px solid #e2e8f0; text-align: left; }}
 section {{ margin-top: 2rem; }} h3 {{ font-size: .95rem; color: #4a5568; margin-bottom: .25rem; }}
 .legend {{ font-size: .8rem; }} .empty {{ color: #718096; }}
 </style></head><body>
@@ -237,7 +255,7 @@ section {{ margin-top: 2rem; }} h3 {{ font-size: .95rem; color: #4a5568; margin-
 second per second and drops when a refresh commits.</p>
 <table><thead><tr><th>dynamic table</th><th>target lag</th><th>refreshes</th><th>failures</th>
 <th>skips</th><th>max lag</th><th>time within target</th></tr></thead>
-<tbody>{''.join(summary)}</tbody></table>
-{''.join(sections) or '<p class="empty">No refresh recorded yet.</p>'}
+<tbody>{"".join(summary)}</tbody></table>
+{"".join(sections) or '<p class="empty">No refresh recorded yet.</p>'}
 </body></html>
 """

@@ -1,13 +1,14 @@
 """The scheduler: which dynamic tables refresh at which data timestamp, and what happens when one
 cannot.
 
-A tick has one data timestamp T, a multiple of the graph's smallest period (docs/ARCHITECTURE.md, "Scheduling": one
-constant phase, so periods that are powers of two apart always meet). A scheduled DT is *due* at T
-when its data timestamp is older than its own latest period boundary ``floor(T, period)`` and it
-has not been attempted for that boundary yet: in a steady run that is exactly "T is a multiple of
-its period", and after a restart or a skip it catches up at the next tick instead of waiting a
-whole period. Every due DT brings along the DTs it reads in the same pipeline, so one tick
-refreshes a closed set of DTs at one T, in dependency order (docs/ARCHITECTURE.md, "The semantics contract").
+A tick has one data timestamp T, a multiple of the graph's smallest period (docs/ARCHITECTURE.md,
+"Scheduling": one constant phase, so periods that are powers of two apart always meet). A scheduled
+DT is *due* at T when its data timestamp is older than its own latest period boundary ``floor(T,
+period)`` and it has not been attempted for that boundary yet: in a steady run that is exactly "T is
+a multiple of its period", and after a restart or a skip it catches up at the next tick instead of
+waiting a whole period. Every due DT brings along the DTs it reads in the same pipeline, so one tick
+refreshes a closed set of DTs at one T, in dependency order (docs/ARCHITECTURE.md, "The semantics
+contract").
 
 What stops a DT from advancing at T (docs/ARCHITECTURE.md, "Scheduling"):
 
@@ -208,9 +209,7 @@ class Scheduler:
         with self.backend.batch():
             return self._execute(plan, on_outcome)
 
-    def _execute(
-        self, plan: TickPlan, on_outcome: Optional[Callable[[Outcome], None]]
-    ) -> List[Outcome]:
+    def _execute(self, plan: TickPlan, on_outcome: Optional[Callable[[Outcome], None]]) -> List[Outcome]:
         outcomes: List[Outcome] = []
 
         def emit(outcome: Outcome) -> None:
@@ -246,11 +245,18 @@ class Scheduler:
         return outcomes
 
     def _blocked(
-        self, plan: TickPlan, name: str, blockers: List[str], stalled: Mapping[str, str]
+        self,
+        plan: TickPlan,
+        name: str,
+        blockers: List[str],
+        stalled: Mapping[str, Union[State, SchedulingState]],
     ) -> Outcome:
         node = self.graph.nodes[name]
         failed = [u for u in blockers if stalled[u] in (State.FAILED, State.UPSTREAM_FAILED)]
-        models = lambda names: ", ".join(self.graph.model(u) for u in names)  # noqa: E731
+
+        def models(names: List[str]) -> str:
+            return ", ".join(self.graph.model(u) for u in names)
+
         if failed:
             state = State.UPSTREAM_FAILED
             message = f"upstream {models(failed)} failed; kept its last consistent version"
@@ -271,8 +277,15 @@ class Scheduler:
             self.backend.record_not_refreshed(
                 node.dt, plan.data_timestamp, plan.trigger, State.SKIPPED, message
             )
-            return Outcome(name, node.model, State.SKIPPED, plan.data_timestamp, None, message,
-                           time.monotonic() - started)
+            return Outcome(
+                name,
+                node.model,
+                State.SKIPPED,
+                plan.data_timestamp,
+                None,
+                message,
+                time.monotonic() - started,
+            )
         except Exception as exc:  # noqa: BLE001 - a failed refresh is an outcome, not a crash
             failures = self.backend.record_failure(node.dt)
             message = first_line(exc)
@@ -286,11 +299,25 @@ class Scheduler:
                     f" [suspended after {failures} consecutive failures: fix the cause, then "
                     f"`dyntable resume {node.model}`]"
                 )
-            return Outcome(name, node.model, State.FAILED, plan.data_timestamp, None, message,
-                           time.monotonic() - started, suspended=suspend)
-        return Outcome(name, node.model, result.state, result.data_timestamp or plan.data_timestamp,
-                       result.action, "; ".join([result.reason or result.message, *result.warnings]),
-                       time.monotonic() - started)
+            return Outcome(
+                name,
+                node.model,
+                State.FAILED,
+                plan.data_timestamp,
+                None,
+                message,
+                time.monotonic() - started,
+                suspended=suspend,
+            )
+        return Outcome(
+            name,
+            node.model,
+            result.state,
+            result.data_timestamp or plan.data_timestamp,
+            result.action,
+            "; ".join([result.reason or result.message, *result.warnings]),
+            time.monotonic() - started,
+        )
 
     # -- the loop --------------------------------------------------------------------------------
 

@@ -13,11 +13,12 @@ DT holds at most one row per key and the merge matches on the key alone: a delet
 stored under its key, even when its non-key values (a sum of doubles, say) were recomputed with
 different rounding.
 
-Before the MERGE (docs/ARCHITECTURE.md, "Applying"): the delta must be consolidated (no tuple twice) and must never
-delete more copies of a tuple (a keyed row) than the DT holds; with a key, no key may hold two
-rows, before or after. A violation of a key the plan proves, or of the rest, fails the refresh and
-leaves the DT untouched. A declared key is a promise the data may break (a failing unique test): then
-the rows are matched whole, which is right for any multiset, and the refresh says so in a warning.
+Before the MERGE (docs/ARCHITECTURE.md, "Applying"): the delta must be consolidated (no tuple twice)
+and must never delete more copies of a tuple (a keyed row) than the DT holds; with a key, no key may
+hold two rows, before or after. A violation of a key the plan proves, or of the rest, fails the
+refresh and leaves the DT untouched. A declared key is a promise the data may break (a failing
+unique test): then the rows are matched whole, which is right for any multiset, and the refresh says
+so in a warning.
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ from dbt.adapters.dyntable.dynamic_table.lifecycle import Action
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
 from dbt.adapters.dyntable.engines.base import Engine
 from dbt.adapters.dyntable.vocabulary import WEIGHT, null_safe_match, quote, sql_string
-
 
 OLD = "_dyn_old"
 KIND = "_dyn_kind"
@@ -55,7 +55,7 @@ class PreparedDelta:
 
     @property
     def is_empty(self) -> bool:
-        return self.rows.num_rows == 0
+        return bool(self.rows.num_rows == 0)
 
     @property
     def inserted(self) -> int:
@@ -81,11 +81,10 @@ class DeltaApplier:
         columns = ", ".join(f"{quote(f.name)} {f.dataType.simpleString()}" for f in fields)
         partitioned = (
             f" PARTITIONED BY ({', '.join(quote(c) for c in self.dt.config.partition_by)})"
-            if self.dt.config.partition_by else ""
+            if self.dt.config.partition_by
+            else ""
         )
-        self.engine.execute(
-            f"CREATE TABLE {self.dt.relation} ({columns}) USING delta{partitioned}"
-        )
+        self.engine.execute(f"CREATE TABLE {self.dt.relation} ({columns}) USING delta{partitioned}")
 
     def overwrite(self, query: str) -> Tuple[int, int]:
         """Replace the DT's rows with the query's in one commit; returns (inserted, deleted)."""
@@ -98,7 +97,8 @@ class DeltaApplier:
             location = self.engine.table_location(self.dt.schema, self.dt.identifier)
             partitioned = (
                 f" PARTITIONED BY ({', '.join(quote(c) for c in self.dt.config.partition_by)})"
-                if self.dt.config.partition_by else ""
+                if self.dt.config.partition_by
+                else ""
             )
             self.engine.execute(
                 f"CREATE OR REPLACE TABLE {self.dt.relation} USING delta{partitioned} "
@@ -165,7 +165,8 @@ class DeltaApplier:
                 )
             if inserts_only:
                 return PreparedDelta(
-                    columns, rows.append_column(OLD, pa.array([0] * rows.num_rows, pa.int64())),
+                    columns,
+                    rows.append_column(OLD, pa.array([0] * rows.num_rows, pa.int64())),
                     warning=warning,
                 )
             prepared = PreparedDelta(columns, self._with_old(view, columns, None), warning=warning)
@@ -244,7 +245,8 @@ class DeltaApplier:
             deleted = rows.filter(pc.and_(pc.less(weights, 0), pc.greater(rows.column(OLD), 0)))
             first_per_key = (
                 deleted.append_column("_dyn_index", pa.array(range(deleted.num_rows), pa.int64()))
-                .group_by(delta.key, use_threads=False).aggregate([("_dyn_index", "min")])
+                .group_by(delta.key, use_threads=False)
+                .aggregate([("_dyn_index", "min")])
             )
             deletes = deleted.take(first_per_key.column("_dyn_index_min")).select(columns)
         indices = pa.array([i for i, n in enumerate(copies) for _ in range(max(n, 0))], pa.int64())
@@ -254,10 +256,12 @@ class DeltaApplier:
             with self.engine.temporary_view(inserts) as view:
                 self.engine.execute(f"INSERT INTO {self.dt.relation} ({names}) SELECT {names} FROM {view}")
             return delta.inserted, delta.deleted
-        source = pa.concat_tables([
-            deletes.append_column(KIND, pa.array(["D"] * deletes.num_rows, pa.string())),
-            inserts.append_column(KIND, pa.array(["I"] * inserts.num_rows, pa.string())),
-        ])
+        source = pa.concat_tables(
+            [
+                deletes.append_column(KIND, pa.array(["D"] * deletes.num_rows, pa.string())),
+                inserts.append_column(KIND, pa.array(["I"] * inserts.num_rows, pa.string())),
+            ]
+        )
         match = delta.key if delta.key is not None else columns
         with self.engine.temporary_view(source) as view:
             self.engine.execute(

@@ -17,11 +17,12 @@ from datetime import datetime
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from dbt.adapters.dyntable.delta_log import DeltaLog, Interval, IntervalKind
+from dbt.adapters.dyntable.differentiation.views import base_tables
 from dbt.adapters.dyntable.dynamic_table.config import definition_hash
 from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, RefreshRequest, State, Trigger
 from dbt.adapters.dyntable.dynamic_table.metadata import Frontier, MetadataStore
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
-from dbt.adapters.dyntable.dynamic_table.pinning import base_tables, boundary_tables, read_views
+from dbt.adapters.dyntable.dynamic_table.pinning import boundary_tables, read_views
 from dbt.adapters.dyntable.dynamic_table.refresh.plan import NotPlanned, PlannedOrNot, PlannedQuery
 from dbt.adapters.dyntable.engines.base import Engine
 
@@ -111,7 +112,9 @@ def maintained_definition(
         return Definition(dt.sql, digest, "--full-refresh")
     if frontier is None:
         scheduled = dt.config.initialize == "on_schedule"
-        why = "first refresh (initialize: on_schedule)" if scheduled else "no frontier recorded for this table"
+        why = (
+            "first refresh (initialize: on_schedule)" if scheduled else "no frontier recorded for this table"
+        )
         return Definition(dt.sql, digest, why)
     if frontier.definition_hash != digest:
         policy = dt.config.on_configuration_change
@@ -121,10 +124,14 @@ def maintained_definition(
                 "is 'fail'. Run with --full-refresh, or set on_configuration_change to 'apply'."
             )
         if policy == "continue":
-            return Definition(frontier.definition, frontier.definition_hash, warnings=(
-                f"Dynamic table {dt.name}: its definition changed but on_configuration_change "
-                "is 'continue': keeping the previous definition until a --full-refresh.",
-            ))
+            return Definition(
+                frontier.definition,
+                frontier.definition_hash,
+                warnings=(
+                    f"Dynamic table {dt.name}: its definition changed but on_configuration_change "
+                    "is 'continue': keeping the previous definition until a --full-refresh.",
+                ),
+            )
         return Definition(dt.sql, digest, "definition changed")
     if frontier.refresh_mode != dt.config.refresh_mode:
         return Definition(
@@ -189,7 +196,6 @@ def _change_too_large(sources: Sequence[SourceState]) -> Optional[str]:
         f"changes weigh {changed / total:.0%} of the sources' bytes (over "
         f"{AUTO_FULL_CHANGE_SHARE:.0%}): recomputing is cheaper"
     )
-
 
 
 def observe(

@@ -44,7 +44,10 @@ def pinned_query(
     """``sql`` with every source read at its version, valid inside the ``with``."""
     with VersionedRelations(engine.spark, engine.capabilities) as relations:
         yield pin_query(
-            sql, versions, views, schema,
+            sql,
+            versions,
+            views,
+            schema,
             read_at=lambda name, version: relations.view(engine.delta_log(name), version),
         )
 

@@ -16,8 +16,9 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Optional
+from typing import Callable, List, Optional, Tuple
 
+from dbt.adapters.dyntable.delta_log import DeltaLog
 from dbt.adapters.dyntable.dynamic_table.failpoints import failpoint
 from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, RefreshRequest, State
 from dbt.adapters.dyntable.dynamic_table.locking import RefreshLock
@@ -28,7 +29,6 @@ from dbt.adapters.dyntable.dynamic_table.refresh.apply import DeltaApplier
 from dbt.adapters.dyntable.dynamic_table.refresh.decide import Decision, Definition, Observation
 from dbt.adapters.dyntable.dynamic_table.refresh.record import Recorder, RefreshResult
 from dbt.adapters.dyntable.engines.base import Engine
-from dbt.adapters.dyntable.delta_log import DeltaLog
 
 
 @dataclass(frozen=True)
@@ -45,15 +45,28 @@ class _Refresh:
     def intent(self, base_version: int) -> Intent:
         assert self.decision.action is not None
         return Intent(
-            self.refresh_id, self.observed.data_timestamp, self.observed.versions, base_version,
-            self.definition.hash, self.dt.config.refresh_mode, self.definition.sql, self.decision.action,
+            self.refresh_id,
+            self.observed.data_timestamp,
+            self.observed.versions,
+            base_version,
+            self.definition.hash,
+            self.dt.config.refresh_mode,
+            self.definition.sql,
+            self.decision.action,
         )
 
     def result(self, inserted: int = 0, deleted: int = 0, dt_version: Optional[int] = None) -> RefreshResult:
         return RefreshResult(
-            self.dt.name, self.decision.action, self.decision.state, self.decision.reason,
-            self.observed.data_timestamp, inserted, deleted, dt_version,
-            source_versions=self.observed.versions, warnings=list(self.definition.warnings),
+            self.dt.name,
+            self.decision.action,
+            self.decision.state,
+            self.decision.reason,
+            self.observed.data_timestamp,
+            inserted,
+            deleted,
+            dt_version,
+            source_versions=self.observed.versions,
+            warnings=list(self.definition.warnings),
         )
 
 
@@ -77,8 +90,12 @@ class RefreshPipeline:
                 # The action the refresh had chosen when it failed; none if it failed deciding.
                 action = getattr(exc, "action", None) or (decided[0].action if decided else None)
                 failed = RefreshResult(
-                    dt.name, action, State.FAILED, getattr(exc, "reason", "") or "",
-                    request.data_timestamp, message=str(exc),
+                    dt.name,
+                    action,
+                    State.FAILED,
+                    getattr(exc, "reason", "") or "",
+                    request.data_timestamp,
+                    message=str(exc),
                 )
                 self.recorder.refreshed(dt, refresh_id, request.trigger, started, failed)
                 raise
@@ -106,13 +123,19 @@ class RefreshPipeline:
         if decide.creates_empty(dt, dt_log is not None, request):
             DeltaApplier(self.engine, dt).create_empty(dt.sql)  # only its schema is read
             return RefreshResult(
-                dt.name, None, State.SKIPPED,
+                dt.name,
+                None,
+                State.SKIPPED,
                 "initialize is 'on_schedule': created empty; the first scheduled refresh fills it",
                 request.data_timestamp,
             )
         definition = decide.maintained_definition(dt, frontier, dt_log is not None, request)
-        observed = decide.observe(self.engine, self.metadata, dt, definition, frontier, request.data_timestamp)
-        decision = decide.decide(dt, definition, frontier, observed, lambda: self._plan(dt, definition, observed))
+        observed = decide.observe(
+            self.engine, self.metadata, dt, definition, frontier, request.data_timestamp
+        )
+        decision = decide.decide(
+            dt, definition, frontier, observed, lambda: self._plan(dt, definition, observed)
+        )
         decided.append(decision)
         refresh = _Refresh(dt, refresh_id, definition, frontier, observed, decision)
         if decision.action is Action.NO_DATA:
@@ -131,11 +154,17 @@ class RefreshPipeline:
         if refresh.decision.state is State.SKIPPED:
             frontier = refresh.frontier
             return RefreshResult(
-                refresh.dt.name, Action.NO_DATA, State.SKIPPED, refresh.decision.reason,
-                frontier.data_timestamp, dt_version=frontier.dt_version,
+                refresh.dt.name,
+                Action.NO_DATA,
+                State.SKIPPED,
+                refresh.decision.reason,
+                frontier.data_timestamp,
+                dt_version=frontier.dt_version,
                 source_versions=frontier.source_versions,
             )
-        self.recorder.commit(refresh.dt, refresh.intent(refresh.frontier.dt_version), refresh.frontier.dt_version)
+        self.recorder.commit(
+            refresh.dt, refresh.intent(refresh.frontier.dt_version), refresh.frontier.dt_version
+        )
         return refresh.result(dt_version=refresh.frontier.dt_version)
 
     def _rebuild(self, refresh: _Refresh, dt_log: Optional[DeltaLog]) -> RefreshResult:
@@ -149,40 +178,45 @@ class RefreshPipeline:
                 dt_log = self._dt_log(dt)
                 assert dt_log is not None
                 self.recorder.forget(dt)
-            intent = refresh.intent(dt_log.latest_version())
-            self.recorder.intend(dt, self.metadata.frontier(dt.name), intent)
-            failpoint("after_intent")
-            failpoint("during_apply")
-            inserted, deleted = applier.overwrite(pinned)
-            failpoint("after_apply")
-        dt_version = dt_log.latest_version()
-        self.recorder.commit(dt, intent, dt_version)
-        return refresh.result(inserted, deleted, dt_version)
+            current = self.metadata.frontier(dt.name)
+            return self._commit(refresh, dt_log, current, lambda: applier.overwrite(pinned))
 
     def _incremental(self, refresh: _Refresh, dt_log: DeltaLog) -> RefreshResult:
         dt, planned = refresh.dt, refresh.decision.planned
         assert planned is not None
-        warnings: List[str] = []
         with derive.delta_query(self.engine, dt, planned, refresh.observed.sources) as delta:
             applier = DeltaApplier(self.engine, dt)
-            staged = applier.prepare(delta.sql, list(planned.plan.columns), planned.key.columns, planned.key.declared_by)
-            warnings += [staged.warning] if staged.warning else []
-            intent = refresh.intent(dt_log.latest_version())
+            staged = applier.prepare(
+                delta.sql, planned.plan.columns, planned.key.columns, planned.key.declared_by
+            )
             if staged.is_empty:
-                self.recorder.commit(dt, intent, intent.base_version)
-                result = refresh.result(dt_version=intent.base_version)
+                version = dt_log.latest_version()
+                self.recorder.commit(dt, refresh.intent(version), version)
+                result = refresh.result(dt_version=version)
                 result.reason = "sources changed; the query's result did not"
-                return result
-            self.recorder.intend(dt, refresh.frontier, intent)
-            failpoint("after_intent")
-            failpoint("during_apply")
-            inserted, deleted = applier.apply(staged)
-            failpoint("after_apply")
-        dt_version = dt_log.latest_version()
-        self.recorder.commit(dt, intent, dt_version)
-        result = refresh.result(inserted, deleted, dt_version)
-        result.warnings += warnings
+            else:
+                result = self._commit(refresh, dt_log, refresh.frontier, lambda: applier.apply(staged))
+        result.warnings += [staged.warning] if staged.warning else []
         return result
+
+    def _commit(
+        self,
+        refresh: _Refresh,
+        dt_log: DeltaLog,
+        current: Optional[Frontier],
+        apply: Callable[[], Tuple[int, int]],
+    ) -> RefreshResult:
+        """The exactly-once commit (docs/ARCHITECTURE.md, "Exactly once"): the intent, the DT's
+        one commit by ``apply``, then the frontier it reached."""
+        intent = refresh.intent(dt_log.latest_version())
+        self.recorder.intend(refresh.dt, current, intent)
+        failpoint("after_intent")
+        failpoint("during_apply")
+        inserted, deleted = apply()
+        failpoint("after_apply")
+        dt_version = dt_log.latest_version()
+        self.recorder.commit(refresh.dt, intent, dt_version)
+        return refresh.result(inserted, deleted, dt_version)
 
     def _dt_log(self, dt: DynamicTable) -> Optional[DeltaLog]:
         return self.engine.delta_log(dt.name)

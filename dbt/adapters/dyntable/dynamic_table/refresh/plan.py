@@ -77,8 +77,7 @@ def output_key(plan: Plan, dt: DynamicTable) -> OutputKey:
     by_name = {c.lower(): c for c in plan.columns}
     own = [("the unique_key config", list(dt.config.unique_key))] if dt.config.unique_key else []
     own += [
-        (f"a unique test or constraint on {', '.join(key)}", key)
-        for key in dt.declared_keys.get(dt.name, [])
+        (f"a unique test or constraint on {', '.join(key)}", key) for key in dt.declared_keys.get(dt.name, [])
     ]
     for origin, key in own:
         if all(c.lower() in by_name for c in key):

@@ -72,13 +72,22 @@ class Recorder:
             recovered = self.metadata.frontier(dt.name)
             state, message = State.CANCELLED, "recovered: the crashed refresh never committed; discarded"
         now = utcnow()
-        self.metadata.append_history(HistoryRow(
-            name=dt.name, refresh_id=intent.refresh_id, data_timestamp=intent.data_timestamp,
-            state=state, refresh_action=intent.action, refresh_trigger=Trigger.RECOVERY,
-            refresh_start_time=now, refresh_end_time=now, reason="pending intent found at start",
-            state_message=message, source_versions=intent.source_versions,
-            dt_version=latest if state is State.SUCCEEDED else None,
-        ))
+        self.metadata.append_history(
+            HistoryRow(
+                name=dt.name,
+                refresh_id=intent.refresh_id,
+                data_timestamp=intent.data_timestamp,
+                state=state,
+                refresh_action=intent.action,
+                refresh_trigger=Trigger.RECOVERY,
+                refresh_start_time=now,
+                refresh_end_time=now,
+                reason="pending intent found at start",
+                state_message=message,
+                source_versions=intent.source_versions,
+                dt_version=latest if state is State.SUCCEEDED else None,
+            )
+        )
         logger.info("dyntable: %s %s", dt.name, message)
         return recovered if recovered is None or recovered.dt_version >= 0 else None
 
@@ -102,14 +111,24 @@ class Recorder:
         changed."""
         if result.reason == "first build":
             trigger = Trigger.CREATION
-        self.metadata.append_history(HistoryRow(
-            name=dt.name, refresh_id=refresh_id, data_timestamp=result.data_timestamp,
-            state=result.state, refresh_action=result.action, refresh_trigger=trigger,
-            refresh_start_time=started, refresh_end_time=utcnow(), reason=result.reason,
-            state_message=result.message or None, rows_inserted=result.rows_inserted,
-            rows_deleted=result.rows_deleted, source_versions=result.source_versions,
-            dt_version=result.dt_version,
-        ))
+        self.metadata.append_history(
+            HistoryRow(
+                name=dt.name,
+                refresh_id=refresh_id,
+                data_timestamp=result.data_timestamp,
+                state=result.state,
+                refresh_action=result.action,
+                refresh_trigger=trigger,
+                refresh_start_time=started,
+                refresh_end_time=utcnow(),
+                reason=result.reason,
+                state_message=result.message or None,
+                rows_inserted=result.rows_inserted,
+                rows_deleted=result.rows_deleted,
+                source_versions=result.source_versions,
+                dt_version=result.dt_version,
+            )
+        )
         if result.state is not State.FAILED:
             self._record_graph(dt, result)
 
@@ -118,11 +137,19 @@ class Recorder:
     ) -> None:
         """A history row for a refresh that did not run (SKIPPED, UPSTREAM_FAILED)."""
         now = utcnow()
-        self.metadata.append_history(HistoryRow(
-            name=dt.name, refresh_id=uuid.uuid4().hex, data_timestamp=data_timestamp,
-            state=state, refresh_action=None, refresh_trigger=trigger,
-            refresh_start_time=now, refresh_end_time=now, state_message=message,
-        ))
+        self.metadata.append_history(
+            HistoryRow(
+                name=dt.name,
+                refresh_id=uuid.uuid4().hex,
+                data_timestamp=data_timestamp,
+                state=state,
+                refresh_action=None,
+                refresh_trigger=trigger,
+                refresh_start_time=now,
+                refresh_end_time=now,
+                state_message=message,
+            )
+        )
 
     # -- graph: inputs, lag, definition, scheduling state ----------------------------------------
 
