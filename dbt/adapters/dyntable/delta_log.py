@@ -17,6 +17,7 @@ Reading the rows of an interval's files is the job of :mod:`.changes`.
 from __future__ import annotations
 
 import bisect
+import hashlib
 import json
 import re
 import urllib.parse
@@ -38,6 +39,8 @@ COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
 CHECKPOINT_FILE = re.compile(r"^(\d{20})\.checkpoint(?:\.[^.]+|\.\d{10}\.\d{10})?\.(?:parquet|json)$")
 COLUMN_MAPPING_MODE = "delta.columnMapping.mode"
 CHANGE_DATA_FEED = "delta.enableChangeDataFeed"
+#: Hex digits of a commit's identity: 64 bits tell commits apart for any realistic log.
+COMMIT_ID_LENGTH = 16
 #: Snapshots are immutable per version; a refresh touches two or three of them per source.
 SNAPSHOT_CACHE_SIZE = 8
 
@@ -185,11 +188,18 @@ class _Commit:
     """The actions of one commit file that matter for differentiation."""
 
     version: int
+    identity: str
+    """A digest of the commit file: two commits with the same version number are the same commit
+    only if their identities are equal (a re-created table writes new ones)."""
     commit_info: Mapping[str, Any]
     metadata: Optional[Mapping[str, Any]]
     changes_data: bool
     """Some add/remove action has ``dataChange`` true (compaction commits have none)."""
     deletion_vector_paths: List[str] = field(default_factory=list)
+
+    @property
+    def operation(self) -> str:
+        return str(self.commit_info.get("operation") or "")
 
 
 class DeltaLog:
@@ -403,10 +413,14 @@ class DeltaLog:
         path = f"{self._root}/{LOG_DIR}/{version:020d}.json"
         try:
             with self._fs.open_input_stream(path) as stream:
-                text = stream.read().decode("utf-8")
+                raw = stream.read()
         except FileNotFoundError as exc:
             raise HistoryUnavailable(f"{self.location}: the commit of version {version} is gone.") from exc
-        commit = _Commit(version=version, commit_info={}, metadata=None, changes_data=False)
+        text = raw.decode("utf-8")
+        identity = hashlib.sha256(raw).hexdigest()[:COMMIT_ID_LENGTH]
+        commit = _Commit(
+            version=version, identity=identity, commit_info={}, metadata=None, changes_data=False
+        )
         for line in text.splitlines():
             if not line.strip():
                 continue
@@ -425,6 +439,41 @@ class DeltaLog:
                     commit.deletion_vector_paths.append(file_action["path"])
         self._commits[version] = commit
         return commit
+
+    def commit_id(self, version: int) -> str:
+        """The identity of ``version``'s commit (see :attr:`_Commit.identity`);
+        :class:`HistoryUnavailable` if its commit file is gone."""
+        return self._read_commit(version).identity
+
+    def lost_commit(self, version: int, commit: str) -> Optional[str]:
+        """Why this log no longer holds ``commit`` at ``version`` (None when it does): the table
+        was re-created or rewritten, its log ends before that version, or the entry is gone."""
+        if not commit:
+            return f"version {version} was consumed before commit identities were recorded"
+        latest = self.latest_version()
+        if version > latest:
+            return (
+                f"its log ends at version {latest}, before the consumed version {version} "
+                "(re-created, or its log lost commits)"
+            )
+        try:
+            found = self.commit_id(version)
+        except HistoryUnavailable:
+            return f"the log entry of the consumed version {version} is gone (cleaned up)"
+        if found != commit:
+            return f"its version {version} is not the commit consumed (the table was re-created or rewritten)"
+        return None
+
+    def data_change_after(self, version: int) -> Optional[str]:
+        """The first commit after ``version`` that changed the table's rows, described; None if
+        none did (compaction commits rewrite files, not rows)."""
+        try:
+            for commit in self._commits_between(version, self.latest_version()):
+                if commit.changes_data:
+                    return f"version {commit.version} ({commit.operation or 'a write'})"
+        except HistoryUnavailable as exc:
+            return str(exc)
+        return None
 
     def _commits_between(self, v0: int, v1: int) -> Iterator[_Commit]:
         for version in range(v0 + 1, v1 + 1):
@@ -469,7 +518,11 @@ class DeltaLog:
                     f"belonged to {table_id}"
                 ),
             )
-        reason = self._metadata_reason(before, commits) or self._deletion_vector_reason(commits)
+        reason = (
+            self._metadata_reason(before, commits)
+            or self._deletion_vector_reason(commits)
+            or self._restore_reason(commits)
+        )
         if reason is None and not any(c.changes_data for c in commits):
             # Only compaction-like commits (dataChange=false): rewritten files, same rows.
             return Interval(v0, v1)
@@ -504,6 +557,17 @@ class DeltaLog:
             mode = ((meta.get("configuration") or {}).get(COLUMN_MAPPING_MODE) or "none").lower()
             if mode != "none":
                 return f"column mapping was enabled at version {commit.version}"
+        return None
+
+    @staticmethod
+    def _restore_reason(commits: List[_Commit]) -> Optional[str]:
+        """A RESTORE takes the table back to an older version: whatever consumed the versions in
+        between recomputes rather than trusting a file-set difference across it."""
+        for commit in commits:
+            if commit.operation.upper() == "RESTORE":
+                target = (commit.commit_info.get("operationParameters") or {}).get("version")
+                to = f" to version {target}" if target is not None else ""
+                return f"restored{to} at version {commit.version}"
         return None
 
     @staticmethod

@@ -19,7 +19,7 @@ from dbt.adapters.dyntable.connections import DyntableConnectionManager, warehou
 from dbt.adapters.dyntable.dynamic_table.config import DynamicTableConfigError
 from dbt.adapters.dyntable.dynamic_table.lifecycle import RefreshRequest, Trigger
 from dbt.adapters.dyntable.dynamic_table.metadata import GRAPH_HISTORY, MetadataStore
-from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
+from dbt.adapters.dyntable.dynamic_table.model import DynamicTable, built_tables
 from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
 from dbt.adapters.dyntable.vocabulary import relation_name
 
@@ -136,12 +136,20 @@ class DyntableAdapter(SparkAdapter):
     @available.parse(
         lambda *args, **kwargs: {"action": None, "state": "", "reason": "", "rows": 0, "message": ""}
     )
-    def refresh_dynamic_table(self, dt: DynamicTable) -> Dict[str, Any]:
-        """Refresh ``dt`` at the invocation's data timestamp: the materialization."""
+    def refresh_dynamic_table(
+        self,
+        dt: DynamicTable,
+        graph: Optional[Mapping[str, Any]] = None,
+        selected_resources: Optional[Iterable[str]] = None,
+    ) -> Dict[str, Any]:
+        """Refresh ``dt`` at the invocation's data timestamp: the materialization. The tables the
+        invocation builds (from dbt's ``graph`` and ``selected_resources``) are read at the
+        version it produced."""
         full_refresh = dt.config.full_refresh
         if full_refresh is None:
             full_refresh = bool(get_flags().FULL_REFRESH)  # type: ignore[no-untyped-call]  # should_full_refresh()
-        request = RefreshRequest(invocation_started_at(), Trigger.DBT_RUN, full_refresh)
+        built = built_tables(graph, selected_resources)
+        request = RefreshRequest(invocation_started_at(), Trigger.DBT_RUN, full_refresh, built)
         try:
             result = self._service().refresh(dt, request)
         except Exception as exc:  # noqa: BLE001 - one clear error per failed refresh

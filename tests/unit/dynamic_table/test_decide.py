@@ -10,8 +10,8 @@ import pytest
 from dbt.adapters.dyntable.delta_log import DataFile, DeltaLog, Interval
 from dbt.adapters.dyntable.differentiation import plan_query
 from dbt.adapters.dyntable.dynamic_table.config import definition_hash
-from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, RefreshRequest, State, Trigger
-from dbt.adapters.dyntable.dynamic_table.metadata import Frontier
+from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, RefreshRequest, SourceRead, State, Trigger
+from dbt.adapters.dyntable.dynamic_table.metadata import Frontier, SourceVersion
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
 from dbt.adapters.dyntable.dynamic_table.refresh.decide import (
     Observation,
@@ -36,7 +36,8 @@ def model(sql: str = SQL, **config: str) -> DynamicTable:
 
 
 def frontier(dt: DynamicTable, versions: Dict[str, int], at: datetime = T - timedelta(minutes=1)) -> Frontier:
-    return Frontier(dt.name, at, versions, 3, definition_hash(dt.sql, dt.config), dt.config.refresh_mode, dt.sql)
+    sources = {name: SourceVersion(version, f"commit-{version}") for name, version in versions.items()}
+    return Frontier(dt.name, at, sources, 3, definition_hash(dt.sql, dt.config), dt.config.refresh_mode, dt.sql)
 
 
 def data_file(size: int) -> DataFile:
@@ -44,12 +45,12 @@ def data_file(size: int) -> DataFile:
 
 
 def source(start: Optional[int], end: int, added: int = 0, removed: int = 0, size: int = 1000,
-           reason: Optional[str] = None) -> SourceState:
+           reason: Optional[str] = None, lost: Optional[str] = None) -> SourceState:
     interval = None
-    if start is not None and start != end:
+    if start is not None and start != end and lost is None:
         interval = Interval(start, end, tuple([data_file(added)] if added else []),
                             tuple([data_file(removed)] if removed else []), reason)
-    return SourceState("s.t", LOG, start, end, False, interval, size)
+    return SourceState("s.t", LOG, start, end, f"commit-{end}", SourceRead.AS_OF, lost, interval, size)
 
 
 class Planner:
@@ -65,11 +66,12 @@ class Planner:
 
 
 def run(dt: DynamicTable, current: Optional[Frontier], sources: List[SourceState], planner=None,
-        full_refresh: bool = False, at: datetime = T):
+        full_refresh: bool = False, at: datetime = T, dt_changed: Optional[str] = None):
     request = RefreshRequest(T, Trigger.DBT_RUN, full_refresh)
     definition = maintained_definition(dt, current, True, request)
     planner = planner or Planner()
-    return decide(dt, definition, current, Observation(sources, at), planner), planner
+    observed = Observation(sources, at, dt_changed=dt_changed)
+    return decide(dt, definition, current, observed, planner), planner
 
 
 def test_unchanged_sources_are_no_data_without_planning() -> None:
@@ -141,7 +143,25 @@ def test_a_source_that_cannot_be_differentiated_or_is_new_reinitializes() -> Non
     decision, _ = run(dt, frontier(dt, {"s.t": 5}), [vacuumed])
     assert (decision.action, decision.reason) == (Action.REINITIALIZE, "s.t: log entries are no longer present")
     decision, _ = run(dt, frontier(dt, {"s.u": 5}), [source(None, 7)])
-    assert (decision.action, decision.reason) == (Action.REINITIALIZE, "a source is new to this table")
+    assert (decision.action, decision.reason) == (Action.REINITIALIZE, "s.t: new to this table")
+
+
+def test_a_source_that_is_no_longer_the_history_consumed_reinitializes_even_when_versions_match() -> None:
+    """A reloaded seed or a re-created table can end at the very version number consumed."""
+    dt = model()
+    recreated = source(5, 5, lost="its version 5 is not the commit consumed")
+    decision, planner = run(dt, frontier(dt, {"s.t": 5}), [recreated])
+    assert (decision.action, decision.reason) == (Action.REINITIALIZE, "s.t: its version 5 is not the commit consumed")
+    assert planner.calls == 1  # planned, so refresh_mode: incremental can still refuse the query
+    shorter = source(9, 2, lost="its log ends at version 2, before the consumed version 9")
+    decision, _ = run(dt, frontier(dt, {"s.t": 9}), [shorter])
+    assert decision.action is Action.REINITIALIZE and "ends at version 2" in decision.reason
+
+
+def test_a_table_whose_own_log_changed_is_rebuilt_never_patched() -> None:
+    dt = model()
+    decision, _ = run(dt, frontier(dt, {"s.t": 5}), [source(5, 5)], dt_changed="its rows were changed at version 4")
+    assert (decision.action, decision.reason) == (Action.REINITIALIZE, "this table: its rows were changed at version 4")
 
 
 def test_a_query_that_cannot_be_differentiated_refreshes_full_or_fails_under_incremental() -> None:

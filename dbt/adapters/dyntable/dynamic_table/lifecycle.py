@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from enum import Enum
+from typing import FrozenSet
 
 
 class _Name(str, Enum):
@@ -53,6 +54,19 @@ class Trigger(_Name):
     RECOVERY = "RECOVERY"
 
 
+class SourceRead(_Name):
+    """At which version a refresh reads a source (docs/ARCHITECTURE.md, "Reading sources")."""
+
+    AS_OF = "AS_OF"
+    """A base table at its latest version committed at or before the data timestamp."""
+    UPSTREAM = "UPSTREAM"
+    """An upstream dynamic table at the version its refresh at the data timestamp produced."""
+    INVOCATION = "INVOCATION"
+    """A table the same `dbt run`/`dbt build` built, at the version it produced."""
+    BOUNDARY = "BOUNDARY"
+    """Across a refresh boundary: at its latest version."""
+
+
 class SchedulingState(_Name):
     """Whether the runner schedules a DT."""
 
@@ -68,6 +82,9 @@ class RefreshRequest:
     data_timestamp: datetime
     trigger: Trigger
     full_refresh: bool = False
+    #: Tables (canonical names) the same `dbt run`/`dbt build` built before this refresh: they are
+    #: read at the version the invocation produced, as upstream DTs are.
+    built: FrozenSet[str] = frozenset()
 
     def __post_init__(self) -> None:
         if self.data_timestamp.tzinfo is None:

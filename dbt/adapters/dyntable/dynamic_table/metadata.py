@@ -28,8 +28,9 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pa_fs
 from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError
+from deltalake.schema import Field as DeltaField
 
-from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, SchedulingState, State, Trigger
+from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, SchedulingState, SourceRead, State, Trigger
 
 FRONTIERS = "dynamic_table_frontiers"
 REFRESH_HISTORY = "dynamic_table_refresh_history"
@@ -45,7 +46,9 @@ SCHEMAS: Dict[str, pa.Schema] = {
             ("name", pa.string()),
             ("data_timestamp", TS),
             ("source_versions", pa.string()),
+            ("sources", pa.string()),
             ("dt_version", pa.int64()),
+            ("dt_commit", pa.string()),
             ("definition_hash", pa.string()),
             ("refresh_mode", pa.string()),
             ("definition", pa.string()),
@@ -130,13 +133,47 @@ class _Row:
 
 
 @dataclass(frozen=True)
+class SourceVersion:
+    """The version of a source a refresh consumed, and what makes it that version: the identity of
+    its commit (``""`` when unknown: recorded before identities were kept), and how it was read."""
+
+    version: int
+    commit: str
+    read: SourceRead = SourceRead.AS_OF
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"version": self.version, "commit": self.commit, "read": self.read.value}
+
+    @classmethod
+    def from_json(cls, body: Any) -> "SourceVersion":
+        if isinstance(body, int):  # a frontier written before identities were kept
+            return cls(body, "")
+        return cls(int(body["version"]), str(body["commit"]), SourceRead(body["read"]))
+
+
+Sources = Dict[str, SourceVersion]
+
+
+def sources_json(sources: Mapping[str, SourceVersion]) -> str:
+    return json.dumps({name: source.to_json() for name, source in sources.items()}, sort_keys=True)
+
+
+def sources_from_json(text: Optional[str]) -> Sources:
+    return {name: SourceVersion.from_json(body) for name, body in json.loads(text or "{}").items()}
+
+
+def versions_of(sources: Mapping[str, SourceVersion]) -> Dict[str, int]:
+    return {name: source.version for name, source in sources.items()}
+
+
+@dataclass(frozen=True)
 class Intent:
     """A refresh about to commit: what the frontier becomes if the DT's commit after
     ``base_version`` exists."""
 
     refresh_id: str
     data_timestamp: datetime
-    source_versions: Dict[str, int]
+    sources: Sources
     base_version: int
     definition_hash: str
     refresh_mode: str
@@ -147,6 +184,7 @@ class Intent:
         body: Dict[str, Any] = dict(self.__dict__)
         body["data_timestamp"] = self.data_timestamp.isoformat()
         body["action"] = self.action.value
+        body["sources"] = json.loads(sources_json(self.sources))
         return json.dumps(body, sort_keys=True)
 
     @classmethod
@@ -154,53 +192,62 @@ class Intent:
         body = json.loads(text)
         body["data_timestamp"] = datetime.fromisoformat(body["data_timestamp"])
         body["action"] = Action(body["action"])
+        # Intents written before identities were kept name versions only.
+        named = body.pop("sources", None) or body.pop("source_versions", {})
+        body["sources"] = {name: SourceVersion.from_json(value) for name, value in named.items()}
         return cls(**body)
 
 
 @dataclass(frozen=True)
 class Frontier(_Row):
-    """How far a dynamic table has consumed its sources, and the DT version that produced; while
-    a refresh runs, its ``pending`` intent (docs/ARCHITECTURE.md, "Exactly once")."""
-
-    _JSON: ClassVar[Tuple[str, ...]] = ("source_versions",)
+    """How far a dynamic table has consumed its sources, and the DT version (and commit) that
+    produced; while a refresh runs, its ``pending`` intent (docs/ARCHITECTURE.md, "Exactly once")."""
 
     name: str
     data_timestamp: datetime
-    source_versions: Dict[str, int]
+    sources: Sources
     dt_version: int
     definition_hash: str
     refresh_mode: str
     definition: str
     pending: Optional[Intent] = None
+    dt_commit: Optional[str] = None
     updated_at: Optional[datetime] = field(default=None, compare=False)
+
+    @property
+    def source_versions(self) -> Dict[str, int]:
+        return versions_of(self.sources)
 
     def to_record(self) -> Dict[str, Any]:
         record = super().to_record()
+        record["sources"] = sources_json(self.sources)
+        record["source_versions"] = json.dumps(self.source_versions, sort_keys=True)
         record["pending"] = self.pending.to_json() if self.pending else None
         record["updated_at"] = utcnow()
         return record
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> "Frontier":
-        pending = record.get("pending")
-        frontier: Frontier = super().from_record({**record, "pending": None})
+        pending, sources = record.get("pending"), record.get("sources") or record.get("source_versions")
+        frontier: Frontier = super().from_record({**record, "pending": None, "sources": None})
         return replace(
             frontier,
-            source_versions=frontier.source_versions or {},
+            sources=sources_from_json(sources),
             definition=frontier.definition or "",
             pending=Intent.from_json(pending) if pending else None,
         )
 
-    def committing(self, intent: Intent, dt_version: int) -> "Frontier":
+    def committing(self, intent: Intent, dt_version: int, dt_commit: Optional[str]) -> "Frontier":
         """The frontier once ``intent`` committed as DT version ``dt_version``."""
         return Frontier(
             name=self.name,
             data_timestamp=intent.data_timestamp,
-            source_versions=intent.source_versions,
+            sources=intent.sources,
             dt_version=dt_version,
             definition_hash=intent.definition_hash,
             refresh_mode=intent.refresh_mode,
             definition=intent.definition,
+            dt_commit=dt_commit,
         )
 
 
@@ -273,7 +320,8 @@ class MetadataStore:
         return self.root / table
 
     def ensure(self, register: Optional[Any] = None) -> None:
-        """Create missing tables; ``register(schema, table, location)`` adds them to a catalog."""
+        """Create missing tables and add the columns newer versions of the plugin record;
+        ``register(schema, table, location)`` adds them to a catalog."""
         for table, schema in SCHEMAS.items():
             path = self.location(table)
             if not DeltaTable.is_deltatable(str(path)):
@@ -282,8 +330,20 @@ class MetadataStore:
                     DeltaTable.create(str(path), schema=schema, mode="ignore")
                 except DeltaError:
                     pass  # another process created it first
+            else:
+                self._add_missing_columns(table, schema)
             if register is not None:
                 register(self.schema, table, path)
+
+    def _add_missing_columns(self, table: str, schema: pa.Schema) -> None:
+        existing = DeltaTable(str(self.location(table)))
+        known = {f.name for f in existing.schema().fields}
+        missing = [f for f in schema if f.name not in known]
+        if missing:
+            try:
+                existing.alter.add_columns([DeltaField.from_arrow(f) for f in missing])
+            except (CommitFailedError, DeltaError):
+                pass  # another process added them first
 
     # -- frontiers -------------------------------------------------------------------------------
 
@@ -302,8 +362,9 @@ class MetadataStore:
         base = current or Frontier(name, intent.data_timestamp, {}, -1, "", "", "")
         self._upsert_frontier(replace(base, pending=intent))
 
-    def commit_intent(self, name: str, intent: Intent, dt_version: int) -> Frontier:
-        frontier = Frontier(name, intent.data_timestamp, {}, -1, "", "", "").committing(intent, dt_version)
+    def commit_intent(self, name: str, intent: Intent, dt_version: int, dt_commit: Optional[str]) -> Frontier:
+        empty = Frontier(name, intent.data_timestamp, {}, -1, "", "", "")
+        frontier = empty.committing(intent, dt_version, dt_commit)
         self._upsert_frontier(frontier)
         return frontier
 
@@ -415,10 +476,15 @@ class MetadataStore:
         hold ``_open_lock`` while they use it."""
         with self._open_lock:
             opened = self._open.get(table)
-            if opened is None:
-                opened = self._open[table] = DeltaTable(str(self.location(table)))
-            else:
-                opened.update_incremental()
+            if opened is not None:
+                try:
+                    opened.update_incremental()
+                    return opened
+                except DeltaError:
+                    # The log no longer continues what this process read (a table re-created,
+                    # or commits lost in a restore from backup): read it afresh.
+                    self._cached.pop(table, None)
+            opened = self._open[table] = DeltaTable(str(self.location(table)))
             return opened
 
     def _commit(

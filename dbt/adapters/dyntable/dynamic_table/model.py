@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, FrozenSet, Mapping, Optional
+from typing import Any, FrozenSet, Iterable, Mapping, Optional
 
 from dbt.adapters.dyntable.dynamic_table.config import DynamicTableConfig
 from dbt.adapters.dyntable.dynamic_table.declared_keys import KeysByRelation, declared_keys, node_field
@@ -70,3 +70,25 @@ class DynamicTable:
             model=name,
             declared_keys=keys,
         )
+
+
+#: Materializations whose relation is a table dbt writes (views and ephemerals are read through
+#: their definitions; dynamic tables are read at their own refreshes' versions).
+BUILT_TABLES = frozenset({"table", "incremental", "seed", "snapshot"})
+
+
+def built_tables(graph: Optional[Mapping[str, Any]], selected: Optional[Iterable[str]]) -> FrozenSet[str]:
+    """The tables (canonical names) an invocation selecting ``selected`` builds: its seeds,
+    snapshots, table and incremental models (docs/ARCHITECTURE.md, "Reading sources")."""
+    nodes: Mapping[str, Any] = (graph or {}).get("nodes") or {}
+    built = set()
+    for unique_id in selected or ():
+        node = nodes.get(unique_id)
+        if node is None:
+            continue
+        get = node_field(node)
+        config = get("config") or {}
+        materialized = config.get("materialized") if isinstance(config, Mapping) else None
+        if get("resource_type") in ("seed", "snapshot") or materialized in BUILT_TABLES:
+            built.add(relation_name(get("schema"), get("alias") or get("identifier") or get("name")))
+    return frozenset(built)

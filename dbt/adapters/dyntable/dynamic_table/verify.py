@@ -13,6 +13,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Iterable, Optional, Tuple
 
+from dbt.adapters.dyntable.dynamic_table.lifecycle import SourceRead
 from dbt.adapters.dyntable.dynamic_table.metadata import Frontier, MetadataStore
 from dbt.adapters.dyntable.dynamic_table.pinning import read_views
 from dbt.adapters.dyntable.dynamic_table.refresh.derive import pinned_query
@@ -48,21 +49,9 @@ def check_dvs(engine: Engine, metadata: MetadataStore, name: str) -> DvsCheck:
     if frontier.pending is not None:
         return DvsCheck(name, False, 0, "a refresh intent is unresolved", frontier)
     schema = name.split(".", 1)[0]
-    upstream = set(metadata.frontiers())
-    t_ms = int(frontier.data_timestamp.timestamp() * 1000)
-    for source, version in frontier.source_versions.items():
-        if source in upstream:
-            continue
-        log = engine.delta_log(source)
-        at_t = log.version_at(t_ms) if log else None
-        if at_t != version:
-            return DvsCheck(
-                name,
-                False,
-                0,
-                f"read {source} at version {version}, but its version at the data timestamp is {at_t}",
-                frontier,
-            )
+    problem = _sources_problem(engine, frontier)
+    if problem is not None:
+        return DvsCheck(name, False, 0, problem, frontier)
     views = read_views(engine, frontier.definition, schema)
     actual = multiset(engine.execute(f"SELECT * FROM {quoted_table(name)}").collect())
     with pinned_query(engine, frontier.definition, frontier.source_versions, views, schema) as expected_sql:
@@ -78,3 +67,22 @@ def check_dvs(engine: Engine, metadata: MetadataStore, name: str) -> DvsCheck:
             frontier,
         )
     return DvsCheck(name, True, sum(actual.values()), "equal", frontier)
+
+
+def _sources_problem(engine: Engine, frontier: Frontier) -> Optional[str]:
+    """What is wrong with the versions the frontier says were read: each must still be the commit
+    recorded, and a base table read as of T must have been at that version at T."""
+    t_ms = int(frontier.data_timestamp.timestamp() * 1000)
+    for source, consumed in frontier.sources.items():
+        log = engine.delta_log(source)
+        if log is None:
+            return f"{source} no longer exists"
+        lost = log.lost_commit(consumed.version, consumed.commit)
+        if lost is not None:
+            return f"{source}: {lost}"
+        if consumed.read is SourceRead.AS_OF and log.version_at(t_ms) != consumed.version:
+            return (
+                f"read {source} at version {consumed.version}, but its version at the data "
+                f"timestamp is {log.version_at(t_ms)}"
+            )
+    return None

@@ -330,11 +330,19 @@ class Scheduler:
         executor: Optional[Executor] = None,
         should_stop: Callable[[], bool] = lambda: False,
     ) -> int:
-        """Dispatch ticks until ``stop_at`` (epoch seconds), once, or ``should_stop()``; wait for
-        the ticks still running; return how many ticks ran."""
+        """Dispatch ticks until ``stop_at`` (epoch seconds) or ``should_stop()``, or ``once`` at the
+        current time; wait for the ticks still running; return how many ticks ran."""
         tick = self.graph.tick_ms
         if tick is None or not self.selected:
             return 0
+        if once:
+            # One tick now, of every DT this runner keeps (not only those due at a period
+            # boundary): what is stale is refreshed, the rest records NO_DATA.
+            plan = self.dispatch(int(clock.now() * 1000), roots=self.selected)
+            outcomes = self.execute(plan)
+            if on_tick is not None:
+                on_tick(plan, outcomes)
+            return 1
         pool = executor or ThreadPoolExecutor(max_workers=4, thread_name_prefix="dyntable-tick")
         running: List["Future[List[Outcome]]"] = []
         ticks = 0
@@ -359,8 +367,6 @@ class Scheduler:
                 running.append(pool.submit(work, self.dispatch(next_ms)))
                 running = [f for f in running if not f.done() or f.exception() is not None]
                 ticks += 1
-                if once:
-                    break
                 # Ticks missed while the machine was busy are not replayed: the due rule catches up.
                 next_ms = max(next_ms + tick, int(clock.now() * 1000) // tick * tick)
         finally:

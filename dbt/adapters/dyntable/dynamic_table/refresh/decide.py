@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from dbt.adapters.dyntable.delta_log import DeltaLog, Interval, IntervalKind
 from dbt.adapters.dyntable.differentiation.views import base_tables
 from dbt.adapters.dyntable.dynamic_table.config import definition_hash
-from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, RefreshRequest, State, Trigger
-from dbt.adapters.dyntable.dynamic_table.metadata import Frontier, MetadataStore
+from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, RefreshRequest, SourceRead, State, Trigger
+from dbt.adapters.dyntable.dynamic_table.metadata import Frontier, MetadataStore, Sources, SourceVersion
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
 from dbt.adapters.dyntable.dynamic_table.pinning import boundary_tables, read_views
 from dbt.adapters.dyntable.dynamic_table.refresh.plan import NotPlanned, PlannedOrNot, PlannedQuery
@@ -52,32 +52,46 @@ class Definition:
 
 @dataclass(frozen=True)
 class SourceState:
-    """A source's version at the frontier (``start``) and as of the refresh's T (``end``), the
-    change between them (``interval``, read from the log only when they differ) and its size at
-    ``end`` in bytes."""
+    """A source as a refresh finds it: the version consumed at the frontier (``start``, None when
+    new to the DT or rebuilding), the version read at T (``end``) with its commit's identity and
+    how it was read, why the consumed version is no longer this table's history (``lost``), the
+    change between the two (``interval``, read only when they differ) and its size at ``end``."""
 
     name: str
     log: DeltaLog
     start: Optional[int]
     end: int
-    is_dynamic_table: bool
+    commit: str
+    read: SourceRead = SourceRead.AS_OF
+    lost: Optional[str] = None
     interval: Optional[Interval] = None
     size_bytes: int = 0
+
+    @property
+    def unchanged(self) -> bool:
+        return self.lost is None and self.start == self.end
 
 
 @dataclass(frozen=True)
 class Observation:
-    """What the logs say at T: every source's state, and T itself, moved back to the data
-    timestamp of an upstream DT that has not reached it (delayed view semantics)."""
+    """What the logs say at T: every source's state, T itself (moved back to the data timestamp
+    of an upstream DT that has not reached it: delayed view semantics), and why the DT's own log
+    does not hold what its frontier recorded (``dt_changed``)."""
 
     sources: Sequence[SourceState]
     data_timestamp: datetime
     #: Definitions of the views the query reads, transitively (``schema.view``).
     views: Mapping[str, str] = field(default_factory=dict)
+    dt_changed: Optional[str] = None
 
     @property
     def versions(self) -> Dict[str, int]:
         return {s.name: s.end for s in self.sources}
+
+    @property
+    def consumed(self) -> Sources:
+        """What a refresh at this observation consumes, as the frontier records it."""
+        return {s.name: SourceVersion(s.end, s.commit, s.read) for s in self.sources}
 
 
 @dataclass(frozen=True)
@@ -151,10 +165,13 @@ def decide(
     on it (never for NO_DATA), so unchanged sources cost no planning."""
     if definition.rebuild_reason is None:
         assert frontier is not None
-        if observed.data_timestamp < frontier.data_timestamp:
-            return Decision(Action.NO_DATA, "an upstream dynamic table is behind this one", State.SKIPPED)
-        if observed.versions == frontier.source_versions:
-            return Decision(Action.NO_DATA, "no source changed")
+        rebuild = _history_lost(observed)
+        if rebuild is None:
+            if observed.data_timestamp < frontier.data_timestamp:
+                return Decision(Action.NO_DATA, "an upstream dynamic table is behind this one", State.SKIPPED)
+            if all(s.unchanged for s in observed.sources) and observed.versions == frontier.source_versions:
+                return Decision(Action.NO_DATA, "no source changed")
+        definition = replace(definition, rebuild_reason=rebuild)
     planned = plan()
     if dt.config.refresh_mode == "incremental" and isinstance(planned, NotPlanned):
         raise RefreshError(
@@ -164,15 +181,6 @@ def decide(
         )
     if definition.rebuild_reason is not None:
         return Decision(Action.REINITIALIZE, definition.rebuild_reason)
-    blocked = [
-        f"{s.name}: {s.interval.undifferentiable_reason}"
-        for s in observed.sources
-        if s.interval is not None and s.interval.undifferentiable_reason
-    ]
-    if any(s.start is None for s in observed.sources):
-        blocked.append("a source is new to this table")
-    if blocked:
-        return Decision(Action.REINITIALIZE, "; ".join(blocked))
     if isinstance(planned, NotPlanned):
         return Decision(Action.FULL, planned.reason)
     if dt.config.refresh_mode == "auto":
@@ -180,6 +188,20 @@ def decide(
         if too_large is not None:
             return Decision(Action.FULL, too_large)
     return Decision(Action.INCREMENTAL, "sources changed", planned=planned)
+
+
+def _history_lost(observed: Observation) -> Optional[str]:
+    """Why the DT cannot continue from its frontier: its own table or a source is no longer the
+    history it consumed, a source's change cannot be differentiated, or a source is new."""
+    reasons = [f"this table: {observed.dt_changed}"] if observed.dt_changed else []
+    reasons += [f"{s.name}: {s.lost}" for s in observed.sources if s.lost]
+    reasons += [
+        f"{s.name}: {s.interval.undifferentiable_reason}"
+        for s in observed.sources
+        if s.interval is not None and s.interval.undifferentiable_reason
+    ]
+    reasons += [f"{s.name}: new to this table" for s in observed.sources if s.start is None and not s.lost]
+    return "; ".join(reasons) or None
 
 
 def _change_too_large(sources: Sequence[SourceState]) -> Optional[str]:
@@ -198,25 +220,31 @@ def _change_too_large(sources: Sequence[SourceState]) -> Optional[str]:
     )
 
 
+class SourceNotReady(RefreshError):
+    """A source did not exist at the data timestamp: the refresh waits (SKIPPED), it does not fail."""
+
+
 def observe(
     engine: Engine,
     metadata: MetadataStore,
     dt: DynamicTable,
     definition: Definition,
     frontier: Optional[Frontier],
-    data_timestamp: datetime,
+    request: RefreshRequest,
 ) -> Observation:
-    """Each source of ``definition`` as of T, from the Delta logs. Upstream DTs are read at the
-    version their refresh at T produced; if one has not reached T, T moves back to its data
-    timestamp (delayed view semantics). Across a refresh boundary there is no common T: a DT is
-    read at the version its latest refresh produced, a table at its latest version, and neither
-    holds T back. Intervals are read only for a refresh that will differentiate."""
+    """Each source of ``definition`` as of T, from the Delta logs (docs/ARCHITECTURE.md,
+    "Reading sources"): a base table at its latest version at or before T; an upstream DT at the
+    version its refresh at T produced (if one has not reached T, T moves back to its data
+    timestamp); a table this invocation built, or one read across a refresh boundary, at its
+    latest version. Intervals are read only for a refresh that will differentiate."""
     views = read_views(engine, definition.sql, dt.schema)
     names = sorted(base_tables(definition.sql, views, dt.schema))
     across = boundary_tables(definition.sql, views, dt.schema)
     frontiers = metadata.frontiers()
     upstream = {n: frontiers[n] for n in names if n in frontiers}
-    effective = min([data_timestamp] + [f.data_timestamp for n, f in upstream.items() if n not in across])
+    effective = min(
+        [request.data_timestamp] + [f.data_timestamp for n, f in upstream.items() if n not in across]
+    )
     resuming = frontier if definition.rebuild_reason is None else None
     states = []
     for name in names:
@@ -226,28 +254,77 @@ def observe(
                 f"Source {name} does not exist or is not a Delta table. Build it first "
                 "(dbt run), or fix the reference in the model."
             )
-        if name in upstream:
-            version = upstream[name].dt_version
-        elif name in across:
-            version = log.latest_version()
-        else:
-            version = _version_at(log, name, effective, metadata)
-        start = resuming.source_versions.get(name) if resuming else None
-        interval = log.interval(start, version) if start is not None and start != version else None
-        states.append(SourceState(name, log, start, version, name in upstream, interval))
+        read = _read_of(name, upstream, across, request)
+        version = _version_read(log, name, read, upstream, effective, metadata)
+        states.append(_source_state(log, name, version, read, resuming))
     if dt.config.refresh_mode == "auto" and any(s.interval is not None for s in states):
         states = [replace(s, size_bytes=s.log.size_bytes(s.end)) for s in states]
-    return Observation(states, effective, views)
+    dt_changed = _dt_changed(engine.delta_log(dt.name), resuming)
+    return Observation(states, effective, views, dt_changed)
 
 
-def _version_at(log: DeltaLog, name: str, moment: datetime, metadata: MetadataStore) -> int:
+def _read_of(
+    name: str, upstream: Mapping[str, Frontier], across: Set[str], request: RefreshRequest
+) -> SourceRead:
+    if name in across:
+        return SourceRead.BOUNDARY
+    if name in upstream:
+        return SourceRead.UPSTREAM
+    if name in request.built:
+        return SourceRead.INVOCATION
+    return SourceRead.AS_OF
+
+
+def _version_read(
+    log: DeltaLog,
+    name: str,
+    read: SourceRead,
+    upstream: Mapping[str, Frontier],
+    moment: datetime,
+    metadata: MetadataStore,
+) -> int:
+    if name in upstream and read in (SourceRead.UPSTREAM, SourceRead.BOUNDARY):
+        return upstream[name].dt_version  # a DT: the version its latest refresh produced
+    if read is not SourceRead.AS_OF:
+        return log.latest_version()
     found = log.version_at(int(moment.timestamp() * 1000))
     if found is None and name in metadata.graph():
-        raise RefreshError(
+        raise SourceNotReady(
             f"Source {name} is a dynamic table that is not initialized yet (initialize: "
-            "on_schedule). Let the runner's first tick fill it, run `dbt run -s` on it "
-            "first, or set initialize: on_schedule on this model too."
+            "on_schedule); this table waits for its first refresh."
         )
     if found is None:
-        raise RefreshError(f"Source {name} did not exist at the data timestamp {moment.isoformat()}.")
+        created = datetime.fromtimestamp(log.commit_timestamp(0) / 1000, tz=moment.tzinfo)
+        raise SourceNotReady(
+            f"Source {name} did not exist at the data timestamp {moment.isoformat()} (it was "
+            f"created at {created.isoformat()}); this table waits for a later data timestamp."
+        )
     return found
+
+
+def _source_state(
+    log: DeltaLog, name: str, version: int, read: SourceRead, resuming: Optional[Frontier]
+) -> SourceState:
+    commit = log.commit_id(version)
+    consumed = resuming.sources.get(name) if resuming else None
+    if consumed is None:
+        return SourceState(name, log, None, version, commit, read)
+    lost = log.lost_commit(consumed.version, consumed.commit)
+    if lost is None and consumed.version == version and consumed.commit != commit:
+        lost = f"its version {version} is not the commit consumed"
+    interval = None
+    if lost is None and consumed.version != version:
+        interval = log.interval(consumed.version, version)
+    return SourceState(name, log, consumed.version, version, commit, read, lost, interval)
+
+
+def _dt_changed(dt_log: Optional[DeltaLog], frontier: Optional[Frontier]) -> Optional[str]:
+    """Why the DT's own log does not hold the version its last refresh produced, or why its
+    rows changed since (a write outside dbt-dyntable); compaction commits change no rows."""
+    if frontier is None or dt_log is None:
+        return None
+    lost = dt_log.lost_commit(frontier.dt_version, frontier.dt_commit or "")
+    if lost is not None:
+        return lost
+    changed = dt_log.data_change_after(frontier.dt_version)
+    return f"its rows were changed outside dbt-dyntable at {changed}" if changed else None

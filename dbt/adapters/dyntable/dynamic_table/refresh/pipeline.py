@@ -20,7 +20,7 @@ from typing import Callable, List, Optional, Tuple
 
 from dbt.adapters.dyntable.delta_log import DeltaLog
 from dbt.adapters.dyntable.dynamic_table.failpoints import failpoint
-from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, RefreshRequest, State
+from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, RefreshRequest, State, Trigger
 from dbt.adapters.dyntable.dynamic_table.locking import RefreshLock
 from dbt.adapters.dyntable.dynamic_table.metadata import Frontier, Intent, MetadataStore, utcnow
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
@@ -47,7 +47,7 @@ class _Refresh:
         return Intent(
             self.refresh_id,
             self.observed.data_timestamp,
-            self.observed.versions,
+            self.observed.consumed,
             base_version,
             self.definition.hash,
             self.dt.config.refresh_mode,
@@ -106,7 +106,8 @@ class RefreshPipeline:
         """How ``dt`` refreshes as of its sources' latest versions (what ``dyntable explain``
         and ``dyntable_explain()`` print)."""
         definition = Definition(dt.sql, "")
-        observed = decide.observe(self.engine, self.metadata, dt, definition, None, utcnow())
+        request = RefreshRequest(utcnow(), Trigger.MANUAL)
+        observed = decide.observe(self.engine, self.metadata, dt, definition, None, request)
         return derive.explain(dt, self._plan(dt, definition, observed))
 
     # -- the stages ------------------------------------------------------------------------------
@@ -130,9 +131,10 @@ class RefreshPipeline:
                 request.data_timestamp,
             )
         definition = decide.maintained_definition(dt, frontier, dt_log is not None, request)
-        observed = decide.observe(
-            self.engine, self.metadata, dt, definition, frontier, request.data_timestamp
-        )
+        try:
+            observed = decide.observe(self.engine, self.metadata, dt, definition, frontier, request)
+        except decide.SourceNotReady as waiting:
+            return RefreshResult(dt.name, None, State.SKIPPED, str(waiting), request.data_timestamp)
         decision = decide.decide(
             dt, definition, frontier, observed, lambda: self._plan(dt, definition, observed)
         )
@@ -162,10 +164,11 @@ class RefreshPipeline:
                 dt_version=frontier.dt_version,
                 source_versions=frontier.source_versions,
             )
+        frontier = refresh.frontier  # its DT version and commit were checked by observe()
         self.recorder.commit(
-            refresh.dt, refresh.intent(refresh.frontier.dt_version), refresh.frontier.dt_version
+            refresh.dt, refresh.intent(frontier.dt_version), frontier.dt_version, frontier.dt_commit
         )
-        return refresh.result(dt_version=refresh.frontier.dt_version)
+        return refresh.result(dt_version=frontier.dt_version)
 
     def _rebuild(self, refresh: _Refresh, dt_log: Optional[DeltaLog]) -> RefreshResult:
         dt, observed = refresh.dt, refresh.observed
@@ -191,7 +194,7 @@ class RefreshPipeline:
             )
             if staged.is_empty:
                 version = dt_log.latest_version()
-                self.recorder.commit(dt, refresh.intent(version), version)
+                self.recorder.commit(dt, refresh.intent(version), version, dt_log.commit_id(version))
                 result = refresh.result(dt_version=version)
                 result.reason = "sources changed; the query's result did not"
             else:
@@ -215,7 +218,7 @@ class RefreshPipeline:
         inserted, deleted = apply()
         failpoint("after_apply")
         dt_version = dt_log.latest_version()
-        self.recorder.commit(refresh.dt, intent, dt_version)
+        self.recorder.commit(refresh.dt, intent, dt_version, dt_log.commit_id(dt_version))
         return refresh.result(inserted, deleted, dt_version)
 
     def _dt_log(self, dt: DynamicTable) -> Optional[DeltaLog]:

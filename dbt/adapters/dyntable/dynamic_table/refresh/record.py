@@ -25,6 +25,7 @@ from dbt.adapters.dyntable.dynamic_table.metadata import (
     Intent,
     MetadataStore,
     utcnow,
+    versions_of,
 )
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
 
@@ -64,8 +65,9 @@ class Recorder:
             return frontier
         intent = frontier.pending
         latest = dt_log.latest_version() if dt_log is not None else None
-        if latest is not None and latest > intent.base_version:
-            recovered: Optional[Frontier] = self.metadata.commit_intent(dt.name, intent, latest)
+        if dt_log is not None and latest is not None and latest > intent.base_version:
+            commit = dt_log.commit_id(latest)
+            recovered: Optional[Frontier] = self.metadata.commit_intent(dt.name, intent, latest, commit)
             state, message = State.SUCCEEDED, f"recovered: the crashed refresh committed version {latest}"
         else:
             self.metadata.discard_intent(frontier)
@@ -84,7 +86,7 @@ class Recorder:
                 refresh_end_time=now,
                 reason="pending intent found at start",
                 state_message=message,
-                source_versions=intent.source_versions,
+                source_versions=versions_of(intent.sources),
                 dt_version=latest if state is State.SUCCEEDED else None,
             )
         )
@@ -95,9 +97,9 @@ class Recorder:
         """Record ``intent`` before the DT's commit."""
         self.metadata.record_intent(dt.name, current, intent)
 
-    def commit(self, dt: DynamicTable, intent: Intent, dt_version: int) -> Frontier:
-        """The frontier ``intent`` reaches, with the DT at ``dt_version``."""
-        return self.metadata.commit_intent(dt.name, intent, dt_version)
+    def commit(self, dt: DynamicTable, intent: Intent, dt_version: int, dt_commit: Optional[str]) -> Frontier:
+        """The frontier ``intent`` reaches, with the DT at ``dt_version`` (commit ``dt_commit``)."""
+        return self.metadata.commit_intent(dt.name, intent, dt_version, dt_commit)
 
     def forget(self, dt: DynamicTable) -> None:
         self.metadata.forget(dt.name)

@@ -10,7 +10,7 @@
 
   {{ run_hooks(pre_hooks) }}
 
-  {%- set result = adapter.refresh_dynamic_table(dynamic_table) -%}
+  {%- set result = adapter.refresh_dynamic_table(dynamic_table, graph, selected_resources) -%}
 
   {% call noop_statement('main', result['message'], result['state'], result['rows']) %}
     -- {{ result['action'] }}: {{ result['reason'] }}

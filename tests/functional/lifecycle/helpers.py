@@ -1,0 +1,68 @@
+"""What the lifecycle tests do to a warehouse the way users and tools do: reload, drop, re-create,
+restore, damage; and what they check afterwards: the semantics contract and the history's reason."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, List, Tuple, Union
+
+from deltalake import DeltaTable
+
+from dbt.adapters.dyntable.dynamic_table.metadata import FRONTIERS, HistoryRow
+from tests.functional.dynamic_table.dvs import assert_dvs, history, project_engine
+
+
+def location(project: Any, name: str) -> Path:
+    """Where the Delta table ``schema.table`` keeps its files."""
+    schema, table = name.split(".", 1)
+    found = project_engine(project).table_location(schema, table)
+    assert found is not None, f"{name} has no location"
+    return Path(found)
+
+
+def last(project: Any, warehouse: Path, model: str) -> HistoryRow:
+    return history(warehouse, f"{project.test_schema}.{model}")[-1]
+
+
+def assert_refreshed(
+    project: Any, warehouse: Path, model: str, action: Union[str, Tuple[str, ...]], *reason: str
+) -> HistoryRow:
+    """The model's last refresh took ``action`` (or one of them) with every text of ``reason`` in
+    its reason, and the DT equals its query at its data timestamp."""
+    row = last(project, warehouse, model)
+    assert row.state == "SUCCEEDED", row
+    assert row.refresh_action in ((action,) if isinstance(action, str) else action), row
+    for text in reason:
+        assert text in (row.reason or ""), row
+    assert_dvs(project, warehouse, model)
+    return row
+
+
+def commits(table: Path) -> List[Path]:
+    return sorted((table / "_delta_log").glob("*.json"))
+
+
+def drop_last_commits(table: Path, count: int) -> None:
+    """Remove a table's newest ``count`` commits, as a storage restore from an older backup
+    would: their JSON files, checkpoints after what remains, and the pointer to those."""
+    log = table / "_delta_log"
+    for commit in commits(table)[-count:]:
+        commit.unlink()
+    kept = int(commits(table)[-1].name.split(".")[0])
+    for checkpoint in log.glob("*.checkpoint*"):
+        if int(checkpoint.name.split(".")[0]) > kept:
+            checkpoint.unlink()
+    pointer = log / "_last_checkpoint"
+    if pointer.exists() and not any(log.glob("*.checkpoint*")):
+        pointer.unlink()
+
+
+def restore(table: Path, version: int) -> None:
+    """RESTORE the table to ``version`` (a new commit), as any Delta tool can."""
+    DeltaTable(str(table)).restore(version)
+
+
+def metadata_table(warehouse: Path, table: str = FRONTIERS) -> Path:
+    return warehouse / "dyntable_meta" / table
+
+
