@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any, Iterable, Optional, Tuple
 
 from dbt.adapters.dyntable.dynamic_table.lifecycle import SourceRead
@@ -26,10 +27,28 @@ FLOAT_DIGITS = 12
 
 
 def multiset(rows: Iterable[Any]) -> "Counter[Tuple[Any, ...]]":
-    """Rows as a multiset, with floats rounded to :data:`FLOAT_DIGITS` significant digits."""
-    return Counter(
-        tuple(float(f"{v:.{FLOAT_DIGITS}g}") if isinstance(v, float) else v for v in row) for row in rows
-    )
+    """Rows as a multiset of comparable values: floats rounded to :data:`FLOAT_DIGITS`
+    significant digits, decimals normalized, arrays, structs and maps as tuples, binary as bytes.
+
+    >>> multiset([(0.1 + 0.2, [1, 2], {"b": 2, "a": 1}, bytearray(b"x"))])
+    Counter({(0.3, (1, 2), (('a', 1), ('b', 2)), b'x'): 1})
+    """
+    return Counter(tuple(comparable(v) for v in row) for row in rows)
+
+
+def comparable(value: Any) -> Any:
+    """``value`` as a hashable value equal to any other reading of the same stored value."""
+    if isinstance(value, float):
+        return float(f"{value:.{FLOAT_DIGITS}g}")
+    if isinstance(value, Decimal):
+        return value.normalize()
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    if isinstance(value, dict):
+        return tuple(sorted((k, comparable(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):  # arrays, and structs (pyspark Rows are tuples)
+        return tuple(comparable(v) for v in value)
+    return value
 
 
 @dataclass

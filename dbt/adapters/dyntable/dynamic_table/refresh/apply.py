@@ -37,13 +37,25 @@ from dbt.adapters.dyntable.vocabulary import WEIGHT, null_safe_match, quote, sql
 
 OLD = "_dyn_old"
 KIND = "_dyn_kind"
+#: Per row key, computed by the engine (Arrow cannot group by arrays or structs): the most rows
+#: the DT holds under the key, the delta's summed weight for it, and the row's rank within it
+#: (deletes first), so one row stands for its key.
+KEY_OLD, KEY_WEIGHT, KEY_RANK = "_dyn_key_old", "_dyn_key_weight", "_dyn_key_rank"
+
+
+#: How a user recovers a DT whose delta failed validation.
+FULL_REFRESH_FIX = "Run `dbt run --full-refresh -s <model>` to rebuild it."
 
 
 class DeltaValidationError(RuntimeError):
-    """A delta failed a production validation; the DT was not touched."""
+    """A delta failed a production validation; the DT was not touched. ``detail`` says which."""
 
     action = Action.INCREMENTAL
     reason = "delta validation failed"
+
+    def __init__(self, name: str, detail: str, fix: str = FULL_REFRESH_FIX) -> None:
+        super().__init__(f"Refresh of {name} stopped before touching it: {detail}. {fix}")
+        self.detail = detail
 
 
 @dataclass
@@ -137,9 +149,7 @@ class DeltaApplier:
         if rows.num_rows == 0:
             return PreparedDelta(columns, rows.append_column(OLD, pa.array([], pa.int64())), key)
         if pc.any(pc.equal(rows.column(WEIGHT), 0)).as_py():
-            raise DeltaValidationError(
-                f"Refresh of {self.dt.name} stopped before touching it: the delta has rows of weight 0."
-            )
+            raise DeltaValidationError(self.dt.name, "the delta has rows of weight 0")
         with self.engine.temporary_view(rows) as view:
             self._check_consolidated(view, columns)
             inserts_only = pc.min(rows.column(WEIGHT)).as_py() > 0
@@ -148,15 +158,12 @@ class DeltaApplier:
             # checks the key before matching on it.
             if key is not None and not (inserts_only and declared_by is not None):
                 with_old = self._with_old(view, columns, key)
-                broken = self._keys_holding_two_rows(with_old, key)
+                broken = self._keys_holding_two_rows(with_old)
                 if not broken:
                     return self._validated(PreparedDelta(columns, with_old, key))
                 if declared_by is None:
                     raise DeltaValidationError(
-                        f"Refresh of {self.dt.name} stopped before touching it: {broken} key(s) of "
-                        f"({', '.join(key)}) would hold two rows. This is a bug in dbt-dyntable's "
-                        "differentiation, or the table was changed outside dbt-dyntable; "
-                        f"`dbt run --full-refresh -s <model>` rebuilds it."
+                        self.dt.name, f"{broken} key(s) of ({', '.join(key)}) would hold two rows"
                     )
                 warning = (
                     f"Dynamic table {self.dt.name}: its key ({', '.join(key)}), declared by "
@@ -174,7 +181,7 @@ class DeltaApplier:
 
     def _with_old(self, view: str, columns: List[str], key: Optional[List[str]]) -> pa.Table:
         """The delta's rows with ``_dyn_old``: how many rows of the DT hold the row's tuple (no
-        key) or its key."""
+        key) or its key; with a key, also the per-key columns ``KEY_*``."""
         match = key if key is not None else columns
         old = (
             f"""SELECT {", ".join(f"t.{quote(c)} AS {quote(c)}" for c in match)}, count(*) AS {OLD}
@@ -186,22 +193,33 @@ class DeltaApplier:
             # a global aggregate: one row, keyed by nothing
             else f"SELECT count(*) AS {OLD} FROM {self.dt.relation}"
         )
+        per_key = ""
+        if key is not None:
+            window = f"PARTITION BY {', '.join(quote(c) for c in key)}" if key else ""
+            per_key = (
+                f", max({OLD}) OVER ({window}) AS {KEY_OLD}, sum({WEIGHT}) OVER ({window}) AS {KEY_WEIGHT}"
+                f", row_number() OVER ({window} ORDER BY {WEIGHT}) AS {KEY_RANK}"
+            )
         return self.engine.execute(
             f"""
-            WITH old AS ({old})
-            SELECT {", ".join(f"d.{quote(c)}" for c in columns)}, d.{WEIGHT} AS {WEIGHT},
-                   coalesce(o.{OLD}, 0) AS {OLD}
-            FROM {view} AS d LEFT JOIN old AS o ON {null_safe_match(match, "d", "o")}
+            WITH old AS ({old}),
+            joined AS (
+                SELECT {", ".join(f"d.{quote(c)}" for c in columns)}, d.{WEIGHT} AS {WEIGHT},
+                       coalesce(o.{OLD}, 0) AS {OLD}
+                FROM {view} AS d LEFT JOIN old AS o ON {null_safe_match(match, "d", "o")}
+            )
+            SELECT *{per_key} FROM joined
             """
         ).toArrow()
 
     @staticmethod
-    def _keys_holding_two_rows(with_old: pa.Table, key: List[str]) -> int:
+    def _keys_holding_two_rows(with_old: pa.Table) -> int:
         """How many keys hold more than one row in the DT now, or would after the delta."""
-        per_key = with_old.group_by(key, use_threads=False).aggregate([(WEIGHT, "sum"), (OLD, "max")])
-        old = per_key.column(f"{OLD}_max")
-        after = pc.add(old, per_key.column(f"{WEIGHT}_sum"))
-        return int(pc.sum(pc.or_(pc.greater(old, 1), pc.greater(after, 1))).as_py() or 0)
+        old, after = with_old.column(KEY_OLD), pc.add(with_old.column(KEY_OLD), with_old.column(KEY_WEIGHT))
+        broken = pc.and_(
+            pc.equal(with_old.column(KEY_RANK), 1), pc.or_(pc.greater(old, 1), pc.greater(after, 1))
+        )
+        return int(pc.sum(broken).as_py() or 0)
 
     def _validated(self, delta: PreparedDelta) -> PreparedDelta:
         """``delta``, unless it deletes rows (or keyed rows) the DT does not hold."""
@@ -209,14 +227,9 @@ class DeltaApplier:
         if delta.key is None:
             remaining = pc.add(rows.column(OLD), rows.column(WEIGHT))
         else:
-            per_key = rows.group_by(delta.key, use_threads=False).aggregate([(WEIGHT, "sum"), (OLD, "max")])
-            remaining = pc.add(per_key.column(f"{OLD}_max"), per_key.column(f"{WEIGHT}_sum"))
+            remaining = pc.add(rows.column(KEY_OLD), rows.column(KEY_WEIGHT))
         if pc.min(remaining).as_py() < 0:
-            raise DeltaValidationError(
-                f"Refresh of {self.dt.name} stopped before touching it: the delta deletes rows the "
-                "table does not hold (it was changed outside dbt-dyntable, or a delta was lost). "
-                "Run `dbt run --full-refresh -s <model>` to rebuild it."
-            )
+            raise DeltaValidationError(self.dt.name, "the delta deletes rows the table does not hold")
         return delta
 
     def _check_consolidated(self, view: str, columns: List[str]) -> None:
@@ -226,9 +239,7 @@ class DeltaApplier:
         ).collect()[0]["n"]
         if repeated:
             raise DeltaValidationError(
-                f"Refresh of {self.dt.name} stopped before touching it: the delta holds {repeated} "
-                "row(s) more than once (it was not consolidated). This is a bug in dbt-dyntable's "
-                "differentiation; refresh_mode='full' works around it."
+                self.dt.name, f"the delta holds {repeated} row(s) more than once (it was not consolidated)"
             )
 
     def apply(self, delta: PreparedDelta) -> Tuple[int, int]:
@@ -242,13 +253,10 @@ class DeltaApplier:
             deletes = rows.filter(pc.greater(rows.column(OLD), 0)).select(columns)
         else:
             copies = pc.if_else(pc.greater(weights, 0), weights, 0).to_pylist()
-            deleted = rows.filter(pc.and_(pc.less(weights, 0), pc.greater(rows.column(OLD), 0)))
-            first_per_key = (
-                deleted.append_column("_dyn_index", pa.array(range(deleted.num_rows), pa.int64()))
-                .group_by(delta.key, use_threads=False)
-                .aggregate([("_dyn_index", "min")])
-            )
-            deletes = deleted.take(first_per_key.column("_dyn_index_min")).select(columns)
+            # One delete per key: the stored row under it (deletes rank first within a key).
+            first = pc.equal(rows.column(KEY_RANK), 1)
+            stored = pc.and_(pc.less(weights, 0), pc.greater(rows.column(OLD), 0))
+            deletes = rows.filter(pc.and_(first, stored)).select(columns)
         indices = pa.array([i for i, n in enumerate(copies) for _ in range(max(n, 0))], pa.int64())
         inserts = rows.take(indices).select(columns)
         names = ", ".join(quote(c) for c in columns)

@@ -14,7 +14,7 @@ Under the DT's cross-process lock, after resolving what a crashed refresh left:
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, List, Optional, Tuple
 
@@ -25,7 +25,7 @@ from dbt.adapters.dyntable.dynamic_table.locking import RefreshLock
 from dbt.adapters.dyntable.dynamic_table.metadata import Frontier, Intent, MetadataStore, utcnow
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
 from dbt.adapters.dyntable.dynamic_table.refresh import decide, derive, plan
-from dbt.adapters.dyntable.dynamic_table.refresh.apply import DeltaApplier
+from dbt.adapters.dyntable.dynamic_table.refresh.apply import DeltaApplier, DeltaValidationError
 from dbt.adapters.dyntable.dynamic_table.refresh.decide import Decision, Definition, Observation
 from dbt.adapters.dyntable.dynamic_table.refresh.record import Recorder, RefreshResult
 from dbt.adapters.dyntable.engines.base import Engine
@@ -145,7 +145,14 @@ class RefreshPipeline:
         if decision.rebuilds:
             return self._rebuild(refresh, dt_log)
         assert dt_log is not None
-        return self._incremental(refresh, dt_log)
+        try:
+            return self._incremental(refresh, dt_log)
+        except DeltaValidationError as invalid:
+            if dt.config.refresh_mode != "auto":
+                raise
+            # A validation failure is never a dead end: the DT was not touched, recompute it.
+            why = f"the incremental delta failed validation ({invalid.detail}); recomputed instead"
+            return self._rebuild(replace(refresh, decision=Decision(Action.FULL, why)), dt_log)
 
     def _plan(self, dt: DynamicTable, definition: Definition, observed: Observation) -> plan.PlannedOrNot:
         columns = {s.name: s.log.schema_at(s.end).fieldNames() for s in observed.sources}
