@@ -214,7 +214,7 @@ def test_schema_change_is_undifferentiable(table: Path) -> None:
     extra = rows([8]).append_column("w", pa.array([1.0]))
     write_deltalake(table, extra, mode="append", schema_mode="merge")
     log = DeltaLog(table)
-    assert log.interval(4, 5).undifferentiable_reason == "schema changed at version 5"
+    assert log.interval(4, 5).undifferentiable_reason == "schema changed at version 5 (added w)"
     assert "schema changed" in (log.interval(2, 5).undifferentiable_reason or "")
     assert log.interval(2, 4).differentiable
 

@@ -397,6 +397,11 @@ class DeltaLog:
         """Partition columns of the latest version."""
         return self.snapshot(self.latest_version()).partition_columns
 
+    def row_count(self, version: int) -> Optional[int]:
+        """The table's rows at ``version`` from the files' statistics (no scan); None when a
+        writer recorded none."""
+        return _total_rows(tuple(self.snapshot(version).files.values()))
+
     def size_bytes(self, version: int) -> int:
         """The size of the table's live data files at ``version``."""
         return sum(f.size_bytes for f in self.snapshot(version).files.values())
@@ -550,8 +555,9 @@ class DeltaLog:
                 continue
             if meta.get("id") != before.table_id:
                 return f"table was re-created at version {commit.version} (table id changed)"
-            if json.loads(meta.get("schemaString") or "{}") != schema:
-                return f"schema changed at version {commit.version}"
+            changed = json.loads(meta.get("schemaString") or "{}")
+            if changed != schema:
+                return f"schema changed at version {commit.version} ({schema_change(schema, changed)})"
             if tuple(meta.get("partitionColumns") or ()) != before.partition_columns:
                 return f"partitioning changed at version {commit.version}"
             mode = ((meta.get("configuration") or {}).get(COLUMN_MAPPING_MODE) or "none").lower()
@@ -627,6 +633,32 @@ class DeltaLog:
         except HistoryUnavailable:
             return False
         return enabled
+
+
+def schema_change(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
+    """What changed between two Delta schemas (JSON), column by column, in words.
+
+    >>> a = {"fields": [{"name": "id", "type": "long"}, {"name": "v", "type": "string"}]}
+    >>> b = {"fields": [{"name": "id", "type": "integer"}, {"name": "w", "type": "string"}]}
+    >>> schema_change(a, b)
+    'added w; dropped v; id is now integer, was long'
+    """
+    old = {f["name"]: f for f in before.get("fields") or []}
+    new = {f["name"]: f for f in after.get("fields") or []}
+    parts = [f"added {name}" for name in new if name not in old]
+    parts += [f"dropped {name}" for name in old if name not in new]
+    for name in [n for n in new if n in old and new[n] != old[n]]:
+        if new[name].get("type") != old[name].get("type"):
+            parts.append(
+                f"{name} is now {_type_text(new[name]['type'])}, was {_type_text(old[name]['type'])}"
+            )
+        else:
+            parts.append(f"{name} changed nullability or metadata")
+    return "; ".join(parts) or "column order or table metadata"
+
+
+def _type_text(delta_type: Any) -> str:
+    return delta_type if isinstance(delta_type, str) else str(delta_type.get("type", delta_type))
 
 
 def _is_true(value: Optional[str]) -> bool:

@@ -10,12 +10,13 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, 
 from dbt.adapters.base.meta import available
 from dbt.adapters.base.relation import BaseRelation
 from dbt.adapters.events.logging import AdapterLogger
+from dbt.adapters.spark.column import SparkColumn
 from dbt.adapters.spark.impl import SparkAdapter, SparkConfig
 from dbt.flags import get_flags
 from dbt_common.exceptions import CompilationError, DbtRuntimeError
 from dbt_common.invocation import get_invocation_started_at
 
-from dbt.adapters.dyntable.connections import DyntableConnectionManager, warehouse_of
+from dbt.adapters.dyntable.connections import SPARK_METHODS, DyntableConnectionManager, warehouse_of
 from dbt.adapters.dyntable.dynamic_table.config import DynamicTableConfigError
 from dbt.adapters.dyntable.dynamic_table.lifecycle import RefreshRequest, Trigger
 from dbt.adapters.dyntable.dynamic_table.metadata import GRAPH_HISTORY, MetadataStore
@@ -63,6 +64,32 @@ class DyntableAdapter(SparkAdapter):
         schema, name, information = super()._get_relation_information(row)
         information = _PROVIDER_LINE.sub(lambda m: m.group(1) + m.group(2).lower(), information or "")
         return schema, name, information
+
+    def get_columns_in_relation(self, relation: BaseRelation) -> List[SparkColumn]:
+        """dbt-spark's columns, or, where the catalog lists none for a Delta table (the embedded
+        engine attaches tables with array, map or partition columns without a column list), the
+        columns of its Delta log."""
+        columns: List[SparkColumn] = super().get_columns_in_relation(relation)
+        if columns or self.config.credentials.method in SPARK_METHODS or not relation.identifier:
+            return columns
+        engine = self.connections.environment(self.connections.get_thread_connection()).engine
+        log = engine.delta_log(relation_name(relation.schema, relation.identifier))
+        if log is None:
+            return columns
+        return [
+            SparkColumn(
+                table_database=None,
+                table_schema=relation.schema,
+                table_name=relation.name,
+                table_type=relation.type,
+                table_owner="",
+                table_stats=None,
+                column=field.name,
+                column_index=index,
+                dtype=field.dataType.simpleString(),
+            )
+            for index, field in enumerate(log.schema_at(log.latest_version()).fields)
+        ]
 
     def list_relations_without_caching(self, schema_relation: BaseRelation) -> List[BaseRelation]:
         """The schema's tables and views, without the session's temporary views.

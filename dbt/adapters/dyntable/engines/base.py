@@ -11,9 +11,10 @@ import uuid
 from abc import ABC, abstractmethod
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, Dict, Iterator, Optional
+from typing import TYPE_CHECKING, ClassVar, Dict, Iterator, Optional, Sequence
 
 from dbt.adapters.dyntable.delta_log import DeltaLog
+from dbt.adapters.dyntable.vocabulary import quote, sql_string
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -69,6 +70,16 @@ class Engine(ABC):
         """Hand a statement to Spark unchanged; engines that must adapt DDL (the embedded one)
         override this, so no caller ever special-cases an engine."""
         return self.spark.sql(statement)
+
+    def replace_table(self, schema: str, name: str, query: str, partition_by: Sequence[str]) -> None:
+        """Replace the Delta table's rows, schema and partitioning with ``query``'s in one commit,
+        keeping its history and location; its columns stay nullable, as Spark's CTAS keeps them."""
+        location = self.table_location(schema, name)
+        partitioned = f" PARTITIONED BY ({', '.join(quote(c) for c in partition_by)})" if partition_by else ""
+        self.execute(
+            f"CREATE OR REPLACE TABLE {quote(schema)}.{quote(name)} USING delta{partitioned} "
+            f"LOCATION {sql_string(str(location))} AS {query}"
+        )
 
     def schema_of(self, query: str) -> "StructType":
         """The columns ``query`` returns (analysis only: no job runs)."""

@@ -20,9 +20,10 @@ import socket
 import threading
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Optional, Union
+from typing import TYPE_CHECKING, ClassVar, Optional, Sequence, Union
 
 import sqlglot
+from deltalake import DeltaTable
 from sqlglot import exp
 
 from dbt.adapters.dyntable.engines.base import Capabilities, Engine, EngineError
@@ -300,6 +301,36 @@ class EmbeddedEngine(Engine):
                 self.warehouse.drop_table(Path(location))
             return result
         return self.spark.sql(statement)
+
+    def replace_table(self, schema: str, name: str, query: str, partition_by: Sequence[str]) -> None:
+        """Sail refuses `CREATE OR REPLACE ... AS` across a schema change, so the query is written
+        over the table with ``overwriteSchema`` (one commit), then the NOT NULL Sail's writer
+        keeps from the query's plan is dropped, as Spark's CTAS would not set it (metadata-only
+        commits: no rows change). That writer also moves partition columns last, so a
+        partitioned table is re-created instead, in the query's column order: its history
+        restarts, which every reader takes as a rebuild (docs/ARCHITECTURE.md, "Engines")."""
+        relation = f"{quote(schema)}.{quote(name)}"
+        location = self.table_location(schema, name)
+        assert location is not None
+        if partition_by:
+            fields = self.schema_of(query).fields
+            columns = ", ".join(f"{quote(f.name)} {f.dataType.simpleString()}" for f in fields)
+            self.execute(f"DROP TABLE IF EXISTS {relation}")
+            partitioned = ", ".join(quote(c) for c in partition_by)
+            self.execute(f"CREATE TABLE {relation} ({columns}) USING delta PARTITIONED BY ({partitioned})")
+            self.execute(f"INSERT INTO {relation} SELECT * FROM ({query}) AS q")
+            return
+        writer = self.spark.sql(query).write.format("delta").mode("overwrite")
+        writer.option("overwriteSchema", "true").save(location)
+        self.statements_run += 1
+        table = DeltaTable(location)
+        for field in table.schema().fields:
+            if not field.nullable:
+                table.alter.drop_column_not_null(field.name)
+        # The session's catalog still lists the old columns: register the table afresh (a
+        # catalog-only drop: Sail's DROP TABLE leaves the files).
+        self.spark.sql(f"DROP TABLE IF EXISTS {relation}")
+        self.spark.sql(PersistedTable(schema, name, Path(location)).create_statement())
 
     def table_location(self, schema: str, name: str) -> Optional[str]:
         path = self.warehouse.table_location(schema, name)

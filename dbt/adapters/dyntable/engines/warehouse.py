@@ -42,17 +42,19 @@ class PersistedTable:
         """`CREATE TABLE ... LOCATION` with the exact Delta schema (Sail requires it to match,
         nullability included, and shows no columns without a column list).
 
-        Except with array or map columns: Sail names a declared list's element differently from
-        the one it reads from the log and refuses the match, so those tables are attached without
-        a column list (queries see every column; Sail's column listing of them is empty)."""
+        Except with array or map columns, or partition columns: Sail names a declared list's
+        element differently from the one it reads from the log, and reads partition values as
+        dictionary-encoded columns placed last, and refuses either declared list; those tables are
+        attached without a column list (queries see every column, and the adapter lists their
+        columns from the Delta log)."""
         table = DeltaTable(str(self.location))
         struct = StructType.fromJson(json.loads(table.schema().to_json()))
         columns = ", ".join(
             f"{quote(f.name)} {f.dataType.simpleString()}" + ("" if f.nullable else " NOT NULL")
             for f in struct.fields
         )
-        declared = "" if _nests_lists_or_maps(struct) else f" ({columns})"
         partitions = table.metadata().partition_columns
+        declared = "" if _nests_lists_or_maps(struct) or partitions else f" ({columns})"
         partitioned = f" PARTITIONED BY ({', '.join(quote(c) for c in partitions)})" if partitions else ""
         return (
             f"CREATE TABLE IF NOT EXISTS {quote(self.schema)}.{quote(self.name)}{declared} "

@@ -33,7 +33,7 @@ from pyspark.sql.types import StructType
 from dbt.adapters.dyntable.dynamic_table.lifecycle import Action
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
 from dbt.adapters.dyntable.engines.base import Engine
-from dbt.adapters.dyntable.vocabulary import WEIGHT, null_safe_match, quote, sql_string
+from dbt.adapters.dyntable.vocabulary import WEIGHT, null_safe_match, quote
 
 OLD = "_dyn_old"
 KIND = "_dyn_kind"
@@ -99,29 +99,31 @@ class DeltaApplier:
         self.engine.execute(f"CREATE TABLE {self.dt.relation} ({columns}) USING delta{partitioned}")
 
     def overwrite(self, query: str) -> Tuple[int, int]:
-        """Replace the DT's rows with the query's in one commit; returns (inserted, deleted)."""
+        """Replace the DT's rows with the query's in one commit, its schema and partitioning too
+        where they changed (docs/ARCHITECTURE.md, "Applying"); returns (inserted, deleted)."""
         wanted = [(f.name.lower(), f.dataType) for f in self.engine.schema_of(query).fields]
         current = [(f.name.lower(), f.dataType) for f in self._schema().fields]
         before = self._count()
-        if wanted == current:
+        if wanted == current and self._partitioning() == list(self.dt.config.partition_by):
             self.engine.execute(f"INSERT OVERWRITE {self.dt.relation} SELECT * FROM ({query}) AS q")
         else:
-            location = self.engine.table_location(self.dt.schema, self.dt.identifier)
-            partitioned = (
-                f" PARTITIONED BY ({', '.join(quote(c) for c in self.dt.config.partition_by)})"
-                if self.dt.config.partition_by
-                else ""
-            )
-            self.engine.execute(
-                f"CREATE OR REPLACE TABLE {self.dt.relation} USING delta{partitioned} "
-                f"LOCATION {sql_string(str(location))} AS {query}"
-            )
+            self.engine.replace_table(self.dt.schema, self.dt.identifier, query, self.dt.config.partition_by)
         return self._count(), before
+
+    def _partitioning(self) -> List[str]:
+        log = self.engine.delta_log(self.dt.name)
+        return list(log.partition_columns) if log is not None else []
 
     def _schema(self) -> "StructType":
         return self.engine.schema_of(f"SELECT * FROM {self.dt.relation}")
 
     def _count(self) -> int:
+        """The DT's rows: from its log's statistics where every file has them (no scan, and a
+        rebuild of a table whose data files are damaged does not need to read them)."""
+        log = self.engine.delta_log(self.dt.name)
+        counted = log.row_count(log.latest_version()) if log is not None else None
+        if counted is not None:
+            return counted
         return int(self.engine.execute(f"SELECT count(*) AS n FROM {self.dt.relation}").collect()[0]["n"])
 
     # -- INCREMENTAL -----------------------------------------------------------------------------

@@ -1,0 +1,141 @@
+"""Schema evolution: of a dynamic table's own output, and of the sources it reads."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from dbt.tests.util import run_dbt, write_file
+from deltalake import DeltaTable
+from deltalake.schema import Field
+
+from tests.functional.adapter.delta import delta_project
+from tests.functional.lifecycle.helpers import assert_refreshed, location
+
+SUMMARY = """
+{{ config(materialized='dynamic_table', target_lag='1 minute'%s) }}
+select kind, count(*) as n, sum(amount) as total from {{ source('raw', 'events') }} group by kind
+"""
+
+WIDER = """
+{{ config(materialized='dynamic_table', target_lag='1 minute'%s) }}
+select kind, count(*) as n, sum(amount) as total, max(id) as last_id, cast(min(amount) as string) as low
+from {{ source('raw', 'events') }} group by kind
+"""
+
+PICKED = """
+{{ config(materialized='dynamic_table', target_lag='1 minute', refresh_mode='incremental') }}
+select id, kind from {{ source('raw', 'events') }} where amount > 0
+"""
+
+SOURCES = """
+version: 2
+sources:
+  - name: raw
+    schema: "{{ target.schema }}_raw"
+    tables:
+      - name: events
+"""
+
+
+@pytest.fixture(scope="class")
+def raw(project):
+    schema = f"{project.test_schema}_raw"
+    project.run_sql(f"create schema if not exists {schema}")
+    project.run_sql(f"create table {schema}.events (id bigint, kind string, amount double) using delta")
+    project.run_sql(f"insert into {schema}.events values (1, 'a', 1.0), (2, 'b', 2.0), (3, 'a', 3.0)")
+    yield schema
+    project.run_sql(f"drop schema if exists {schema} cascade")
+
+
+def columns(project, model):
+    return [c.name for c in project.adapter.get_columns_in_relation(project.adapter.Relation.create(
+        schema=project.test_schema, identifier=model))]
+
+
+class TestOutputSchemaEvolution:
+    @pytest.fixture(scope="class")
+    def project_config_update(self):
+        return delta_project()
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"summary.sql": SUMMARY % "", "picked.sql": PICKED, "sources.yml": SOURCES}
+
+    def test_added_and_retyped_columns_rebuild_the_table(self, project, raw, dyntable_warehouse):
+        run_dbt(["run", "--select", "summary"])
+        assert_refreshed(project, dyntable_warehouse, "summary", "REINITIALIZE")
+        write_file(WIDER % "", project.project_root, "models", "summary.sql")
+        project.run_sql(f"insert into {raw}.events values (4, 'c', 4.0)")
+        run_dbt(["run", "--select", "summary"])
+        assert_refreshed(project, dyntable_warehouse, "summary", "REINITIALIZE", "definition changed")
+        with project.adapter.connection_named("columns"):
+            assert columns(project, "summary") == ["kind", "n", "total", "last_id", "low"]
+        project.run_sql(f"update {raw}.events set amount = null where id = 4")  # NULLs fit every column
+        run_dbt(["run", "--select", "summary"])
+        assert_refreshed(project, dyntable_warehouse, "summary", ("INCREMENTAL", "FULL"))
+
+    def test_fewer_columns_and_a_new_partitioning(self, project, raw, dyntable_warehouse):
+        write_file(WIDER % "", project.project_root, "models", "summary.sql")
+        run_dbt(["run", "--select", "summary"])
+        write_file(SUMMARY % ", partition_by='kind'", project.project_root, "models", "summary.sql")
+        run_dbt(["run", "--select", "summary"])
+        assert_refreshed(project, dyntable_warehouse, "summary", "REINITIALIZE", "definition changed")
+        table = DeltaTable(str(location(project, f"{project.test_schema}.summary")))
+        assert table.metadata().partition_columns == ["kind"]
+        assert [f.name for f in table.schema().fields] == ["kind", "n", "total"]
+
+    def test_full_refresh_recovers_a_table_whose_data_files_are_gone(self, project, raw, dyntable_warehouse):
+        run_dbt(["run", "--select", "summary"])
+        for data_file in location(project, f"{project.test_schema}.summary").rglob("*.parquet"):
+            data_file.unlink()
+        run_dbt(["run", "--select", "summary", "--full-refresh"])
+        assert_refreshed(project, dyntable_warehouse, "summary", "REINITIALIZE", "--full-refresh")
+
+
+class TestSourceSchemaEvolution:
+    @pytest.fixture(scope="class")
+    def project_config_update(self):
+        return delta_project()
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"summary.sql": SUMMARY % ", refresh_mode='incremental'", "picked.sql": PICKED, "sources.yml": SOURCES}
+
+    def test_a_source_gaining_a_column_rebuilds_with_the_source_and_column_named(self, project, raw, dyntable_warehouse):
+        run_dbt(["run"])
+        events = location(project, f"{raw}.events")
+        DeltaTable(str(events)).alter.add_columns([Field.from_arrow(pa.field("channel", pa.string()))])
+        project.run_sql(f"insert into {raw}.events values (5, 'a', 5.0, 'web')")
+        run_dbt(["run"])
+        for model in ("summary", "picked"):
+            assert_refreshed(
+                project, dyntable_warehouse, model, "REINITIALIZE", f"{raw}.events:", "schema changed", "added channel"
+            )
+        project.run_sql(f"insert into {raw}.events values (6, 'b', 6.0, 'shop')")
+        run_dbt(["run"])
+        assert_refreshed(project, dyntable_warehouse, "summary", "INCREMENTAL")
+
+
+@pytest.mark.skip_profile("spark_session", reason="re-attaching tables at start is the embedded engine's own")
+class TestPartitionedDynamicTableReattaches:
+    @pytest.fixture(scope="class")
+    def project_config_update(self):
+        return delta_project()
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"summary.sql": SUMMARY % ", partition_by='kind'", "sources.yml": SOURCES}
+
+    def test_a_new_process_reads_and_lists_it(self, project, raw, dyntable_warehouse):
+        from dbt.adapters.dyntable.engines.embedded import EmbeddedEngine
+
+        run_dbt(["run"])
+        assert_refreshed(project, dyntable_warehouse, "summary", "REINITIALIZE")
+        other = EmbeddedEngine(dyntable_warehouse).start()  # what the next dbt command starts
+        try:
+            rows = other.execute(f"select kind, n from {project.test_schema}.summary order by kind").collect()
+            assert [tuple(r) for r in rows] == [("a", 2), ("b", 1)]
+        finally:
+            other.stop()
+        with project.adapter.connection_named("columns"):
+            assert columns(project, "summary") == ["kind", "n", "total"]
