@@ -128,6 +128,11 @@ def load(
         graph = build_graph(loaded.nodes, unit_ms=max(1, round(CANONICAL_UNIT_MS * time_scale)))
     except (ProjectError, GraphError) as exc:
         fail(str(exc))
+    if loaded.problems:
+        table = titled_table("Not loaded (the other dynamic tables are)", ("model", "why"))
+        for model, why in sorted(loaded.problems.items()):
+            table.add_row(model, escape(why))
+        errors.print(table)
     return loaded, graph
 
 
@@ -139,7 +144,9 @@ def start_service(loaded: LoadedProject) -> DynamicTableService:
         fail(str(exc))
 
 
-def node_or_fail(graph: DynamicTableGraph, model: str) -> GraphNode:
+def node_or_fail(loaded: LoadedProject, graph: DynamicTableGraph, model: str) -> GraphNode:
+    if model in loaded.problems:
+        fail(f"Model '{model}' {loaded.problems[model]}")
     try:
         return graph.by_model(model)
     except GraphError as exc:
@@ -151,7 +158,7 @@ def model_in_service(
 ) -> Tuple[DynamicTableGraph, GraphNode, DynamicTableService]:
     """The project's graph, the node of ``model`` and a started service, or one error and exit."""
     loaded, graph = load(project_dir, profiles_dir, target)
-    node = node_or_fail(graph, model)
+    node = node_or_fail(loaded, graph, model)
     return graph, node, start_service(loaded)
 
 
@@ -330,7 +337,7 @@ def run(
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGINT, previous_handler)
     console.print(f"Stopped after {ticks} tick{'s' if ticks != 1 else ''}.")
-    if failures:
+    if failures or loaded.problems:
         raise typer.Exit(EXIT_FAILED)
 
 
@@ -466,7 +473,7 @@ def history(
 ) -> None:
     """The refresh history of one dynamic table, newest last."""
     loaded, graph = load(project_dir, profiles_dir, target)
-    node = node_or_fail(graph, model)
+    node = node_or_fail(loaded, graph, model)
     rows = loaded.metadata().history(node.name)[-limit:]
     table = titled_table(
         f"Refresh history of {node.model} ({node.name})",

@@ -12,10 +12,9 @@ from dbt.adapters.dyntable.differentiation import plan_query
 from dbt.adapters.dyntable.dynamic_table.config import definition_hash
 from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, RefreshRequest, SourceRead, State, Trigger
 from dbt.adapters.dyntable.dynamic_table.metadata import Frontier, SourceVersion
-from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
+from dbt.adapters.dyntable.dynamic_table.model import DynamicTable, RefreshError
 from dbt.adapters.dyntable.dynamic_table.refresh.decide import (
     Observation,
-    RefreshError,
     SourceState,
     creates_empty,
     decide,

@@ -14,6 +14,7 @@ SELECT a FROM (SELECT a FROM s.t) AS v
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from typing import FrozenSet, Iterator, Mapping, Optional, Set, Tuple
 
@@ -37,10 +38,34 @@ def parse_query(sql: str) -> exp.Expression:
     try:
         statements = [s for s in sqlglot.parse(sql, read=DIALECT) if s is not None]
     except ParseError as error:
-        raise NotIncrementalizable("parse", sql[:200], str(error).splitlines()[0]) from error
+        raise NotIncrementalizable("parse", sql[:200], syntax_error(error)) from error
     if len(statements) != 1 or not isinstance(statements[0], exp.Expression):
         raise NotIncrementalizable("parse", sql[:200], "expected exactly one query")
     return statements[0]
+
+
+#: sqlglot's words for an incomplete clause ("Required keyword: 'this' missing for <class
+#: '...Where'>"), to be told as what the user wrote.
+_MISSING_PART = re.compile(r"Required keyword: '(\w+)' missing for <class '(?:[\w.]+\.)?(\w+)'>")
+
+
+def syntax_error(error: ParseError) -> str:
+    """Where the SQL does not parse and why, in the user's terms.
+
+    >>> try:
+    ...     sqlglot.parse("select a from t where", read=DIALECT)
+    ... except ParseError as error:
+    ...     print(syntax_error(error))
+    syntax error at line 1, column 21, at 'where': the WHERE clause is incomplete
+    """
+    found = error.errors[0] if error.errors else {}
+    description = str(found.get("description") or error).splitlines()[0]
+    missing = _MISSING_PART.match(description)
+    if missing:
+        description = f"the {missing.group(2).upper()} clause is incomplete"
+    where = f"line {found.get('line')}, column {found.get('col')}" if found.get("line") else "somewhere"
+    near = f", at '{found['highlight']}'" if found.get("highlight") else ""
+    return f"syntax error at {where}{near}: {description}"
 
 
 def expand_views(sql: str, views: Mapping[str, str], default_schema: Optional[str]) -> exp.Expression:

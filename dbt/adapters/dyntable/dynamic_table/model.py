@@ -20,6 +20,10 @@ from dbt.adapters.dyntable.vocabulary import quote, relation_name
 REFRESH_BOUNDARY_MARKER = re.compile(r"/\*\s*dyntable:refresh_boundary=([^\s*]+)\s*\*/")
 
 
+class RefreshError(RuntimeError):
+    """A refresh failed; the DT keeps its last good version. The message names the DT and the fix."""
+
+
 def refresh_boundaries(sql: str) -> FrozenSet[str]:
     """Relations (``schema.table``) ``sql`` reads across a refresh boundary."""
     return frozenset(name.lower() for name in REFRESH_BOUNDARY_MARKER.findall(sql))

@@ -66,6 +66,9 @@ class LoadedProject:
     nodes: List[GraphNode]
     selected: Optional[Set[str]] = None
     """Relation names picked by --select (None: every dynamic table)."""
+    problems: Dict[str, str] = field(default_factory=dict)
+    """Models that cannot be loaded (bad config, no compile, or reading such a model), with why:
+    the others are kept and refreshed without them."""
     _environment: Optional[Environment] = field(default=None, repr=False)
 
     @property
@@ -123,6 +126,7 @@ def load_project(options: ProjectOptions) -> LoadedProject:
         raise ProjectError(f"The dbt project in {project_dir} does not parse: {_why(parsed)}")
     credentials = _credentials(options)
 
+    problems: Dict[str, str] = {}
     dt_nodes = {
         uid: node
         for uid, node in manifest.nodes.items()
@@ -142,18 +146,45 @@ def load_project(options: ProjectOptions) -> LoadedProject:
                 "empty",
             )
         )
-        if not result.success or not isinstance(result.result, RunExecutionResult):
+        if not isinstance(result.result, RunExecutionResult):
             raise ProjectError(f"The dynamic-table models do not compile: {_why(result)}")
         compiled = {
             r.node.unique_id: r.node.compiled_code
             for r in result.result.results
             if isinstance(r.node, ModelNode) and r.node.compiled_code is not None
         }
+        problems.update(
+            {
+                r.node.name: f"does not compile: {' '.join(str(r.message).split())}"
+                for r in result.result.results
+                if str(r.status).lower() == "error"
+            }
+        )
 
     manifest.build_flat_graph()  # type: ignore[no-untyped-call]
-    nodes = [_graph_node(manifest, uid, node, compiled.get(uid)) for uid, node in dt_nodes.items()]
+    nodes = []
+    for uid, node in dt_nodes.items():
+        if node.name in problems:
+            continue
+        try:
+            nodes.append(_graph_node(manifest, uid, node, compiled.get(uid)))
+        except ProjectError as exc:
+            problems[node.name] = str(exc)
     selected = _select(manifest, options, dt_nodes) if options.select else None
-    return LoadedProject(options, credentials, nodes, selected)
+    return LoadedProject(options, credentials, _without_broken_upstream(nodes, problems), selected, problems)
+
+
+def _without_broken_upstream(nodes: List[GraphNode], problems: Dict[str, str]) -> List[GraphNode]:
+    """``nodes`` less those reading (transitively) a dynamic table that did not load."""
+    kept = list(nodes)
+    while True:
+        loaded = {n.name for n in kept}
+        broken = [(n, sorted(n.upstream - loaded)) for n in kept if not n.upstream <= loaded]
+        if not broken:
+            return kept
+        for node, missing in broken:
+            problems[node.model] = f"reads {', '.join(missing)}, which cannot be loaded"
+        kept = [n for n in kept if n.upstream <= loaded]
 
 
 def _why(result: Any) -> str:

@@ -4,7 +4,7 @@
 """
 
 from dbt.adapters.dyntable.dynamic_table.lifecycle import RefreshRequest
-from dbt.adapters.dyntable.dynamic_table.refresh.decide import RefreshError
+from dbt.adapters.dyntable.dynamic_table.model import RefreshError
 from dbt.adapters.dyntable.dynamic_table.refresh.pipeline import RefreshPipeline
 from dbt.adapters.dyntable.dynamic_table.refresh.record import RefreshResult
 

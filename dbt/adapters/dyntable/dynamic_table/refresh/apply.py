@@ -28,10 +28,10 @@ from typing import List, Optional, Sequence, Tuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.types import StructType
+from pyspark.sql.types import NullType, StructType
 
 from dbt.adapters.dyntable.dynamic_table.lifecycle import Action
-from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
+from dbt.adapters.dyntable.dynamic_table.model import DynamicTable, RefreshError
 from dbt.adapters.dyntable.engines.base import Engine
 from dbt.adapters.dyntable.vocabulary import WEIGHT, null_safe_match, quote
 
@@ -86,6 +86,25 @@ class DeltaApplier:
         self.dt = dt
 
     # -- FULL / REINITIALIZE ---------------------------------------------------------------------
+
+    def check_output(self, query: str) -> None:
+        """Refuse, before anything is written, a query whose output no Delta table can hold or
+        that does not have the columns the model's ``unique_key`` names."""
+        fields = self.engine.schema_of(query).fields
+        model = self.dt.model or self.dt.name
+        for field in fields:
+            if isinstance(field.dataType, NullType):
+                raise RefreshError(
+                    f"Model '{model}': column {field.name} has no type (a bare NULL), which a Delta "
+                    f"table cannot store. Cast it, e.g. cast(null as string) as {field.name}."
+                )
+        names = {f.name.lower() for f in fields}
+        missing = [c for c in self.dt.config.unique_key if c.lower() not in names]
+        if missing:
+            raise RefreshError(
+                f"Model '{model}': unique_key {', '.join(missing)} is not a column of its query "
+                f"(its columns: {', '.join(f.name for f in fields)}). Fix unique_key or the query."
+            )
 
     def create_empty(self, query: str) -> None:
         """Create the DT empty, with the query's columns nullable (as Spark's CTAS keeps them)."""

@@ -21,7 +21,7 @@ from dbt.adapters.dyntable.differentiation.views import base_tables
 from dbt.adapters.dyntable.dynamic_table.config import definition_hash
 from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, RefreshRequest, SourceRead, State, Trigger
 from dbt.adapters.dyntable.dynamic_table.metadata import Frontier, MetadataStore, Sources, SourceVersion
-from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
+from dbt.adapters.dyntable.dynamic_table.model import DynamicTable, RefreshError
 from dbt.adapters.dyntable.dynamic_table.pinning import boundary_tables, read_views
 from dbt.adapters.dyntable.dynamic_table.refresh.plan import NotPlanned, PlannedOrNot, PlannedQuery
 from dbt.adapters.dyntable.engines.base import Engine
@@ -34,10 +34,6 @@ AUTO_FULL_CHANGE_SHARE = 0.3
 #: every column, and the resulting deletes matched against the DT (benchmarks/results show mixed
 #: changes costing several times their share of the bytes).
 MIXED_CHANGE_COST = 4
-
-
-class RefreshError(RuntimeError):
-    """A refresh failed; the DT keeps its last good version. The message names the DT and the fix."""
 
 
 @dataclass(frozen=True)

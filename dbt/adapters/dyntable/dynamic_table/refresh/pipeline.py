@@ -183,6 +183,7 @@ class RefreshPipeline:
             self.engine, refresh.definition.sql, observed.versions, observed.views, dt.schema
         ) as pinned:
             applier = DeltaApplier(self.engine, dt)
+            applier.check_output(pinned)
             if dt_log is None:
                 applier.create_empty(pinned)
                 dt_log = self._dt_log(dt)

@@ -1,0 +1,90 @@
+"""Bad input gets one clear error naming the model and the fix, and leaves nothing half-built
+or blocked for the other models."""
+
+from __future__ import annotations
+
+import pytest
+from dbt.tests.util import run_dbt, run_dbt_and_capture
+
+from tests.functional.adapter.delta import delta_project
+from tests.functional.dynamic_table.dvs import history
+from tests.functional.lifecycle.helpers import assert_refreshed
+from tests.functional.runner.test_runner import dyntable
+
+GOOD = """
+{{ config(materialized='dynamic_table', target_lag='1 minute') }}
+select kind, count(*) as n from {{ source('raw', 'events') }} group by kind
+"""
+
+SOURCES = """
+version: 2
+sources:
+  - name: raw
+    schema: "{{ target.schema }}_raw"
+    tables:
+      - name: events
+"""
+
+BAD = {
+    "missing_key": (
+        "{{ config(materialized='dynamic_table', target_lag='1 minute', unique_key='order_id') }}"
+        " select kind, count(*) as n from {{ source('raw', 'events') }} group by kind",
+        ["Model 'missing_key': unique_key order_id is not a column of its query (its columns: kind, n)"],
+    ),
+    "bare_null": (
+        "{{ config(materialized='dynamic_table', target_lag='1 minute') }}"
+        " select kind, null as note from {{ source('raw', 'events') }}",
+        ["Model 'bare_null': column note has no type", "cast(null as string) as note"],
+    ),
+    "syntax": (
+        "{{ config(materialized='dynamic_table', target_lag='1 minute', refresh_mode='incremental') }}"
+        " select kind from {{ source('raw', 'events') }} where",
+        ["(model syntax)", "syntax error at line 1", "the WHERE clause is incomplete"],
+    ),
+}
+
+
+@pytest.fixture(scope="class")
+def raw(project):
+    schema = f"{project.test_schema}_raw"
+    project.run_sql(f"create schema if not exists {schema}")
+    project.run_sql(f"create table {schema}.events (id bigint, kind string) using delta")
+    project.run_sql(f"insert into {schema}.events values (1, 'a'), (2, 'b')")
+    yield schema
+    project.run_sql(f"drop schema if exists {schema} cascade")
+
+
+class TestOneClearErrorPerBadModel:
+    @pytest.fixture(scope="class")
+    def project_config_update(self):
+        return delta_project()
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        models = {"good.sql": GOOD, "sources.yml": SOURCES}
+        models.update({f"{name}.sql": sql for name, (sql, _) in BAD.items()})
+        return models
+
+    @pytest.mark.parametrize("model", sorted(BAD))
+    def test_the_error_names_the_model_and_the_fix_and_nothing_is_created(self, project, raw, dyntable_warehouse, model):
+        _, log = run_dbt_and_capture(["run", "--select", model], expect_pass=False)
+        text = " ".join(log.split())
+        for expected in BAD[model][1]:
+            assert expected in text, text[-3000:]
+        assert project.run_sql(f"show tables in {project.test_schema} like '{model}'", fetch="all") == []
+        [failed] = history(dyntable_warehouse, f"{project.test_schema}.{model}")[-1:]
+        assert failed.state == "FAILED" and failed.refresh_action in ("REINITIALIZE", None)
+
+    def test_bad_models_do_not_stop_the_others(self, project, raw, dyntable_warehouse):
+        run_dbt(["run"], expect_pass=False)
+        assert_refreshed(project, dyntable_warehouse, "good", "REINITIALIZE")
+        project.run_sql(f"insert into {raw}.events values (3, 'a')")
+        with open(f"{project.project_root}/models/bad_config.sql", "w") as handle:
+            handle.write("{{ config(materialized='dynamic_table', target_lag='5 minuts') }} select 1 as x")
+        status = dyntable(project, "status")
+        assert status.exit_code == 0, status.output
+        assert "Not loaded" in status.output and "bad_config" in status.output and "good" in status.output
+        once = dyntable(project, "run", "--once")
+        assert once.exit_code == 1, once.output  # it ran the others, and says some were not loaded
+        assert "target_lag '5 minuts' is not valid" in " ".join(once.output.split())
+        assert_refreshed(project, dyntable_warehouse, "good", ("INCREMENTAL", "FULL"))
