@@ -32,6 +32,7 @@ ENGINE_METHODS = ("embedded", "session", "connect")
 SPARK_METHODS = ("thrift", "http", "odbc")
 DEFAULT_WAREHOUSE = Path(".dyntable") / "warehouse"
 DEFAULT_METADATA_SCHEMA = "dyntable_meta"
+DEFAULT_HISTORY_RETENTION_DAYS = 30
 
 
 @dataclass
@@ -46,6 +47,8 @@ class DyntableCredentials(SparkCredentials):
     master: str = "local[*]"
     spark_jars: Optional[str] = None
     metadata_schema: str = DEFAULT_METADATA_SCHEMA
+    #: Days of refresh history kept (older rows are dropped as the table is compacted); 0 keeps all.
+    history_retention_days: int = DEFAULT_HISTORY_RETENTION_DAYS
 
     def __post_init__(self) -> None:
         if self.method not in ENGINE_METHODS + SPARK_METHODS:
@@ -100,11 +103,12 @@ class Environment:
     warehouse: Path
     services: Dict[str, DynamicTableService] = field(default_factory=dict)
 
-    def service(self, metadata_schema: str) -> DynamicTableService:
-        service = self.services.get(metadata_schema)
+    def service(self, creds: DyntableCredentials) -> DynamicTableService:
+        """The dynamic-table service of ``creds``' metadata schema on this engine."""
+        service = self.services.get(creds.metadata_schema)
         if service is None:
-            service = self.services[metadata_schema] = DynamicTableService(
-                self.engine, self.warehouse, metadata_schema
+            service = self.services[creds.metadata_schema] = DynamicTableService(
+                self.engine, self.warehouse, creds.metadata_schema, creds.history_retention_days
             )
         return service
 

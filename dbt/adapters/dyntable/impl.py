@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import threading
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Union
@@ -49,6 +50,11 @@ class DyntableAdapter(SparkAdapter):
     ConnectionManager = DyntableConnectionManager
     AdapterSpecificConfigs = DyntableConfig
     connections: DyntableConnectionManager
+
+    def __init__(self, config: Any, mp_context: Any) -> None:
+        super().__init__(config, mp_context)
+        self._batch_lock = threading.Lock()
+        self._batched: List[DynamicTableService] = []
 
     @classmethod
     def type(cls) -> str:
@@ -105,9 +111,24 @@ class DyntableAdapter(SparkAdapter):
     # -- dynamic tables --------------------------------------------------------------------------
 
     def _service(self) -> DynamicTableService:
-        """The dynamic-table service of this thread's connection (engine started on first use)."""
+        """The dynamic-table service of this thread's connection (engine started on first use),
+        its metadata batched until the end of the invocation (``cleanup_connections``)."""
         connection = self.connections.get_thread_connection()
-        return self.connections.environment(connection).service(connection.credentials.metadata_schema)
+        service = self.connections.environment(connection).service(connection.credentials)
+        with self._batch_lock:
+            if service not in self._batched:
+                service.metadata.open_batch()
+                self._batched.append(service)
+        return service
+
+    def cleanup_connections(self) -> None:
+        """dbt's end of an invocation: write the history rows and NO_DATA frontiers its
+        refreshes batched, then close the connections."""
+        with self._batch_lock:
+            batched, self._batched = self._batched, []
+        for service in batched:
+            service.metadata.close_batch()
+        super().cleanup_connections()
 
     def _get_columns_for_catalog(self, relation: BaseRelation) -> Iterable[Dict[str, Any]]:
         """dbt-spark's catalog rows; a dynamic table's say so, with its lag, mode and freshness

@@ -26,6 +26,9 @@ from typing import Optional, Sequence, Union
 from sqlglot import exp
 
 DIALECT = "spark"
+# sqlglot loads a dialect, and builds its parser, on first use (tens of milliseconds): here, at
+# import, rather than inside the first refresh of a process.
+exp.to_table("warm.up", dialect=DIALECT)
 WEIGHT = "_dyn_weight"
 #: The sum of weights while consolidating: its own name, because Sail resolves ``_dyn_weight``
 #: in a HAVING to the output alias.

@@ -1,4 +1,4 @@
-"""A runner tick commits its history rows once (MetadataStore.history_batch), on real Delta tables."""
+"""A runner tick commits its history rows once (MetadataStore.batch), on real Delta tables."""
 
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ def test_rows_of_a_batch_land_in_one_commit(tmp_path: Path):
     store.ensure()
     history = store.location(REFRESH_HISTORY)
     before = DeltaTable(str(history)).version()
-    with store.history_batch():
-        with store.history_batch():  # nested: the outer batch commits
+    with store.batch():
+        with store.batch():  # nested: the outer batch commits
             store.append_history(row("s.a"))
         store.append_history(row("s.b"))
         store.append_history(row("s.c"))
@@ -37,3 +37,36 @@ def test_rows_of_a_batch_land_in_one_commit(tmp_path: Path):
     assert [r.name for r in store.history()] == ["s.a", "s.b", "s.c"]
     store.append_history(row("s.d"))  # outside a batch: written at once
     assert DeltaTable(str(history)).version() == before + 2
+
+
+def frontier_at(name: str, minutes: int, dt_version: int = 3):
+    from datetime import timedelta
+
+    from dbt.adapters.dyntable.dynamic_table.metadata import Frontier
+
+    return Frontier(name, utcnow() - timedelta(minutes=minutes), {}, dt_version, "h", "auto", "select 1")
+
+
+def intent_at(stamp):
+    from dbt.adapters.dyntable.dynamic_table.metadata import Intent
+
+    return Intent("r", stamp, {}, 3, "h", "auto", "select 1", Action.NO_DATA)
+
+
+def test_no_data_advances_wait_for_the_batch_and_never_overwrite_a_newer_frontier(tmp_path: Path):
+    store = MetadataStore(tmp_path / "meta", "meta")
+    store.ensure()
+    for name in ("s.a", "s.b"):
+        store.commit_intent(name, intent_at(frontier_at(name, 10).data_timestamp), 3, "c3")
+    a, b = store.frontier("s.a"), store.frontier("s.b")
+    now = utcnow()
+    with store.batch():
+        store.advance(a, intent_at(now))
+        store.advance(b, intent_at(now))
+        assert store.frontier("s.a").data_timestamp == now  # this process reads its advance
+        other = MetadataStore(tmp_path / "meta", "meta")  # another process reads the table
+        assert other.frontier("s.a").data_timestamp == a.data_timestamp
+        other.commit_intent("s.b", intent_at(utcnow()), 4, "c4")  # meanwhile, s.b refreshed
+    after = MetadataStore(tmp_path / "meta", "meta").frontiers()
+    assert after["s.a"].data_timestamp == now and after["s.a"].dt_version == 3
+    assert after["s.b"].dt_version == 4 and after["s.b"].data_timestamp > now  # not overwritten

@@ -18,7 +18,7 @@ import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, replace
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from enum import Enum
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Dict, Iterator, List, Mapping, Optional, Tuple, Type
@@ -223,7 +223,7 @@ class Frontier(_Row):
         record["sources"] = sources_json(self.sources)
         record["source_versions"] = json.dumps(self.source_versions, sort_keys=True)
         record["pending"] = self.pending.to_json() if self.pending else None
-        record["updated_at"] = utcnow()
+        record["updated_at"] = self.updated_at or utcnow()
         return record
 
     @classmethod
@@ -302,9 +302,11 @@ class MetadataStore:
 
     _write_lock = threading.Lock()
 
-    def __init__(self, root: Path, schema: str) -> None:
+    def __init__(self, root: Path, schema: str, history_retention_days: Optional[int] = None) -> None:
         self.root = root
         self.schema = schema
+        #: Refresh history older than this many days is dropped when the table is compacted.
+        self.history_retention_days = history_retention_days
         # Opening a Delta table replays its log (tens of ms); an open one catches up by reading
         # only the commits since (update_incremental), which keeps a NO_DATA refresh cheap. An
         # open table is not safe to use from two threads at once (the runner's ticks overlap),
@@ -314,36 +316,46 @@ class MetadataStore:
         # Frontiers and graph rows are read by every refresh: kept in memory as of a Delta version,
         # re-read when another writer moved the table, patched with what this store writes.
         self._cached: Dict[str, Tuple[int, List[Dict[str, Any]]]] = {}
-        self._history_batch = threading.local()
+        # Inside a batch (a runner tick, a dbt invocation), history rows and the frontier
+        # advances of NO_DATA refreshes wait in memory and are written once, at its end.
+        self._batch_lock = threading.Lock()
+        self._batch_depth = 0
+        self._pending_history: List[Dict[str, Any]] = []
+        self._pending_advances: Dict[str, Frontier] = {}
 
     def location(self, table: str) -> Path:
         return self.root / table
 
     def ensure(self, register: Optional[Any] = None) -> None:
         """Create missing tables and add the columns newer versions of the plugin record;
-        ``register(schema, table, location)`` adds them to a catalog."""
+        ``register(schema, table, location)`` adds the tables it creates to a catalog (those it
+        finds were registered by the process that created them, and the embedded engine
+        re-attaches every table at start)."""
         for table, schema in SCHEMAS.items():
             path = self.location(table)
-            if not DeltaTable.is_deltatable(str(path)):
-                path.mkdir(parents=True, exist_ok=True)
-                try:
-                    DeltaTable.create(str(path), schema=schema, mode="ignore")
-                except DeltaError:
-                    pass  # another process created it first
-            else:
+            if DeltaTable.is_deltatable(str(path)):
                 self._add_missing_columns(table, schema)
+                continue
+            path.mkdir(parents=True, exist_ok=True)
+            try:
+                DeltaTable.create(str(path), schema=schema, mode="ignore")
+            except DeltaError:
+                pass  # another process created it first
             if register is not None:
                 register(self.schema, table, path)
 
     def _add_missing_columns(self, table: str, schema: pa.Schema) -> None:
-        existing = DeltaTable(str(self.location(table)))
-        known = {f.name for f in existing.schema().fields}
+        with self._open_lock:
+            existing = self._table(table)  # opened once: later reads catch up from here
+            known = {f.name for f in existing.schema().fields}
         missing = [f for f in schema if f.name not in known]
         if missing:
             try:
-                existing.alter.add_columns([DeltaField.from_arrow(f) for f in missing])
+                with self._open_lock:
+                    existing.alter.add_columns([DeltaField.from_arrow(f) for f in missing])
             except (CommitFailedError, DeltaError):
                 pass  # another process added them first
+            self._cached.pop(table, None)
 
     # -- frontiers -------------------------------------------------------------------------------
 
@@ -356,11 +368,33 @@ class MetadataStore:
         latest: Dict[str, Dict[str, Any]] = {}
         for row in sorted(self._rows(FRONTIERS, name), key=lambda r: r["updated_at"]):
             latest[row["name"]] = row
-        return {key: Frontier.from_record(row) for key, row in latest.items()}
+        frontiers = {key: Frontier.from_record(row) for key, row in latest.items()}
+        with self._batch_lock:
+            for key, advanced in self._pending_advances.items():
+                read = frontiers.get(key)
+                if read is None or (name is not None and key != name):
+                    continue
+                if read.updated_at is None or (advanced.updated_at and advanced.updated_at > read.updated_at):
+                    frontiers[key] = advanced  # not written yet, and newer than what the table says
+        return frontiers
+
+    def advance(self, current: Frontier, intent: Intent) -> Frontier:
+        """The frontier of a NO_DATA refresh: ``current`` moved to the intent's data timestamp,
+        the DT untouched. Inside a batch it is written at the batch's end, stamped with now (the
+        refresh holds the DT's lock): a later refresh's frontier, written by any process, is
+        newer and wins, and a crash before the end costs one more NO_DATA refresh."""
+        advanced = current.committing(intent, current.dt_version, current.dt_commit)
+        advanced = replace(advanced, updated_at=utcnow())
+        with self._batch_lock:
+            if self._batch_depth:
+                self._pending_advances[current.name] = advanced
+                return advanced
+        self._upsert_frontier(advanced)
+        return advanced
 
     def record_intent(self, name: str, current: Optional[Frontier], intent: Intent) -> None:
         base = current or Frontier(name, intent.data_timestamp, {}, -1, "", "", "")
-        self._upsert_frontier(replace(base, pending=intent))
+        self._upsert_frontier(replace(base, pending=intent, updated_at=None))
 
     def commit_intent(self, name: str, intent: Intent, dt_version: int, dt_commit: Optional[str]) -> Frontier:
         empty = Frontier(name, intent.data_timestamp, {}, -1, "", "", "")
@@ -369,7 +403,7 @@ class MetadataStore:
         return frontier
 
     def discard_intent(self, current: Frontier) -> None:
-        self._upsert_frontier(replace(current, pending=None))
+        self._upsert_frontier(replace(current, pending=None, updated_at=None))
 
     def forget(self, name: str) -> None:
         """Drop a DT's frontier (its table was dropped or is rebuilt from scratch)."""
@@ -380,48 +414,54 @@ class MetadataStore:
         )
 
     def _upsert_frontier(self, frontier: Frontier) -> None:
-        data = pa.Table.from_pylist([frontier.to_record()], schema=SCHEMAS[FRONTIERS])
-        # One commit replaces the DT's row: overwrite with a predicate is Delta's replaceWhere.
-        self._commit(
-            FRONTIERS,
-            lambda: write_deltalake(
-                self._table(FRONTIERS),
-                data,
-                mode="overwrite",
-                predicate=_eq("name", frontier.name),
-            ),
-            patch=lambda rows: [r for r in rows if r["name"] != frontier.name] + data.to_pylist(),
-        )
+        """Record ``frontier`` as the DT's, stamped now unless it carries its stamp (an advance).
+
+        An append: a DT's frontier is its latest row (``updated_at``), and compaction drops the
+        rows it superseded. Appending reads nothing, where a replaceWhere finds and rewrites the
+        file holding the old row."""
+        stamped = replace(frontier, updated_at=frontier.updated_at or utcnow())
+        self._append(FRONTIERS, [stamped.to_record()])
 
     # -- histories -------------------------------------------------------------------------------
 
     def append_history(self, row: HistoryRow) -> None:
         record = row.to_record()
-        batch = getattr(self._history_batch, "records", None)
-        if batch is not None:
-            batch.append(record)
-        else:
-            self._append(REFRESH_HISTORY, [record])
+        with self._batch_lock:
+            if self._batch_depth:
+                self._pending_history.append(record)
+                return
+        self._append(REFRESH_HISTORY, [record])
 
     @contextmanager
-    def history_batch(self) -> Iterator[None]:
-        """Commit the history rows this thread appends inside in one commit, at the end.
+    def batch(self) -> Iterator[None]:
+        """Write the history rows and NO_DATA frontier advances made inside in two commits, at
+        the end of the outermost batch (they may come from several threads).
 
-        A runner tick appends a row per DT; one commit per tick instead of one per DT is most of
-        what a NO_DATA refresh costs. Only history is batched: frontiers are a refresh's commit
-        point and what downstream refreshes read, so they are written at once.
+        A runner tick or a `dbt run` refreshes many DTs; a commit per row was most of what a
+        NO_DATA refresh cost. A refresh's intent and the frontier it commits after changing the
+        DT are its exactly-once protocol and what other processes read: they are written at once.
         """
-        if getattr(self._history_batch, "records", None) is not None:
-            yield  # already batching: the outer batch commits
-            return
-        records: List[Dict[str, Any]] = []
-        self._history_batch.records = records
+        self.open_batch()
         try:
             yield
         finally:
-            self._history_batch.records = None
-            if records:
-                self._append(REFRESH_HISTORY, records)
+            self.close_batch()
+
+    def open_batch(self) -> None:
+        with self._batch_lock:
+            self._batch_depth += 1
+
+    def close_batch(self) -> None:
+        with self._batch_lock:
+            self._batch_depth -= 1
+            if self._batch_depth:
+                return
+            history, self._pending_history = self._pending_history, []
+            advances, self._pending_advances = self._pending_advances, {}
+        if history:
+            self._append(REFRESH_HISTORY, history)
+        if advances:
+            self._append(FRONTIERS, [frontier.to_record() for frontier in advances.values()])
 
     def history(self, name: Optional[str] = None) -> List[HistoryRow]:
         rows = sorted(self._rows(REFRESH_HISTORY, name), key=lambda r: r["refresh_start_time"])
@@ -513,13 +553,33 @@ class MetadataStore:
                 self._compact_now_and_then(table)
 
     def _compact_now_and_then(self, table: str) -> None:
+        """Every ``COMPACT_EVERY`` commits: drop the rows that no longer count (superseded
+        frontiers, history older than the retention), then merge the table's small files, so
+        reading it costs the same after a thousand refreshes as after one."""
         opened = self._open[table]  # just written through, so at the version it committed
         if opened.version() % COMPACT_EVERY != 0:
             return
         try:
+            if table == FRONTIERS:
+                self._prune_frontiers(opened)
+            elif table == REFRESH_HISTORY and self.history_retention_days:
+                cutoff = utcnow() - timedelta(days=self.history_retention_days)
+                opened.delete(f"refresh_start_time < '{cutoff.isoformat()}'")
             opened.optimize.compact()
+            self._cached.pop(table, None)
         except (CommitFailedError, DeltaError):
             pass  # another process wrote meanwhile; a later commit compacts
+
+    def _prune_frontiers(self, opened: DeltaTable) -> None:
+        """Rewrite the frontiers table with each DT's latest row only. The overwrite removes the
+        files it read: a row another process appends meanwhile stays."""
+        rows = self._dataset(FRONTIERS).to_table().to_pylist()
+        latest: Dict[str, Dict[str, Any]] = {}
+        for row in sorted(rows, key=lambda r: r["updated_at"]):
+            latest[row["name"]] = row
+        if len(latest) < len(rows):
+            data = pa.Table.from_pylist(list(latest.values()), schema=SCHEMAS[FRONTIERS])
+            write_deltalake(opened, data, mode="overwrite")
 
 
 def _eq(column: str, value: str) -> str:

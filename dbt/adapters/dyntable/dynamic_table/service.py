@@ -7,6 +7,7 @@ one refresh code path; the connection manager owns the adapter's, as it owns the
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
 
 from dbt.adapters.dyntable.dynamic_table.metadata import MetadataStore
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
@@ -19,10 +20,16 @@ LOCKS_DIR = ".locks"
 
 
 class DynamicTableService:
-    def __init__(self, engine: Engine, warehouse: Path, metadata_schema: str) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        warehouse: Path,
+        metadata_schema: str,
+        history_retention_days: Optional[int] = None,
+    ) -> None:
         self.engine = engine
         root = warehouse / metadata_schema.lower()
-        self.metadata = MetadataStore(root, metadata_schema)
+        self.metadata = MetadataStore(root, metadata_schema, history_retention_days)
         self.metadata.ensure(register=self._register)
         self.pipeline = RefreshPipeline(engine, self.metadata, root / LOCKS_DIR)
         self.recorder = self.pipeline.recorder

@@ -47,4 +47,4 @@ class ServiceBackend:
         self.service.recorder.schedule(dt, SchedulingState.SUSPENDED)
 
     def batch(self) -> ContextManager[None]:
-        return self.service.metadata.history_batch()
+        return self.service.metadata.batch()

@@ -82,7 +82,9 @@ class LoadedProject:
     def metadata(self) -> MetadataStore:
         """The metadata tables, read with `deltalake` alone: no engine needed."""
         schema = self.metadata_schema
-        store = MetadataStore(self.warehouse / schema.lower(), schema)
+        store = MetadataStore(
+            self.warehouse / schema.lower(), schema, self.credentials.history_retention_days
+        )
         store.ensure()
         return store
 
@@ -111,7 +113,7 @@ class LoadedProject:
         return self.environment().engine
 
     def service(self) -> DynamicTableService:
-        return self.environment().service(self.metadata_schema)
+        return self.environment().service(self.credentials)
 
 
 def load_project(options: ProjectOptions) -> LoadedProject:

@@ -41,6 +41,8 @@ KIND = "_dyn_kind"
 #: the DT holds under the key, the delta's summed weight for it, and the row's rank within it
 #: (deletes first), so one row stands for its key.
 KEY_OLD, KEY_WEIGHT, KEY_RANK = "_dyn_key_old", "_dyn_key_weight", "_dyn_key_rank"
+#: Rows of the delta holding the same tuple (1 when consolidated), and a marker of a DT row.
+COPIES, PRESENT = "_dyn_copies", "_dyn_present"
 
 
 #: How a user recovers a DT whose delta failed validation.
@@ -153,12 +155,44 @@ class DeltaApplier:
         columns: List[str],
         key: Optional[Sequence[str]] = None,
         declared_by: Optional[str] = None,
+        insert_only: bool = False,
     ) -> PreparedDelta:
-        """Run the delta query once and validate it. Only a delta that deletes reads the DT:
-        an insert-only delta (appends through filters and joins) is applied without a scan.
-        With a row ``key``, the DT's rows are matched on the key instead of the whole row;
-        ``declared_by`` says who declared it when the plan does not prove it."""
+        """Run the delta query once, with what the DT holds of each row, and validate it: one
+        engine job. An ``insert_only`` delta matched on whole rows or on a declared key (appends
+        through filters and joins) is applied without reading the DT. With a row ``key``, the
+        DT's rows are matched on the key instead of the whole row; ``declared_by`` says who
+        declared it when the plan does not prove it."""
         key = list(key) if key is not None else None
+        reads_dt = not (insert_only and (key is None or declared_by is not None))
+        rows = self._staged(delta_sql, columns, key if reads_dt else None, reads_dt)
+        if rows.num_rows == 0:
+            return PreparedDelta(columns, rows, key)
+        self._check_consolidated(rows)
+        if not reads_dt:
+            return PreparedDelta(columns, rows)
+        warning = None
+        if key is not None:
+            broken = self._keys_holding_two_rows(rows)
+            if not broken:
+                return self._validated(PreparedDelta(columns, rows, key))
+            if declared_by is None:
+                raise DeltaValidationError(
+                    self.dt.name, f"{broken} key(s) of ({', '.join(key)}) would hold two rows"
+                )
+            warning = (
+                f"Dynamic table {self.dt.name}: its key ({', '.join(key)}), declared by "
+                f"{declared_by}, is not unique in the data ({broken} key(s) hold two rows), so "
+                "this refresh matched whole rows instead. Fix the data or the declaration."
+            )
+            rows = self._staged(delta_sql, columns, None, True)
+        return self._validated(PreparedDelta(columns, rows, warning=warning))
+
+    def _staged(
+        self, delta_sql: str, columns: List[str], key: Optional[List[str]], reads_dt: bool
+    ) -> pa.Table:
+        """The delta's rows, typed as the DT's columns, with ``COPIES`` (rows of the delta with the
+        same tuple: 1 when consolidated) and ``OLD``: how many rows of the DT hold the row's tuple
+        (no ``key``) or its key (0 when ``reads_dt`` is off); with a key, also ``KEY_*``."""
         # Typed as the DT's columns: a rule's arithmetic (a folded sum, a widened union) may
         # produce a wider type than the query's, which the MERGE would refuse.
         types = {f.name.lower(): f.dataType.simpleString() for f in self._schema().fields}
@@ -166,53 +200,20 @@ class DeltaApplier:
             f"CAST({quote(c)} AS {types[c.lower()]}) AS {quote(c)}" if c.lower() in types else quote(c)
             for c in columns
         )
-        rows = self.engine.execute(f"SELECT {typed}, {quote(WEIGHT)} FROM ({delta_sql}) AS q").toArrow()
-        if rows.num_rows == 0:
-            return PreparedDelta(columns, rows.append_column(OLD, pa.array([], pa.int64())), key)
-        if pc.any(pc.equal(rows.column(WEIGHT), 0)).as_py():
-            raise DeltaValidationError(self.dt.name, "the delta has rows of weight 0")
-        with self.engine.temporary_view(rows) as view:
-            self._check_consolidated(view, columns)
-            inserts_only = pc.min(rows.column(WEIGHT)).as_py() > 0
-            warning = None
-            # Appends under a declared key are inserted without reading the DT; a later delete
-            # checks the key before matching on it.
-            if key is not None and not (inserts_only and declared_by is not None):
-                with_old = self._with_old(view, columns, key)
-                broken = self._keys_holding_two_rows(with_old)
-                if not broken:
-                    return self._validated(PreparedDelta(columns, with_old, key))
-                if declared_by is None:
-                    raise DeltaValidationError(
-                        self.dt.name, f"{broken} key(s) of ({', '.join(key)}) would hold two rows"
-                    )
-                warning = (
-                    f"Dynamic table {self.dt.name}: its key ({', '.join(key)}), declared by "
-                    f"{declared_by}, is not unique in the data ({broken} key(s) hold two rows), so "
-                    "this refresh matched whole rows instead. Fix the data or the declaration."
-                )
-            if inserts_only:
-                return PreparedDelta(
-                    columns,
-                    rows.append_column(OLD, pa.array([0] * rows.num_rows, pa.int64())),
-                    warning=warning,
-                )
-            prepared = PreparedDelta(columns, self._with_old(view, columns, None), warning=warning)
-        return self._validated(prepared)
-
-    def _with_old(self, view: str, columns: List[str], key: Optional[List[str]]) -> pa.Table:
-        """The delta's rows with ``_dyn_old``: how many rows of the DT hold the row's tuple (no
-        key) or its key; with a key, also the per-key columns ``KEY_*``."""
+        listed = ", ".join(quote(c) for c in columns)
+        delta = (
+            f"SELECT {typed}, {quote(WEIGHT)}, count(*) OVER (PARTITION BY {listed}) AS {COPIES} "
+            f"FROM ({delta_sql}) AS q"
+        )
+        if not reads_dt:
+            return self.engine.execute(f"SELECT *, CAST(0 AS BIGINT) AS {OLD} FROM ({delta}) AS d").toArrow()
         match = key if key is not None else columns
-        old = (
-            f"""SELECT {", ".join(f"t.{quote(c)} AS {quote(c)}" for c in match)}, count(*) AS {OLD}
-                FROM {self.dt.relation} AS t
-                JOIN (SELECT DISTINCT {", ".join(quote(c) for c in match)} FROM {view}) AS k
-                  ON {null_safe_match(match, "t", "k")}
-                GROUP BY {", ".join(f"t.{quote(c)}" for c in match)}"""
-            if match
-            # a global aggregate: one row, keyed by nothing
-            else f"SELECT count(*) AS {OLD} FROM {self.dt.relation}"
+        held = ", ".join(quote(c) for c in match)
+        grouped = ", ".join(f"d.{quote(c)}" for c in [*columns, WEIGHT, COPIES])
+        joined = (
+            f"SELECT {grouped}, count(t.{PRESENT}) AS {OLD} FROM ({delta}) AS d "
+            f"LEFT JOIN (SELECT {held}{', ' if held else ''}1 AS {PRESENT} FROM {self.dt.relation}) AS t "
+            f"ON {null_safe_match(match, 'd', 't')} GROUP BY {grouped}"
         )
         per_key = ""
         if key is not None:
@@ -221,17 +222,7 @@ class DeltaApplier:
                 f", max({OLD}) OVER ({window}) AS {KEY_OLD}, sum({WEIGHT}) OVER ({window}) AS {KEY_WEIGHT}"
                 f", row_number() OVER ({window} ORDER BY {WEIGHT}) AS {KEY_RANK}"
             )
-        return self.engine.execute(
-            f"""
-            WITH old AS ({old}),
-            joined AS (
-                SELECT {", ".join(f"d.{quote(c)}" for c in columns)}, d.{WEIGHT} AS {WEIGHT},
-                       coalesce(o.{OLD}, 0) AS {OLD}
-                FROM {view} AS d LEFT JOIN old AS o ON {null_safe_match(match, "d", "o")}
-            )
-            SELECT *{per_key} FROM joined
-            """
-        ).toArrow()
+        return self.engine.execute(f"SELECT *{per_key} FROM ({joined}) AS j").toArrow()
 
     @staticmethod
     def _keys_holding_two_rows(with_old: pa.Table) -> int:
@@ -253,11 +244,10 @@ class DeltaApplier:
             raise DeltaValidationError(self.dt.name, "the delta deletes rows the table does not hold")
         return delta
 
-    def _check_consolidated(self, view: str, columns: List[str]) -> None:
-        cols = ", ".join(quote(c) for c in columns)
-        repeated = self.engine.execute(
-            f"SELECT count(*) AS n FROM (SELECT {cols} FROM {view} GROUP BY {cols} HAVING count(*) > 1) AS r"
-        ).collect()[0]["n"]
+    def _check_consolidated(self, rows: pa.Table) -> None:
+        if pc.any(pc.equal(rows.column(WEIGHT), 0)).as_py():
+            raise DeltaValidationError(self.dt.name, "the delta has rows of weight 0")
+        repeated = int(pc.sum(pc.greater(rows.column(COPIES), 1)).as_py() or 0)
         if repeated:
             raise DeltaValidationError(
                 self.dt.name, f"the delta holds {repeated} row(s) more than once (it was not consolidated)"

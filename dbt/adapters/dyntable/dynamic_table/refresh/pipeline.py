@@ -172,9 +172,7 @@ class RefreshPipeline:
                 source_versions=frontier.source_versions,
             )
         frontier = refresh.frontier  # its DT version and commit were checked by observe()
-        self.recorder.commit(
-            refresh.dt, refresh.intent(frontier.dt_version), frontier.dt_version, frontier.dt_commit
-        )
+        self.recorder.advance(frontier, refresh.intent(frontier.dt_version))
         return refresh.result(dt_version=frontier.dt_version)
 
     def _rebuild(self, refresh: _Refresh, dt_log: Optional[DeltaLog]) -> RefreshResult:
@@ -197,8 +195,9 @@ class RefreshPipeline:
         assert planned is not None
         with derive.delta_query(self.engine, dt, planned, refresh.observed.sources) as delta:
             applier = DeltaApplier(self.engine, dt)
+            key = planned.key
             staged = applier.prepare(
-                delta.sql, planned.plan.columns, planned.key.columns, planned.key.declared_by
+                delta.sql, planned.plan.columns, key.columns, key.declared_by, delta.insert_only
             )
             if staged.is_empty:
                 version = dt_log.latest_version()

@@ -101,6 +101,10 @@ class Recorder:
         """The frontier ``intent`` reaches, with the DT at ``dt_version`` (commit ``dt_commit``)."""
         return self.metadata.commit_intent(dt.name, intent, dt_version, dt_commit)
 
+    def advance(self, current: Frontier, intent: Intent) -> Frontier:
+        """The frontier of a NO_DATA refresh (the DT untouched): may wait for the batch's end."""
+        return self.metadata.advance(current, intent)
+
     def forget(self, dt: DynamicTable) -> None:
         self.metadata.forget(dt.name)
 

@@ -1,0 +1,48 @@
+"""The metadata tables stay small and right however many refreshes they record (real Delta tables)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+from deltalake import DeltaTable
+
+from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, State, Trigger
+from dbt.adapters.dyntable.dynamic_table.metadata import (
+    COMPACT_EVERY,
+    FRONTIERS,
+    REFRESH_HISTORY,
+    HistoryRow,
+    Intent,
+    MetadataStore,
+    SourceVersion,
+    utcnow,
+)
+
+
+def intent(version: int) -> Intent:
+    return Intent("r", utcnow(), {"s.t": SourceVersion(version, f"c{version}")}, 3, "h", "auto", "sql", Action.INCREMENTAL)
+
+
+def test_frontiers_keep_one_row_per_table_after_compaction(tmp_path: Path) -> None:
+    store = MetadataStore(tmp_path / "meta", "meta")
+    store.ensure()
+    for version in range(2 * COMPACT_EVERY):
+        for name in ("s.a", "s.b"):
+            store.commit_intent(name, intent(version), version, f"d{version}")
+    rows = DeltaTable(str(store.location(FRONTIERS))).to_pyarrow_table().num_rows
+    assert rows < 2 * COMPACT_EVERY  # superseded rows were dropped at the last compaction
+    fresh = MetadataStore(tmp_path / "meta", "meta").frontiers()
+    assert {name: f.dt_version for name, f in fresh.items()} == {"s.a": 2 * COMPACT_EVERY - 1, "s.b": 2 * COMPACT_EVERY - 1}
+    assert fresh["s.a"].sources == {"s.t": SourceVersion(2 * COMPACT_EVERY - 1, f"c{2 * COMPACT_EVERY - 1}")}
+
+
+def test_refresh_history_older_than_the_retention_is_dropped(tmp_path: Path) -> None:
+    store = MetadataStore(tmp_path / "meta", "meta", history_retention_days=7)
+    store.ensure()
+    old, now = utcnow() - timedelta(days=8), utcnow()
+    for i in range(COMPACT_EVERY):
+        when = old if i < 5 else now
+        store.append_history(HistoryRow("s.a", str(i), when, State.SUCCEEDED, Action.NO_DATA, Trigger.SCHEDULED, when, when))
+    kept = MetadataStore(tmp_path / "meta", "meta").history("s.a")
+    assert len(kept) == COMPACT_EVERY - 5 and all(row.refresh_start_time >= now - timedelta(days=7) for row in kept)
