@@ -44,12 +44,12 @@ def data_file(size: int) -> DataFile:
 
 
 def source(start: Optional[int], end: int, added: int = 0, removed: int = 0, size: int = 1000,
-           reason: Optional[str] = None, lost: Optional[str] = None) -> SourceState:
+           reason: Optional[str] = None, lost: Optional[str] = None, name: str = "s.t") -> SourceState:
     interval = None
     if start is not None and start != end and lost is None:
         interval = Interval(start, end, tuple([data_file(added)] if added else []),
                             tuple([data_file(removed)] if removed else []), reason)
-    return SourceState("s.t", LOG, start, end, f"commit-{end}", SourceRead.AS_OF, lost, interval, size)
+    return SourceState(name, LOG, start, end, f"commit-{end}", SourceRead.AS_OF, lost, interval, size)
 
 
 class Planner:
@@ -65,11 +65,11 @@ class Planner:
 
 
 def run(dt: DynamicTable, current: Optional[Frontier], sources: List[SourceState], planner=None,
-        full_refresh: bool = False, at: datetime = T, dt_changed: Optional[str] = None):
+        full_refresh: bool = False, at: datetime = T, dt_changed: Optional[str] = None, dt_size: int = 0):
     request = RefreshRequest(T, Trigger.DBT_RUN, full_refresh)
     definition = maintained_definition(dt, current, True, request)
     planner = planner or Planner()
-    observed = Observation(sources, at, dt_changed=dt_changed)
+    observed = Observation(sources, at, dt_changed=dt_changed, dt_size_bytes=dt_size)
     return decide(dt, definition, current, observed, planner), planner
 
 
@@ -90,7 +90,7 @@ def test_an_upstream_behind_this_table_skips() -> None:
 def test_changed_sources_refresh_incrementally_with_the_plan() -> None:
     dt = model()
     decision, planner = run(dt, frontier(dt, {"s.t": 5}), [source(5, 6, added=10)])
-    assert (decision.action, decision.reason) == (Action.INCREMENTAL, "sources changed")
+    assert decision.action is Action.INCREMENTAL and decision.reason.startswith("sources changed")
     assert decision.planned is planner.outcome and planner.calls == 1
 
 
@@ -173,12 +173,31 @@ def test_a_query_that_cannot_be_differentiated_refreshes_full_or_fails_under_inc
         run(strict, frontier(strict, {"s.t": 5}), [source(5, 6, added=1)], Planner(refused))
 
 
-def test_auto_refreshes_full_when_the_change_outweighs_the_sources() -> None:
+def test_auto_weighs_the_bytes_each_action_reads_and_writes() -> None:
     dt = model()
-    small = run(dt, frontier(dt, {"s.t": 5}), [source(5, 6, added=100, size=1000)])[0]
-    assert small.action is Action.INCREMENTAL
-    large = run(dt, frontier(dt, {"s.t": 5}), [source(5, 6, added=400, size=1000)])[0]
-    assert large.action is Action.FULL and "40%" in large.reason
-    # rewritten files weigh four times an append
-    rewritten = run(dt, frontier(dt, {"s.t": 5}), [source(5, 6, added=50, removed=50, size=1000)])[0]
+    # an append is read once: far cheaper than rescanning the source and rewriting the table
+    appended = run(dt, frontier(dt, {"s.t": 5}), [source(5, 6, added=400, size=1000)], dt_size=100)[0]
+    assert appended.action is Action.INCREMENTAL
+    assert "s.t changes 400 B" in appended.reason and "1.1 kB to recompute" in appended.reason
+    # rewritten files are read in both versions and cancelled: twice their bytes, plus the MERGE
+    rewritten = run(dt, frontier(dt, {"s.t": 5}), [source(5, 6, added=300, removed=300, size=1000)],
+                    dt_size=100)[0]
     assert rewritten.action is Action.FULL
+    assert rewritten.reason.startswith("recomputing reads and writes about 1.1 kB")
+    assert "s.t changes 1.2 kB" in rewritten.reason
+
+
+def test_auto_counts_every_source_version_the_delta_query_reads() -> None:
+    sql = "select a.k, b.v from s.a a join s.b b on a.k = b.k"
+    dt = model(sql)
+    planner = Planner(PlannedQuery(plan_query(sql), OutputKey(None)))
+    one_side = [source(5, 6, added=100, name="s.a"), source(5, 5, name="s.b")]
+    decision = run(dt, frontier(dt, {"s.a": 5, "s.b": 5}), one_side, planner, dt_size=500)[0]
+    # only a's changes, joined to b as of now
+    assert decision.action is Action.INCREMENTAL and "s.b at v1 1.0 kB" in decision.reason
+    both_sides = [source(5, 6, added=100, name="s.a"), source(5, 6, added=100, name="s.b")]
+    decision = run(dt, frontier(dt, {"s.a": 5, "s.b": 5}), both_sides, planner, dt_size=100)[0]
+    # Δa ⋈ b@v1 + a@v0 ⋈ Δb reads both tables in full and both changes: more than a recompute
+    assert decision.action is Action.FULL
+
+

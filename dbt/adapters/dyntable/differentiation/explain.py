@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import Any, List, Mapping, Optional, Union
+from typing import Any, List, Mapping, Optional, Tuple, Union
 
 from dbt.adapters.dyntable.differentiation.derivative import READ_BY_PARENT, DeltaQuery, differentiate
 from dbt.adapters.dyntable.differentiation.errors import NotIncrementalizable
@@ -52,13 +52,19 @@ def row_key(plan: Plan) -> str:
     return f"{listed} (from keys declared on its tables)" if plan.row_key_is_declared else listed
 
 
+def source_reads(delta_sql: str) -> Counter[Tuple[str, str]]:
+    """How often a symbolic delta reads each source version: ``(table, "v0" | "v1" | "changes")``."""
+    return Counter(
+        (name.replace("`", ""), version)
+        for name, version in re.findall(r"((?:`[^`]+`\.)*`[^`]+)@(v0|v1|changes)`", delta_sql)
+    )
+
+
 def reads(delta_sql: str) -> str:
     """How often a symbolic delta reads each source version (``t@v0``, ``t@v1``, ``t@changes``):
     the cost shape of a derivative."""
-    found = Counter(
-        name.replace("`", "") for name in re.findall(r"((?:`[^`]+`\.)*`[^`]+@(?:v0|v1|changes)`)", delta_sql)
-    )
-    return " ".join(f"{name}x{count}" for name, count in sorted(found.items()))
+    found = source_reads(delta_sql)
+    return " ".join(f"{name}@{version}x{count}" for (name, version), count in sorted(found.items()))
 
 
 def explain(

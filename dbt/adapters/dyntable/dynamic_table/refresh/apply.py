@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.types import NullType, StructType
@@ -200,13 +201,17 @@ class DeltaApplier:
             f"CAST({quote(c)} AS {types[c.lower()]}) AS {quote(c)}" if c.lower() in types else quote(c)
             for c in columns
         )
+        if not reads_dt:
+            # Appended, a tuple's rows add up however they are split: no consolidation check.
+            return self.engine.execute(
+                f"SELECT {typed}, {quote(WEIGHT)}, CAST(1 AS BIGINT) AS {COPIES}, CAST(0 AS BIGINT) AS {OLD} "
+                f"FROM ({delta_sql}) AS q"
+            ).toArrow()
         listed = ", ".join(quote(c) for c in columns)
         delta = (
             f"SELECT {typed}, {quote(WEIGHT)}, count(*) OVER (PARTITION BY {listed}) AS {COPIES} "
             f"FROM ({delta_sql}) AS q"
         )
-        if not reads_dt:
-            return self.engine.execute(f"SELECT *, CAST(0 AS BIGINT) AS {OLD} FROM ({delta}) AS d").toArrow()
         match = key if key is not None else columns
         held = ", ".join(quote(c) for c in match)
         grouped = ", ".join(f"d.{quote(c)}" for c in [*columns, WEIGHT, COPIES])
@@ -260,16 +265,15 @@ class DeltaApplier:
         rows, columns = delta.rows, delta.columns
         weights = rows.column(WEIGHT)
         if delta.key is None:
-            copies = pc.add(rows.column(OLD), weights).to_pylist()
+            copies = pc.add(rows.column(OLD), weights)
             deletes = rows.filter(pc.greater(rows.column(OLD), 0)).select(columns)
         else:
-            copies = pc.if_else(pc.greater(weights, 0), weights, 0).to_pylist()
+            copies = weights
             # One delete per key: the stored row under it (deletes rank first within a key).
             first = pc.equal(rows.column(KEY_RANK), 1)
             stored = pc.and_(pc.less(weights, 0), pc.greater(rows.column(OLD), 0))
             deletes = rows.filter(pc.and_(first, stored)).select(columns)
-        indices = pa.array([i for i, n in enumerate(copies) for _ in range(max(n, 0))], pa.int64())
-        inserts = rows.take(indices).select(columns)
+        inserts = _repeated(rows, copies).select(columns)
         names = ", ".join(quote(c) for c in columns)
         if deletes.num_rows == 0:
             with self.engine.temporary_view(inserts) as view:
@@ -291,3 +295,11 @@ class DeltaApplier:
                 f"VALUES ({', '.join(f's.{quote(c)}' for c in columns)})"
             )
         return delta.inserted, delta.deleted
+
+
+def _repeated(rows: pa.Table, copies: pa.ChunkedArray) -> pa.Table:
+    """Each row of ``rows`` repeated ``copies`` times (none when ``copies`` <= 0)."""
+    counts = np.maximum(copies.to_numpy(), 0)
+    if (counts == 1).all():
+        return rows
+    return rows.take(pa.array(np.repeat(np.arange(len(counts)), counts)))

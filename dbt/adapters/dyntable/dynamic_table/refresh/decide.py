@@ -17,6 +17,9 @@ from datetime import datetime
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from dbt.adapters.dyntable.delta_log import DeltaLog, Interval, IntervalKind
+from dbt.adapters.dyntable.differentiation import differentiate
+from dbt.adapters.dyntable.differentiation.explain import source_reads
+from dbt.adapters.dyntable.differentiation.plan import Node, Scan
 from dbt.adapters.dyntable.differentiation.views import base_tables
 from dbt.adapters.dyntable.dynamic_table.config import definition_hash
 from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, RefreshRequest, SourceRead, State, Trigger
@@ -25,15 +28,16 @@ from dbt.adapters.dyntable.dynamic_table.model import DynamicTable, RefreshError
 from dbt.adapters.dyntable.dynamic_table.pinning import boundary_tables, read_views
 from dbt.adapters.dyntable.dynamic_table.refresh.plan import NotPlanned, PlannedOrNot, PlannedQuery
 from dbt.adapters.dyntable.engines.base import Engine
+from dbt.adapters.dyntable.vocabulary import quoted_table
 
-#: AUTO refreshes FULL when the changed bytes exceed this share of the sources' bytes: a delta
-#: query then reads about as much as a recomputation and adds a MERGE on top.
-AUTO_FULL_CHANGE_SHARE = 0.3
-#: How much more a byte of rewritten files costs an incremental refresh than an appended one: both
-#: versions of each rewritten file are read, their unchanged rows cancelled by a group-by over
-#: every column, and the resulting deletes matched against the DT (benchmarks/results show mixed
-#: changes costing several times their share of the bytes).
-MIXED_CHANGE_COST = 4
+#: Reading the changes of an interval with rewritten files reads both versions of each and groups
+#: them by every column to cancel the unchanged rows: counted twice their bytes.
+REWRITTEN_READ_COST = 2
+#: A byte of the delta's result costs this many bytes of scanning: it is collected, validated and
+#: applied through Arrow (docs/ARCHITECTURE.md, "Applying"), where a recompute writes in the
+#: engine. Calibrated on benchmarks/refresh_vs_full.py: there, appends of 10% of a fact refresh
+#: faster incrementally and of 50% faster by a recompute, for filters and joins alike.
+DELTA_BYTE_COST = 10
 
 
 @dataclass(frozen=True)
@@ -79,6 +83,8 @@ class Observation:
     #: Definitions of the views the query reads, transitively (``schema.view``).
     views: Mapping[str, str] = field(default_factory=dict)
     dt_changed: Optional[str] = None
+    #: The DT's size (read where AUTO estimates costs).
+    dt_size_bytes: int = 0
 
     @property
     def versions(self) -> Dict[str, int]:
@@ -180,9 +186,9 @@ def decide(
     if isinstance(planned, NotPlanned):
         return Decision(Action.FULL, planned.reason)
     if dt.config.refresh_mode == "auto":
-        too_large = _change_too_large(observed.sources)
-        if too_large is not None:
-            return Decision(Action.FULL, too_large)
+        cost = estimate(planned, observed, dt.relation)
+        action = Action.FULL if cost.incremental > cost.full else Action.INCREMENTAL
+        return Decision(action, cost.reason(), planned=planned if action is Action.INCREMENTAL else None)
     return Decision(Action.INCREMENTAL, "sources changed", planned=planned)
 
 
@@ -200,20 +206,98 @@ def _history_lost(observed: Observation) -> Optional[str]:
     return "; ".join(reasons) or None
 
 
-def _change_too_large(sources: Sequence[SourceState]) -> Optional[str]:
-    """AUTO's cost estimate: why recomputing is cheaper, or None."""
-    intervals: List[Interval] = [s.interval for s in sources if s.interval is not None]
-    changed = sum(
-        (i.added_bytes + i.removed_bytes) * (1 if i.kind is IntervalKind.ADDED_ONLY else MIXED_CHANGE_COST)
-        for i in intervals
+@dataclass(frozen=True)
+class Estimate:
+    """AUTO's estimate of the bytes each action reads and writes, from the sources' sizes, the
+    interval's changed files and how often the delta query reads each source version."""
+
+    incremental: int
+    full: int
+    parts: Tuple[Tuple[str, int], ...]
+
+    def reason(self) -> str:
+        biggest = sorted(self.parts, key=lambda part: -part[1])[:3]
+        detail = ", ".join(f"{what} {_size(size)}" for what, size in biggest)
+        if self.incremental > self.full:
+            return (
+                f"recomputing reads and writes about {_size(self.full)}; refreshing incrementally "
+                f"would take about {_size(self.incremental)} ({detail})"
+            )
+        return (
+            f"sources changed: refreshing incrementally takes about {_size(self.incremental)} "
+            f"({detail}) against {_size(self.full)} to recompute"
+        )
+
+
+def estimate(planned: PlannedQuery, observed: Observation, stored: str) -> Estimate:
+    """What an INCREMENTAL and a FULL refresh would read and write (docs/ARCHITECTURE.md,
+    "Deciding"). The delta query is derived symbolically, as ``explain`` does, with the sources'
+    real kinds of change, and its reads counted: every read of a source version is a scan of it,
+    of its changes a read of the changed files, of the DT a scan of the DT; a delta that may
+    delete rewrites the DT's files. A recompute scans each source once per read of it in the
+    query and writes the DT."""
+    sources = {s.name: s for s in observed.sources}
+    delta = differentiate(planned.plan, _SymbolicChanges(sources), stored=stored)
+    parts: Dict[str, int] = {}
+    for (name, version), count in source_reads(delta.sql).items():
+        source = sources[name]
+        if version == "changes":
+            interval = source.interval
+            assert interval is not None
+            weight = 1 if interval.kind is IntervalKind.ADDED_ONLY else REWRITTEN_READ_COST
+            parts[f"{name} changes"] = count * weight * (interval.added_bytes + interval.removed_bytes)
+        else:
+            parts[f"{name} at {version}"] = count * source.size_bytes
+    stored_reads = delta.sql.count(stored) + (0 if delta.insert_only else 1)
+    if stored_reads:
+        parts["this table"] = stored_reads * observed.dt_size_bytes
+    # The result's share of the DT: as large as the changed share of each changed source.
+    changed_share = sum(
+        (s.interval.added_bytes + s.interval.removed_bytes) / s.size_bytes
+        for s in observed.sources
+        if s.interval is not None and s.size_bytes
     )
-    total = sum(s.size_bytes for s in sources) or 1
-    if changed <= AUTO_FULL_CHANGE_SHARE * total:
-        return None
-    return (
-        f"changes weigh {changed / total:.0%} of the sources' bytes (over "
-        f"{AUTO_FULL_CHANGE_SHARE:.0%}): recomputing is cheaper"
-    )
+    parts["the delta"] = int(DELTA_BYTE_COST * min(changed_share, 1.0) * observed.dt_size_bytes)
+    scans = sum(s.size_bytes * _scans(planned.plan.root, s.name) for s in observed.sources)
+    return Estimate(sum(parts.values()), scans + observed.dt_size_bytes, tuple(parts.items()))
+
+
+class _SymbolicChanges:
+    """A ``SourceResolver`` naming each source version symbolically (as ``explain`` does), that
+    knows which sources did not change and which only gained rows."""
+
+    def __init__(self, sources: Mapping[str, SourceState]) -> None:
+        self.sources = sources
+
+    def before(self, table: str) -> str:
+        return quoted_table(f"{table}@v0")
+
+    def after(self, table: str) -> str:
+        return quoted_table(f"{table}@v1")
+
+    def changes(self, table: str) -> str:
+        return quoted_table(f"{table}@changes")
+
+    def is_unchanged(self, table: str) -> bool:
+        interval = self.sources[table].interval
+        return interval is None or interval.kind is IntervalKind.EMPTY
+
+    def is_insert_only(self, table: str) -> bool:
+        interval = self.sources[table].interval
+        return interval is None or interval.kind in (IntervalKind.EMPTY, IntervalKind.ADDED_ONLY)
+
+
+def _scans(node: Node, table: str) -> int:
+    return sum(1 for n in node.walk() if isinstance(n, Scan) and n.table == table)
+
+
+def _size(size: int) -> str:
+    amount = float(size)
+    for unit in ("B", "kB", "MB"):
+        if amount < 1000:
+            return f"{amount:.0f} {unit}" if unit == "B" else f"{amount:.1f} {unit}"
+        amount /= 1000
+    return f"{amount:.1f} GB"
 
 
 class SourceNotReady(RefreshError):
@@ -253,10 +337,12 @@ def observe(
         read = _read_of(name, upstream, across, request)
         version = _version_read(log, name, read, upstream, effective, metadata)
         states.append(_source_state(log, name, version, read, resuming))
+    dt_log = engine.delta_log(dt.name)
+    dt_size = 0
     if dt.config.refresh_mode == "auto" and any(s.interval is not None for s in states):
         states = [replace(s, size_bytes=s.log.size_bytes(s.end)) for s in states]
-    dt_changed = _dt_changed(engine.delta_log(dt.name), resuming)
-    return Observation(states, effective, views, dt_changed)
+        dt_size = dt_log.size_bytes(dt_log.latest_version()) if dt_log is not None else 0
+    return Observation(states, effective, views, _dt_changed(dt_log, resuming), dt_size)
 
 
 def _read_of(
