@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Callable, Dict, Mapping, Optional, Sequence, Set, Tuple
 
 from dbt.adapters.dyntable.delta_log import DeltaLog, Interval, IntervalKind
 from dbt.adapters.dyntable.differentiation import differentiate
