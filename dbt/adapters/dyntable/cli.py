@@ -4,16 +4,18 @@
     dyntable refresh MODEL                                    a manual refresh (upstream DTs too)
     dyntable suspend|resume MODEL
     dyntable status | graph | history MODEL | explain MODEL | report
+    dyntable repair                                           rebuild damaged metadata tables
 
 It works on a dbt project as dbt does (--project-dir, --profiles-dir, --target, --select), parses
 and compiles it once through dbt's Python API, then refreshes through one warm engine.
 
-Exit codes: 0 success; 1 a refresh failed; 2 bad input (project, profile, graph, model name),
-in which case nothing was refreshed.
+Exit codes: 0 success; 1 a refresh failed or a metadata table is damaged; 2 bad input (project,
+profile, graph, model name), in which case nothing was refreshed.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import signal
@@ -22,7 +24,7 @@ import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Dict, List, NoReturn, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, NoReturn, Optional, Sequence, Tuple, Union
 
 import typer
 from rich.console import Console
@@ -33,7 +35,7 @@ from typing_extensions import Annotated
 
 from dbt.adapters.dyntable.dynamic_table.config import TargetLag
 from dbt.adapters.dyntable.dynamic_table.lifecycle import SchedulingState, State, Trigger
-from dbt.adapters.dyntable.dynamic_table.metadata import HistoryRow
+from dbt.adapters.dyntable.dynamic_table.metadata import HistoryRow, MetadataDamaged, MetadataStore
 from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
 from dbt.adapters.dyntable.runner.backend import ServiceBackend
 from dbt.adapters.dyntable.runner.graph import (
@@ -103,6 +105,19 @@ TimeScale = Annotated[
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
     errors.print(f"[bold red]Error:[/] {escape(message)}", highlight=False)
     raise typer.Exit(code)
+
+
+def metadata_checked(command: Callable[..., None]) -> Callable[..., None]:
+    """A command that ends with one message, not a traceback, when a metadata table is damaged."""
+
+    @functools.wraps(command)
+    def checked(*args: Any, **kwargs: Any) -> None:
+        try:
+            command(*args, **kwargs)
+        except MetadataDamaged as damaged:
+            fail(str(damaged), EXIT_FAILED)
+
+    return checked
 
 
 def parse_duration(text: str) -> float:
@@ -285,6 +300,7 @@ class InterruptibleClock:
 
 
 @app.command()
+@metadata_checked
 def run(
     project_dir: ProjectDir = Path("."),
     profiles_dir: ProfilesDir = None,
@@ -345,6 +361,7 @@ def run(
 
 
 @app.command()
+@metadata_checked
 def refresh(
     model: Annotated[str, typer.Argument(help="The dynamic table (model name or schema.table).")],
     project_dir: ProjectDir = Path("."),
@@ -375,6 +392,7 @@ def refresh(
 
 
 @app.command()
+@metadata_checked
 def suspend(
     model: Annotated[str, typer.Argument(help="The dynamic table to suspend.")],
     project_dir: ProjectDir = Path("."),
@@ -388,6 +406,7 @@ def suspend(
 
 
 @app.command()
+@metadata_checked
 def resume(
     model: Annotated[str, typer.Argument(help="The dynamic table to resume.")],
     project_dir: ProjectDir = Path("."),
@@ -408,6 +427,7 @@ def _latest_history(history: List[HistoryRow]) -> Dict[str, HistoryRow]:
 
 
 @app.command()
+@metadata_checked
 def status(
     project_dir: ProjectDir = Path("."),
     profiles_dir: ProfilesDir = None,
@@ -464,6 +484,7 @@ def status(
 
 
 @app.command()
+@metadata_checked
 def history(
     model: Annotated[str, typer.Argument(help="The dynamic table.")],
     project_dir: ProjectDir = Path("."),
@@ -511,6 +532,7 @@ def history(
 
 
 @app.command(name="graph")
+@metadata_checked
 def graph_command(
     project_dir: ProjectDir = Path("."),
     profiles_dir: ProfilesDir = None,
@@ -549,10 +571,50 @@ def graph_command(
     console.print(table)
 
 
+# -- repair ----------------------------------------------------------------------------------------
+
+
+@app.command()
+def repair(
+    project_dir: ProjectDir = Path("."),
+    profiles_dir: ProfilesDir = None,
+    target: Target = None,
+) -> None:
+    """Rebuild damaged metadata tables from what can still be read; sound ones are left alone."""
+    loaded, _ = load(project_dir, profiles_dir, target)
+    schema = loaded.metadata_schema
+    store = MetadataStore(loaded.warehouse / schema.lower(), schema)
+    with console.status(f"Checking the metadata tables of {schema}…"):
+        repaired = store.repair()
+    table = titled_table(
+        f"Metadata tables of {schema}",
+        ("table", "state", "rows kept", "kept from", "unreadable files", "damage"),
+    )
+    for outcome in repaired:
+        sound = outcome.damage is None
+        table.add_row(
+            outcome.table,
+            "[green]sound[/]" if sound else "[yellow]rebuilt[/]",
+            "-" if sound else f"{outcome.rows:,}",
+            outcome.kept_from or "-",
+            "-" if sound else str(outcome.unreadable_files),
+            escape(outcome.damage or "-"),
+        )
+    console.print(table)
+    moved = [outcome.moved_to for outcome in repaired if outcome.moved_to is not None]
+    if moved:
+        console.print(
+            "Dynamic tables whose frontier was lost or is older than their data are recomputed at "
+            f"their next refresh. The damaged folders were kept in {escape(str(moved[0].parent))}: "
+            "delete them when you no longer need them."
+        )
+
+
 # -- explain, report -------------------------------------------------------------------------------
 
 
 @app.command()
+@metadata_checked
 def explain(
     model: Annotated[str, typer.Argument(help="The dynamic table.")],
     project_dir: ProjectDir = Path("."),
@@ -569,6 +631,7 @@ def explain(
 
 
 @app.command()
+@metadata_checked
 def report(
     project_dir: ProjectDir = Path("."),
     profiles_dir: ProfilesDir = None,

@@ -20,7 +20,7 @@ from dbt_common.invocation import get_invocation_started_at
 from dbt.adapters.dyntable.connections import SPARK_METHODS, DyntableConnectionManager, warehouse_of
 from dbt.adapters.dyntable.dynamic_table.config import DynamicTableConfigError
 from dbt.adapters.dyntable.dynamic_table.lifecycle import RefreshRequest, Trigger
-from dbt.adapters.dyntable.dynamic_table.metadata import GRAPH_HISTORY, MetadataStore
+from dbt.adapters.dyntable.dynamic_table.metadata import GRAPH_HISTORY, MetadataDamaged, MetadataStore
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable, built_tables
 from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
 from dbt.adapters.dyntable.vocabulary import relation_name
@@ -127,7 +127,11 @@ class DyntableAdapter(SparkAdapter):
         with self._batch_lock:
             batched, self._batched = self._batched, []
         for service in batched:
-            service.metadata.close_batch()
+            try:
+                service.metadata.close_batch()
+            except MetadataDamaged as damaged:
+                # Each refresh that needed the table already failed with this message.
+                logger.error(f"The refresh history of this run was not recorded. {damaged}")
         super().cleanup_connections()
 
     def _get_columns_for_catalog(self, relation: BaseRelation) -> Iterable[Dict[str, Any]]:
@@ -145,10 +149,14 @@ class DyntableAdapter(SparkAdapter):
             return {}
         store = MetadataStore(root, creds.metadata_schema)
         name = relation_name(relation.schema, relation.identifier or "")
-        graph = store.graph(name).get(name)
+        try:
+            graph = store.graph(name).get(name)
+            frontier = store.frontier(name)
+        except MetadataDamaged as damaged:
+            logger.warning(f"{name} is shown without its dynamic table details. {damaged}")
+            return {}
         if graph is None:
             return {}
-        frontier = store.frontier(name)
         stats = {
             "target_lag": ("Target lag", graph.target_lag, "How stale the table may get"),
             "refresh_mode": ("Refresh mode", graph.refresh_mode, "auto, full or incremental"),

@@ -10,6 +10,8 @@
   gives it for a table named in SQL.
 * **Matching.** :func:`null_safe_match` compares two relations' columns with ``<=>``, as GROUP BY
   and DISTINCT compare them (NULL equals NULL).
+* **Errors.** :func:`first_line` is how an engine's or a library's error is quoted in a message:
+  its first line, without the Rust or JVM backtrace that follows.
 
 >>> quote("a`b")
 '`a``b`'
@@ -69,6 +71,12 @@ def quoted_table(name: str) -> str:
 def null_safe_match(columns: Sequence[str], left: str, right: str) -> str:
     """``left.c <=> right.c AND ...`` over ``columns`` (TRUE when there are none)."""
     return " AND ".join(f"{left}.{quote(c)} <=> {right}.{quote(c)}" for c in columns) or "TRUE"
+
+
+def first_line(error: BaseException) -> str:
+    """``error``'s first non-blank line (its type's name when it has no message)."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return lines[0] if lines else type(error).__name__
 
 
 def consolidate(delta: str, columns: Sequence[str], *, positive: bool = False) -> str:

@@ -19,10 +19,10 @@ def project_engine(project: Any):
         return adapter.connections.environment(adapter.connections.get_thread_connection()).engine
 
 
-def assert_dvs(project: Any, warehouse: Path, model: str) -> Frontier:
+def assert_dvs(project: Any, warehouse: Path, model: str, metadata_schema: str = "dyntable_meta") -> Frontier:
     """DT ``model`` equals its query at its recorded data timestamp, as a multiset."""
     engine = project_engine(project)
-    store = metadata(warehouse)
+    store = metadata(warehouse, metadata_schema)
     check = check_dvs(engine, store, f"{project.test_schema}.{model}".lower())
     assert check.ok, f"{check.name}: {check.detail}"
     assert check.frontier is not None

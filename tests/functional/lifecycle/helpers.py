@@ -66,3 +66,11 @@ def metadata_table(warehouse: Path, table: str = FRONTIERS) -> Path:
     return warehouse / "dyntable_meta" / table
 
 
+
+
+def as_a_new_process(project: Any) -> None:
+    """Forget the metadata tables this process holds open, as the next dbt process starts
+    without them (dbt runs in the tests' process)."""
+    adapter = project.adapter
+    with adapter.connection_named("new_process"):
+        adapter.connections.environment(adapter.connections.get_thread_connection()).services.clear()

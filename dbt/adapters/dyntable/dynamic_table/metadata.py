@@ -22,15 +22,18 @@ from datetime import datetime, timedelta, timezone
 from enum import Enum
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Dict, Iterator, List, Mapping, Optional, Tuple, Type
+from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.fs as pa_fs
+import pyarrow.parquet as pq
 from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError
 from deltalake.schema import Field as DeltaField
 
 from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, SchedulingState, SourceRead, State, Trigger
+from dbt.adapters.dyntable.vocabulary import first_line
 
 FRONTIERS = "dynamic_table_frontiers"
 REFRESH_HISTORY = "dynamic_table_refresh_history"
@@ -93,6 +96,41 @@ COMMIT_RETRIES = 20
 #: Every metadata commit adds a small file and every read lists them all: compact a table's files
 #: into one every this many commits, so a read stays one file wide however long the runner runs.
 COMPACT_EVERY = 25
+#: Where `dyntable repair` moves a damaged table's folder (a dot folder: never attached as a table).
+DAMAGED_DIR = ".damaged"
+NO_LOG = "it holds data files but no Delta log (_delta_log)"
+
+
+class MetadataDamaged(RuntimeError):
+    """A metadata table that cannot be read or written, named with the way out."""
+
+    def __init__(self, table: str, location: Path, detail: str) -> None:
+        self.table = table
+        super().__init__(
+            f"The metadata table {table} ({location}) is damaged: {detail}. Run `dyntable repair` "
+            "to rebuild it from what can still be read (a dynamic table whose frontier is lost or "
+            "older than its data is recomputed at its next refresh), or restore the folder from a "
+            "backup."
+        )
+
+
+#: What reading or writing a damaged Delta table raises: a bad log (DeltaError), a bad or missing
+#: data file (Arrow), a file gone from under the reader (OSError).
+DAMAGE_ERRORS = (DeltaError, pa.ArrowException, OSError)
+
+
+@dataclass(frozen=True)
+class Repaired:
+    """What `MetadataStore.repair` did to one table."""
+
+    table: str
+    damage: Optional[str]
+    """None: the table was sound and left alone."""
+    rows: int = 0
+    kept_from: str = ""
+    """Which rows were kept: a version of the log, or every readable data file."""
+    unreadable_files: int = 0
+    moved_to: Optional[Path] = None
 
 
 def utcnow() -> datetime:
@@ -336,6 +374,8 @@ class MetadataStore:
             if DeltaTable.is_deltatable(str(path)):
                 self._add_missing_columns(table, schema)
                 continue
+            if any(path.glob("*.parquet")):
+                raise self._damaged(table, NO_LOG)
             path.mkdir(parents=True, exist_ok=True)
             try:
                 DeltaTable.create(str(path), schema=schema, mode="ignore")
@@ -477,10 +517,64 @@ class MetadataStore:
             latest[row["name"]] = row
         return {key: GraphRow.from_record(row) for key, row in latest.items()}
 
+    # -- repair ----------------------------------------------------------------------------------
+
+    def repair(self) -> List[Repaired]:
+        """Rebuild every damaged metadata table from what can still be read, moving its folder
+        aside under ``.damaged/``; sound tables are left alone.
+
+        Rows come from the newest version of the log that loads, its data files read one by one
+        (unreadable ones skipped); with no loadable version, from every readable data file in the
+        folder. Either way nothing wrong is served afterwards: the latest row per DT wins, and a
+        frontier lost or older than its DT's data makes the DT recompute (docs/ARCHITECTURE.md,
+        "Metadata")."""
+        with self._write_lock, self._open_lock:
+            self._open.clear()
+            self._cached.clear()
+            return [self._repair(table) for table in SCHEMAS]
+
+    def _repair(self, table: str) -> Repaired:
+        path, schema = self.location(table), SCHEMAS[table]
+        damage = _damage(path)
+        if damage is None:
+            return Repaired(f"{self.schema}.{table}", None)
+        rows, kept_from, unreadable = _salvage(path)
+        moved = self.root / DAMAGED_DIR / f"{table}-{utcnow():%Y%m%dT%H%M%S%f}"
+        moved.parent.mkdir(parents=True, exist_ok=True)
+        path.rename(moved)
+        DeltaTable.create(str(path), schema=schema)
+        if rows:
+            write_deltalake(str(path), pa.Table.from_pylist(rows, schema=schema), mode="append")
+        return Repaired(f"{self.schema}.{table}", damage, len(rows), kept_from, unreadable, moved)
+
     # -- plumbing --------------------------------------------------------------------------------
 
+    def _damaged(self, table: str, detail: str) -> MetadataDamaged:
+        return MetadataDamaged(f"{self.schema}.{table}", self.location(table), detail)
+
+    @contextmanager
+    def _reading(self, table: str) -> Iterator[None]:
+        """Turns what a damaged table raises into :class:`MetadataDamaged`."""
+        try:
+            yield
+        except (MetadataDamaged, CommitFailedError):
+            raise
+        except DAMAGE_ERRORS as exc:
+            raise self._damaged(table, first_line(exc)) from exc
+
     def _rows(self, table: str, name: Optional[str]) -> List[Dict[str, Any]]:
-        with self._open_lock:
+        try:
+            return self._read_rows(table, name)
+        except MetadataDamaged:
+            # What this process opened may be a table another one re-created since (a repair):
+            # it is damaged only if it is when read afresh.
+            with self._open_lock:
+                self._open.pop(table, None)
+                self._cached.pop(table, None)
+            return self._read_rows(table, name)
+
+    def _read_rows(self, table: str, name: Optional[str]) -> List[Dict[str, Any]]:
+        with self._reading(table), self._open_lock:
             opened = self._table(table)
             if table in CACHED_TABLES:
                 cached = self._cached.get(table)
@@ -496,12 +590,7 @@ class MetadataStore:
         return rows
 
     def _dataset(self, table: str) -> ds.Dataset:
-        # Arrow's own local filesystem: deltalake's default is a Python-implemented one that Arrow's
-        # I/O threads call back into, and a thread doing so while the interpreter exits takes the
-        # process down ("terminate called without an active exception").
-        return self._open[table].to_pyarrow_dataset(
-            filesystem=pa_fs.SubTreeFileSystem(str(self.location(table).resolve()), pa_fs.LocalFileSystem())
-        )
+        return _local_dataset(self._open[table], self.location(table))
 
     def _append(self, table: str, records: List[Dict[str, Any]]) -> None:
         data = pa.Table.from_pylist(records, schema=SCHEMAS[table])
@@ -514,7 +603,7 @@ class MetadataStore:
     def _table(self, table: str) -> DeltaTable:
         """``table`` at its latest version (other processes write these tables too); callers
         hold ``_open_lock`` while they use it."""
-        with self._open_lock:
+        with self._reading(table), self._open_lock:
             opened = self._open.get(table)
             if opened is not None:
                 try:
@@ -535,7 +624,7 @@ class MetadataStore:
     ) -> None:
         """Run a metadata write, retrying when another process committed first; ``patch`` turns
         the cached rows into the written version's when the write committed right after them."""
-        with self._write_lock:
+        with self._write_lock, self._reading(table):
             for attempt in range(COMMIT_RETRIES):
                 try:
                     with self._open_lock:
@@ -584,3 +673,52 @@ class MetadataStore:
 
 def _eq(column: str, value: str) -> str:
     return f"{column} = '" + value.replace("'", "''") + "'"
+
+
+def _damage(path: Path) -> Optional[str]:
+    """What is wrong with the metadata table at ``path``, or None when it reads whole."""
+    if not DeltaTable.is_deltatable(str(path)):
+        return NO_LOG if any(path.glob("*.parquet")) else None
+    try:
+        _local_dataset(DeltaTable(str(path)), path).to_table()
+    except DAMAGE_ERRORS as exc:
+        return first_line(exc)
+    return None
+
+
+def _salvage(path: Path) -> Tuple[List[Dict[str, Any]], str, int]:
+    """The rows that can still be read at ``path``, where they come from, and how many data
+    files could not be read."""
+    log = path / "_delta_log"
+    versions = sorted((int(p.name.split(".")[0]) for p in log.glob("*.json")), reverse=True)
+    for version in versions:
+        try:
+            uris = DeltaTable(str(path), version=version).file_uris()
+        except DAMAGE_ERRORS:
+            continue
+        rows, unreadable = _read_each([Path(unquote(urlparse(uri).path)) for uri in uris])
+        return rows, f"version {version}", unreadable
+    rows, unreadable = _read_each(sorted(p for p in path.rglob("*.parquet") if log not in p.parents))
+    # Every file ever written: a compaction's output repeats the rows of the files it replaced.
+    unique = list({tuple(sorted(row.items())): row for row in rows}.values())
+    return unique, "every readable data file", unreadable
+
+
+def _read_each(files: List[Path]) -> Tuple[List[Dict[str, Any]], int]:
+    rows: List[Dict[str, Any]] = []
+    unreadable = 0
+    for data_file in files:
+        try:
+            rows.extend(pq.read_table(data_file).to_pylist())
+        except DAMAGE_ERRORS:
+            unreadable += 1
+    return rows, unreadable
+
+
+def _local_dataset(table: DeltaTable, location: Path) -> ds.Dataset:
+    # Arrow's own local filesystem: deltalake's default is a Python-implemented one that Arrow's
+    # I/O threads call back into, and a thread doing so while the interpreter exits takes the
+    # process down ("terminate called without an active exception").
+    return table.to_pyarrow_dataset(
+        filesystem=pa_fs.SubTreeFileSystem(str(location.resolve()), pa_fs.LocalFileSystem())
+    )

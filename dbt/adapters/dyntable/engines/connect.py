@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, ClassVar, Optional
 from urllib.parse import urlparse
 
 from dbt.adapters.dyntable.engines.base import Capabilities, Engine, EngineError
+from dbt.adapters.dyntable.vocabulary import first_line
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -74,7 +75,7 @@ class ConnectEngine(Engine):
             spark.stop()
             raise EngineError(
                 f"The Spark Connect server at {self.connect_url} did not run a query: "
-                f"{str(exc).splitlines()[0] if str(exc) else exc!r}. Check `connect_url`."
+                f"{first_line(exc)}. Check `connect_url`."
             ) from exc
         self._spark = spark
         return self

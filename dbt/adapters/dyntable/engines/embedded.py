@@ -122,6 +122,13 @@ class EmbeddedEngine(Engine):
             raise
         for view, error in report.broken_views or []:
             logger.warning("dyntable: view %s could not be re-attached: %s", view, error)
+        for table, error in report.broken_tables:
+            logger.warning(
+                "dyntable: table %s is damaged and left out of the catalog until it is repaired "
+                "(for a metadata table: `dyntable repair`): %s",
+                table,
+                error,
+            )
         logger.debug(
             "dyntable: embedded engine on %s:%s attached %s tables and %s views from %s",
             host,

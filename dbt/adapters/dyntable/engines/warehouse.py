@@ -17,7 +17,7 @@ import os
 import shutil
 import tempfile
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Tuple
 
@@ -26,7 +26,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.types import ArrayType, DataType, MapType, StructType
 
 from dbt.adapters.dyntable.engines.base import EngineError
-from dbt.adapters.dyntable.vocabulary import quote, sql_string
+from dbt.adapters.dyntable.vocabulary import first_line, quote, sql_string
 
 VIEWS_DIR = ".views"
 DELTA_LOG = "_delta_log"
@@ -153,7 +153,11 @@ class Warehouse:
         for schema in self.schemas():
             spark.sql(f"CREATE SCHEMA IF NOT EXISTS {quote(schema)}")
             for table in self.tables(schema):
-                spark.sql(table.create_statement())
+                try:
+                    spark.sql(table.create_statement())
+                except Exception as exc:  # noqa: BLE001 - one damaged table must not stop the engine
+                    report.broken_tables.append((f"{schema}.{table.name}", first_line(exc)))
+                    continue
                 report.tables += 1
             pending_views.extend((schema, name, stmt) for name, stmt in self.views(schema))
         # Views may read other views: create them in rounds until no more succeed.
@@ -165,7 +169,7 @@ class Warehouse:
                     spark.sql(statement)
                     report.views += 1
                 except Exception as exc:  # noqa: BLE001 - reported below, never swallowed
-                    errors[(schema, name)] = str(exc).splitlines()[0]
+                    errors[(schema, name)] = first_line(exc)
                     failed.append((schema, name, statement))
             if len(failed) == len(pending_views):
                 break
@@ -181,3 +185,5 @@ class AttachReport:
     tables: int = 0
     views: int = 0
     broken_views: Optional[List[Tuple[str, str]]] = None
+    broken_tables: List[Tuple[str, str]] = field(default_factory=list)
+    """Tables whose log or files cannot be read (damaged), with why: left out of the catalog."""

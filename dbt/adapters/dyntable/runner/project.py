@@ -34,6 +34,7 @@ from dbt.adapters.dyntable.dynamic_table.model import DynamicTable, refresh_boun
 from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
 from dbt.adapters.dyntable.engines.base import Engine, EngineError
 from dbt.adapters.dyntable.runner.graph import GraphNode
+from dbt.adapters.dyntable.vocabulary import first_line
 
 DYNAMIC_TABLE = "dynamic_table"
 DBT_SELECTOR = f"config.materialized:{DYNAMIC_TABLE}"
@@ -104,8 +105,7 @@ class LoadedProject:
                 raise ProjectError(f"Cannot connect with the profile's target: {exc}") from exc
             except Exception as exc:  # noqa: BLE001 - any start failure is a connection failure
                 raise ProjectError(
-                    f"Cannot connect with the profile's target (method: {creds.method}): "
-                    f"{str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}"
+                    f"Cannot connect with the profile's target (method: {creds.method}): {first_line(exc)}"
                 ) from exc
         return self._environment
 

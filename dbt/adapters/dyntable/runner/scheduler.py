@@ -48,6 +48,7 @@ from dbt.adapters.dyntable.dynamic_table.locking import RefreshLocked
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
 from dbt.adapters.dyntable.dynamic_table.refresh import RefreshResult
 from dbt.adapters.dyntable.runner.graph import DynamicTableGraph
+from dbt.adapters.dyntable.vocabulary import first_line
 
 #: Seed 003: five consecutive failures suspend a dynamic table.
 MAX_CONSECUTIVE_FAILURES = 5
@@ -131,11 +132,6 @@ def to_ms(moment: datetime) -> int:
 
 def from_ms(ms: int) -> datetime:
     return datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
-
-
-def first_line(error: BaseException) -> str:
-    text = str(error).strip() or type(error).__name__
-    return text.splitlines()[0]
 
 
 class Scheduler:

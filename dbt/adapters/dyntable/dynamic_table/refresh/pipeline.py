@@ -13,6 +13,7 @@ Under the DT's cross-process lock, after resolving what a crashed refresh left:
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -22,7 +23,13 @@ from dbt.adapters.dyntable.delta_log import DeltaLog
 from dbt.adapters.dyntable.dynamic_table.failpoints import failpoint
 from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, RefreshRequest, State, Trigger
 from dbt.adapters.dyntable.dynamic_table.locking import RefreshLock
-from dbt.adapters.dyntable.dynamic_table.metadata import Frontier, Intent, MetadataStore, utcnow
+from dbt.adapters.dyntable.dynamic_table.metadata import (
+    Frontier,
+    Intent,
+    MetadataDamaged,
+    MetadataStore,
+    utcnow,
+)
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
 from dbt.adapters.dyntable.dynamic_table.refresh import decide, derive, plan
 from dbt.adapters.dyntable.dynamic_table.refresh.apply import DeltaApplier, DeltaValidationError
@@ -97,7 +104,9 @@ class RefreshPipeline:
                     request.data_timestamp,
                     message=str(exc),
                 )
-                self.recorder.refreshed(dt, refresh_id, request.trigger, started, failed)
+                # The failure may be the history table's own: then the error is what remains.
+                with contextlib.suppress(MetadataDamaged):
+                    self.recorder.refreshed(dt, refresh_id, request.trigger, started, failed)
                 raise
             self.recorder.refreshed(dt, refresh_id, request.trigger, started, result)
             return result
