@@ -10,13 +10,18 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, FrozenSet, Iterable, Mapping, Optional
 
-from dbt.adapters.dyntable.dynamic_table.config import DynamicTableConfig
+from dbt.adapters.dyntable.dynamic_table.config import DynamicTableConfig, DynamicTableConfigError
 from dbt.adapters.dyntable.dynamic_table.declared_keys import KeysByRelation, declared_keys, node_field
 from dbt.adapters.dyntable.vocabulary import quote, relation_name
 
 #: What ``refresh_boundary(ref('x'))`` leaves beside the relation it renders in compiled SQL
 #: (docs/ARCHITECTURE.md, "Refresh boundaries"). A comment survives dbt's compilation, needs no
 #: config, and lets `dbt run` and the runner both see the boundary in the SQL they refresh.
+#: What a dynamic table's schema and name may hold: Sail writes the log and the data files of a
+#: table whose name needs escaping in a path to two different folders (docs/ARCHITECTURE.md,
+#: "Engines"), and a project must run on either engine.
+PLAIN_NAME = re.compile(r"^[A-Za-z0-9_]+$")
+PLAIN_SUBSTITUTE = re.compile(r"[^A-Za-z0-9_]+")
 REFRESH_BOUNDARY_MARKER = re.compile(r"/\*\s*dyntable:refresh_boundary=([^\s*]+)\s*\*/")
 
 
@@ -66,9 +71,18 @@ class DynamicTable:
         name = get("name")
         unique_id = get("unique_id")
         keys = declared_keys(graph, unique_id) if graph and unique_id else {}
+        schema, identifier = get("schema"), get("alias") or name
+        for what, value, key in (("schema", schema, "schema"), ("name", identifier, "alias")):
+            if not PLAIN_NAME.match(value or ""):
+                plain = PLAIN_SUBSTITUTE.sub("_", value or "").strip("_") or "dt"
+                raise DynamicTableConfigError(
+                    f"Model '{name}': the dynamic table's {what} {value!r} has characters other than "
+                    "letters, digits and underscores, which the embedded engine cannot store "
+                    f"(docs/ARCHITECTURE.md, \"Engines\"). Set {key}='{plain}' in its config."
+                )
         return cls(
-            schema=get("schema"),
-            identifier=get("alias") or name,
+            schema=schema,
+            identifier=identifier,
             sql=sql if sql is not None else get("compiled_code") or "",
             config=DynamicTableConfig.from_model(name, config),
             model=name,

@@ -41,6 +41,10 @@ class Capabilities:
     time_travel_behind_checkpoint: bool = True
     """`VERSION AS OF v` reads versions older than the table's latest checkpoint. Sail 0.7 fails
     on most of them ("Missing commit file"): such versions are read from their files instead."""
+    escaped_table_paths: bool = True
+    """A table whose name needs escaping in a path (a space, a non-ASCII letter) keeps its log
+    where its catalog entry says. Sail 0.7 escapes such a location once for the log and twice for
+    the data files, and reports it unescaped: its Delta log cannot be found."""
 
 
 class Engine(ABC):

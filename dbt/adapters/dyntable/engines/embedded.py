@@ -60,6 +60,7 @@ class EmbeddedEngine(Engine):
         alter_table_columns=False,
         persistent_catalog=False,
         time_travel_behind_checkpoint=False,
+        escaped_table_paths=False,
     )
 
     def __init__(self, warehouse: Path, port: int = 0) -> None:

@@ -24,7 +24,7 @@ from dbt.adapters.dyntable.differentiation.views import base_tables
 from dbt.adapters.dyntable.dynamic_table.config import definition_hash
 from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, RefreshRequest, SourceRead, State, Trigger
 from dbt.adapters.dyntable.dynamic_table.metadata import Frontier, MetadataStore, Sources, SourceVersion
-from dbt.adapters.dyntable.dynamic_table.model import DynamicTable, RefreshError
+from dbt.adapters.dyntable.dynamic_table.model import PLAIN_NAME, DynamicTable, RefreshError
 from dbt.adapters.dyntable.dynamic_table.pinning import boundary_tables, read_views
 from dbt.adapters.dyntable.dynamic_table.refresh.plan import NotPlanned, PlannedOrNot, PlannedQuery
 from dbt.adapters.dyntable.engines.base import Engine
@@ -329,6 +329,13 @@ def observe(
     states = []
     for name in names:
         log = engine.delta_log(name)
+        if log is None and not engine.capabilities.escaped_table_paths and not _plain(name):
+            raise RefreshError(
+                f"Source {name} cannot be read incrementally by the {engine.name} engine: it stores "
+                "a table whose name has spaces, punctuation or non-ASCII letters where its Delta log "
+                "cannot be found again (docs/ARCHITECTURE.md, \"Engines\"). Rename the table to "
+                "letters, digits and underscores, or run on Spark (method: session)."
+            )
         if log is None:
             raise RefreshError(
                 f"Source {name} does not exist or is not a Delta table. Build it first "
@@ -343,6 +350,10 @@ def observe(
         states = [replace(s, size_bytes=s.log.size_bytes(s.end)) for s in states]
         dt_size = dt_log.size_bytes(dt_log.latest_version()) if dt_log is not None else 0
     return Observation(states, effective, views, _dt_changed(dt_log, resuming), dt_size)
+
+
+def _plain(name: str) -> bool:
+    return all(PLAIN_NAME.match(part) for part in name.split(".", 1))
 
 
 def _read_of(
