@@ -17,7 +17,6 @@ Reading the rows of an interval's files is the job of :mod:`.changes`.
 from __future__ import annotations
 
 import bisect
-import hashlib
 import json
 import re
 import urllib.parse
@@ -33,14 +32,14 @@ from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError, TableNotFoundError
 from pyspark.sql.types import StructType
 
+from dbt.adapters.dyntable.vocabulary import fingerprint
+
 LOG_DIR = "_delta_log"
 COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
 #: Classic, multi-part (`.checkpoint.0000000001.0000000003.parquet`) and V2 (`.checkpoint.<uuid>.json`).
 CHECKPOINT_FILE = re.compile(r"^(\d{20})\.checkpoint(?:\.[^.]+|\.\d{10}\.\d{10})?\.(?:parquet|json)$")
 COLUMN_MAPPING_MODE = "delta.columnMapping.mode"
 CHANGE_DATA_FEED = "delta.enableChangeDataFeed"
-#: Hex digits of a commit's identity: 64 bits tell commits apart for any realistic log.
-COMMIT_ID_LENGTH = 16
 #: Snapshots are immutable per version; a refresh touches two or three of them per source.
 SNAPSHOT_CACHE_SIZE = 8
 
@@ -422,7 +421,7 @@ class DeltaLog:
         except FileNotFoundError as exc:
             raise HistoryUnavailable(f"{self.location}: the commit of version {version} is gone.") from exc
         text = raw.decode("utf-8")
-        identity = hashlib.sha256(raw).hexdigest()[:COMMIT_ID_LENGTH]
+        identity = fingerprint(raw)
         commit = _Commit(
             version=version, identity=identity, commit_info={}, metadata=None, changes_data=False
         )

@@ -10,6 +10,8 @@
   gives it for a table named in SQL.
 * **Matching.** :func:`null_safe_match` compares two relations' columns with ``<=>``, as GROUP BY
   and DISTINCT compare them (NULL equals NULL).
+* **Fingerprints.** :func:`fingerprint` is how a text (a commit, a definition) is identified:
+  16 hex digits of its SHA-256.
 * **Errors.** :func:`first_line` is how an engine's or a library's error is quoted in a message:
   its first line, without the Rust or JVM backtrace that follows.
 
@@ -23,6 +25,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Optional, Sequence, Union
 
 from sqlglot import exp
@@ -71,6 +74,11 @@ def quoted_table(name: str) -> str:
 def null_safe_match(columns: Sequence[str], left: str, right: str) -> str:
     """``left.c <=> right.c AND ...`` over ``columns`` (TRUE when there are none)."""
     return " AND ".join(f"{left}.{quote(c)} <=> {right}.{quote(c)}" for c in columns) or "TRUE"
+
+
+def fingerprint(content: Union[str, bytes]) -> str:
+    """16 hex digits of the SHA-256 of ``content``."""
+    return hashlib.sha256(content.encode() if isinstance(content, str) else content).hexdigest()[:16]
 
 
 def first_line(error: BaseException) -> str:

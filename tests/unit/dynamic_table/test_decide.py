@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import Dict, List, Optional
 
@@ -136,13 +137,30 @@ def test_changed_definition_policies() -> None:
         maintained_definition(model(on_configuration_change="fail"), frontier(old, {}), True, request)
 
 
-def test_a_source_that_cannot_be_differentiated_or_is_new_reinitializes() -> None:
+def test_a_source_that_cannot_be_differentiated_is_new_or_no_longer_read_reinitializes() -> None:
     dt = model()
     vacuumed = source(5, 7, added=10, reason="log entries are no longer present")
     decision, _ = run(dt, frontier(dt, {"s.t": 5}), [vacuumed])
     assert (decision.action, decision.reason) == (Action.REINITIALIZE, "s.t: log entries are no longer present")
     decision, _ = run(dt, frontier(dt, {"s.u": 5}), [source(None, 7)])
-    assert (decision.action, decision.reason) == (Action.REINITIALIZE, "s.t: new to this table")
+    assert (decision.action, decision.reason) == (
+        Action.REINITIALIZE, "s.u: no longer read; s.t: new to this table"
+    )
+
+
+def test_a_view_redefined_read_or_no_longer_read_reinitializes() -> None:
+    dt = model()
+    current = replace(frontier(dt, {"s.t": 5}), views={"s.v": "old", "s.gone": "x"})
+    observed = Observation([source(5, 5)], T, views={"s.v": "select 1", "s.new": "select 2"})
+    decision = decide(dt, maintained_definition(dt, current, True, RefreshRequest(T, Trigger.DBT_RUN)),
+                      current, observed, Planner())
+    assert (decision.action, decision.reason) == (
+        Action.REINITIALIZE, "view s.gone: no longer read; view s.new: now read; view s.v: redefined"
+    )
+    unchanged = replace(current, views=observed.view_fingerprints)
+    decision = decide(dt, maintained_definition(dt, unchanged, True, RefreshRequest(T, Trigger.DBT_RUN)),
+                      unchanged, observed, Planner())
+    assert decision.action is Action.NO_DATA
 
 
 def test_a_source_that_is_no_longer_the_history_consumed_reinitializes_even_when_versions_match() -> None:

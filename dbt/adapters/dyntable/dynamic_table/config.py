@@ -14,10 +14,11 @@ True
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence, Tuple
+
+from dbt.adapters.dyntable.vocabulary import fingerprint
 
 REFRESH_MODES = ("auto", "full", "incremental")
 INITIALIZE = ("on_create", "on_schedule")
@@ -131,4 +132,4 @@ def definition_hash(sql: str, config: DynamicTableConfig) -> str:
     """
     normalized = " ".join(sql.split())
     material = "\n".join([normalized, ",".join(config.unique_key), ",".join(config.partition_by)])
-    return hashlib.sha256(material.encode()).hexdigest()[:16]
+    return fingerprint(material)

@@ -57,6 +57,7 @@ SCHEMAS: Dict[str, pa.Schema] = {
             ("definition", pa.string()),
             ("pending", pa.string()),
             ("updated_at", TS),
+            ("views", pa.string()),
         ]
     ),
     REFRESH_HISTORY: pa.schema(
@@ -217,6 +218,8 @@ class Intent:
     refresh_mode: str
     definition: str
     action: Action
+    #: The views the query reads: name → fingerprint of its definition (None: not recorded).
+    views: Optional[Dict[str, str]] = None
 
     def to_json(self) -> str:
         body: Dict[str, Any] = dict(self.__dict__)
@@ -251,6 +254,9 @@ class Frontier(_Row):
     pending: Optional[Intent] = None
     dt_commit: Optional[str] = None
     updated_at: Optional[datetime] = field(default=None, compare=False)
+    #: The views the query read: name → fingerprint of its definition (None: recorded before
+    #: views were, by an older version).
+    views: Optional[Dict[str, str]] = None
 
     @property
     def source_versions(self) -> Dict[str, int]:
@@ -261,6 +267,7 @@ class Frontier(_Row):
         record["sources"] = sources_json(self.sources)
         record["source_versions"] = json.dumps(self.source_versions, sort_keys=True)
         record["pending"] = self.pending.to_json() if self.pending else None
+        record["views"] = json.dumps(self.views, sort_keys=True) if self.views is not None else None
         record["updated_at"] = self.updated_at or utcnow()
         return record
 
@@ -273,6 +280,7 @@ class Frontier(_Row):
             sources=sources_from_json(sources),
             definition=frontier.definition or "",
             pending=Intent.from_json(pending) if pending else None,
+            views=json.loads(record["views"]) if record.get("views") else None,
         )
 
     def committing(self, intent: Intent, dt_version: int, dt_commit: Optional[str]) -> "Frontier":
@@ -286,6 +294,7 @@ class Frontier(_Row):
             refresh_mode=intent.refresh_mode,
             definition=intent.definition,
             dt_commit=dt_commit,
+            views=intent.views,
         )
 
 

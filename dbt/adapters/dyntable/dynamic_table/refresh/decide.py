@@ -28,7 +28,7 @@ from dbt.adapters.dyntable.dynamic_table.model import PLAIN_NAME, DynamicTable, 
 from dbt.adapters.dyntable.dynamic_table.pinning import boundary_tables, read_views
 from dbt.adapters.dyntable.dynamic_table.refresh.plan import NotPlanned, PlannedOrNot, PlannedQuery
 from dbt.adapters.dyntable.engines.base import Engine
-from dbt.adapters.dyntable.vocabulary import quoted_table
+from dbt.adapters.dyntable.vocabulary import fingerprint, quoted_table
 
 #: Reading the changes of an interval with rewritten files reads both versions of each and groups
 #: them by every column to cancel the unchanged rows: counted twice their bytes.
@@ -95,6 +95,11 @@ class Observation:
         """What a refresh at this observation consumes, as the frontier records it."""
         return {s.name: SourceVersion(s.end, s.commit, s.read) for s in self.sources}
 
+    @property
+    def view_fingerprints(self) -> Dict[str, str]:
+        """The views the query reads, as the frontier records them: name → fingerprint."""
+        return {name: fingerprint(" ".join(text.split())) for name, text in self.views.items()}
+
 
 @dataclass(frozen=True)
 class Decision:
@@ -123,7 +128,8 @@ def maintained_definition(
     one; ``fail`` refuses a changed definition."""
     digest = definition_hash(dt.sql, dt.config)
     if not dt_exists:
-        return Definition(dt.sql, digest, "first build")
+        why = "this table: it no longer exists (dropped outside dbt-dyntable)" if frontier else "first build"
+        return Definition(dt.sql, digest, why)
     if request.full_refresh:
         return Definition(dt.sql, digest, "--full-refresh")
     if frontier is None:
@@ -167,7 +173,7 @@ def decide(
     on it (never for NO_DATA), so unchanged sources cost no planning."""
     if definition.rebuild_reason is None:
         assert frontier is not None
-        rebuild = _history_lost(observed)
+        rebuild = _history_lost(observed, frontier)
         if rebuild is None:
             if observed.data_timestamp < frontier.data_timestamp:
                 return Decision(Action.NO_DATA, "an upstream dynamic table is behind this one", State.SKIPPED)
@@ -192,10 +198,27 @@ def decide(
     return Decision(Action.INCREMENTAL, "sources changed", planned=planned)
 
 
-def _history_lost(observed: Observation) -> Optional[str]:
+def _history_lost(observed: Observation, frontier: Frontier) -> Optional[str]:
     """Why the DT cannot continue from its frontier: its own table or a source is no longer the
-    history it consumed, a source's change cannot be differentiated, or a source is new."""
+    history it consumed, a source's change cannot be differentiated, a source is new or no longer
+    read, or a view the query reads was redefined."""
     reasons = [f"this table: {observed.dt_changed}"] if observed.dt_changed else []
+    if frontier.views is not None:  # None: recorded before views were
+        now = observed.view_fingerprints
+        reasons += [
+            f"view {view}: "
+            + (
+                "redefined"
+                if view in now and view in frontier.views
+                else "now read"
+                if view in now
+                else "no longer read"
+            )
+            for view in sorted(set(now) | set(frontier.views))
+            if now.get(view) != frontier.views.get(view)
+        ]
+    read = {s.name for s in observed.sources}
+    reasons += [f"{name}: no longer read" for name in sorted(set(frontier.sources) - read)]
     reasons += [f"{s.name}: {s.lost}" for s in observed.sources if s.lost]
     reasons += [
         f"{s.name}: {s.interval.undifferentiable_reason}"
@@ -333,7 +356,7 @@ def observe(
             raise RefreshError(
                 f"Source {name} cannot be read incrementally by the {engine.name} engine: it stores "
                 "a table whose name has spaces, punctuation or non-ASCII letters where its Delta log "
-                "cannot be found again (docs/ARCHITECTURE.md, \"Engines\"). Rename the table to "
+                'cannot be found again (docs/ARCHITECTURE.md, "Engines"). Rename the table to '
                 "letters, digits and underscores, or run on Spark (method: session)."
             )
         if log is None:

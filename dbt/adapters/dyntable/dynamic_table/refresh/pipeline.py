@@ -60,6 +60,7 @@ class _Refresh:
             self.dt.config.refresh_mode,
             self.definition.sql,
             self.decision.action,
+            self.observed.view_fingerprints,
         )
 
     def result(self, inserted: int = 0, deleted: int = 0, dt_version: Optional[int] = None) -> RefreshResult:
