@@ -4,6 +4,7 @@
     dyntable refresh MODEL                                    a manual refresh (upstream DTs too)
     dyntable suspend|resume MODEL
     dyntable status | graph | history MODEL | explain MODEL | report
+    dyntable snapshot MODEL...                                the DTs' latest common data timestamp
     dyntable repair                                           rebuild damaged metadata tables
 
 It works on a dbt project as dbt does (--project-dir, --profiles-dir, --target, --select), parses
@@ -37,6 +38,7 @@ from dbt.adapters.dyntable.dynamic_table.config import TargetLag
 from dbt.adapters.dyntable.dynamic_table.lifecycle import SchedulingState, State, Trigger
 from dbt.adapters.dyntable.dynamic_table.metadata import HistoryRow, MetadataDamaged, MetadataStore
 from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
+from dbt.adapters.dyntable.dynamic_table.snapshot import NoCommonSnapshot, common_snapshot
 from dbt.adapters.dyntable.runner.backend import ServiceBackend
 from dbt.adapters.dyntable.runner.graph import (
     CANONICAL_UNIT_MS,
@@ -52,6 +54,7 @@ from dbt.adapters.dyntable.runner.scheduler import (
     Scheduler,
     TickPlan,
 )
+from dbt.adapters.dyntable.vocabulary import quoted_table
 
 app = typer.Typer(
     name="dyntable",
@@ -568,6 +571,41 @@ def graph_command(
             ", ".join(sorted(node.boundary_inputs)) if node else "-",
             clock_text(row.recorded_at if row else None),
         )
+    console.print(table)
+
+
+# -- consistent reads ------------------------------------------------------------------------------
+
+
+@app.command()
+@metadata_checked
+def snapshot(
+    models: Annotated[List[str], typer.Argument(help="The dynamic tables to read together.")],
+    project_dir: ProjectDir = Path("."),
+    profiles_dir: ProfilesDir = None,
+    target: Target = None,
+) -> None:
+    """The latest data timestamp these dynamic tables all hold, and the Delta version of each."""
+    loaded, graph = load(project_dir, profiles_dir, target)
+    nodes = [node_or_fail(loaded, graph, model) for model in models]
+    service = start_service(loaded)
+    try:
+        common = common_snapshot(service.engine, service.metadata, [node.name for node in nodes])
+    except NoCommonSnapshot as exc:
+        fail(str(exc), EXIT_FAILED)
+    table = titled_table(
+        f"As of {common.data_timestamp:%Y-%m-%d %H:%M:%S} UTC, the latest data timestamp they all hold",
+        ("dynamic table", "Delta version", "read it as"),
+        escape("dyntable_consistent([ref(...), ...]) reads them so from a model or an analysis."),
+    )
+    for node in nodes:
+        version = common.versions[node.name]
+        read = f"{quoted_table(node.name)} VERSION AS OF {version}"
+        log = service.engine.delta_log(node.name)
+        checkpoint = log.latest_checkpoint() if log is not None else None
+        if not service.engine.capabilities.time_travel_behind_checkpoint and (checkpoint or 0) > version:
+            read += f" (the {service.engine.name} engine cannot read it so: use dyntable_consistent)"
+        table.add_row(node.model, str(version), escape(read))
     console.print(table)
 
 

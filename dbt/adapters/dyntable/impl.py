@@ -17,13 +17,15 @@ from dbt.flags import get_flags
 from dbt_common.exceptions import CompilationError, DbtRuntimeError
 from dbt_common.invocation import get_invocation_started_at
 
+from dbt.adapters.dyntable.changes import VersionedRelations
 from dbt.adapters.dyntable.connections import SPARK_METHODS, DyntableConnectionManager, warehouse_of
 from dbt.adapters.dyntable.dynamic_table.config import DynamicTableConfigError
 from dbt.adapters.dyntable.dynamic_table.lifecycle import RefreshRequest, Trigger
 from dbt.adapters.dyntable.dynamic_table.metadata import GRAPH_HISTORY, MetadataDamaged, MetadataStore
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable, built_tables
 from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
-from dbt.adapters.dyntable.vocabulary import relation_name
+from dbt.adapters.dyntable.dynamic_table.snapshot import NoCommonSnapshot, common_snapshot
+from dbt.adapters.dyntable.vocabulary import quoted_table, relation_name
 
 if TYPE_CHECKING:
     import agate
@@ -55,6 +57,8 @@ class DyntableAdapter(SparkAdapter):
         super().__init__(config, mp_context)
         self._batch_lock = threading.Lock()
         self._batched: List[DynamicTableService] = []
+        #: Relations pinned to versions for consistent reads, kept until the invocation ends.
+        self._versioned: Optional[VersionedRelations] = None
 
     @classmethod
     def type(cls) -> str:
@@ -126,6 +130,9 @@ class DyntableAdapter(SparkAdapter):
         refreshes batched, then close the connections."""
         with self._batch_lock:
             batched, self._batched = self._batched, []
+            versioned, self._versioned = self._versioned, None
+        if versioned is not None:
+            versioned.close()
         for service in batched:
             try:
                 service.metadata.close_batch()
@@ -219,6 +226,29 @@ class DyntableAdapter(SparkAdapter):
             "rows": result.rows_inserted + result.rows_deleted,
             "message": f"{result.action or result.state} +{result.rows_inserted} -{result.rows_deleted}",
         }
+
+    @available.parse(lambda relations, *args, **kwargs: [str(r) for r in relations])
+    def consistent_relations(self, relations: List[BaseRelation]) -> List[str]:
+        """SQL reading each of ``relations`` (dynamic tables) at their latest common data timestamp:
+        ``VERSION AS OF`` the version of each that holds it (docs/ARCHITECTURE.md, "Consistent
+        reads"). The ``dyntable_consistent`` macro calls it."""
+        service = self._service()
+        names = [relation_name(r.schema, r.identifier or "") for r in relations]
+        try:
+            snapshot = common_snapshot(service.engine, service.metadata, names)
+        except NoCommonSnapshot as exc:
+            raise DbtRuntimeError(f"dyntable_consistent: {exc}") from None
+        with self._batch_lock:
+            if self._versioned is None:
+                self._versioned = VersionedRelations(service.engine.spark, service.engine.capabilities)
+            versioned = self._versioned
+        read = []
+        for name in names:
+            log = service.engine.delta_log(name)
+            assert log is not None  # common_snapshot found its commit
+            read.append(versioned.relation(quoted_table(name), log, snapshot.versions[name]))
+        logger.info(f"dyntable_consistent: {', '.join(names)} as of {snapshot.data_timestamp.isoformat()}")
+        return read
 
     @available.parse(lambda *args, **kwargs: "")
     def explain_dynamic_table(self, dt: DynamicTable) -> str:

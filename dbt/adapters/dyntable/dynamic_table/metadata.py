@@ -76,6 +76,7 @@ SCHEMAS: Dict[str, pa.Schema] = {
             ("rows_deleted", pa.int64()),
             ("source_versions", pa.string()),
             ("dt_version", pa.int64()),
+            ("dt_commit", pa.string()),
         ]
     ),
     GRAPH_HISTORY: pa.schema(
@@ -323,6 +324,8 @@ class HistoryRow(_Row):
     rows_deleted: int = 0
     source_versions: Dict[str, int] = field(default_factory=dict)
     dt_version: Optional[int] = None
+    #: The identity of the DT's commit at ``dt_version`` (docs/ARCHITECTURE.md, "Consistent reads").
+    dt_commit: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -513,7 +516,10 @@ class MetadataStore:
             self._append(FRONTIERS, [frontier.to_record() for frontier in advances.values()])
 
     def history(self, name: Optional[str] = None) -> List[HistoryRow]:
-        rows = sorted(self._rows(REFRESH_HISTORY, name), key=lambda r: r["refresh_start_time"])
+        """Every refresh recorded (or ``name``'s), the batch's rows not yet written included."""
+        with self._batch_lock:
+            pending = [r for r in self._pending_history if name is None or r["name"] == name]
+        rows = sorted(self._rows(REFRESH_HISTORY, name) + pending, key=lambda r: r["refresh_start_time"])
         return [HistoryRow.from_record(row) for row in rows]
 
     def append_graph(self, row: GraphRow) -> None:

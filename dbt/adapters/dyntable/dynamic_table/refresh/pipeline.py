@@ -63,7 +63,8 @@ class _Refresh:
             self.observed.view_fingerprints,
         )
 
-    def result(self, inserted: int = 0, deleted: int = 0, dt_version: Optional[int] = None) -> RefreshResult:
+    def result(self, reached: Frontier, inserted: int = 0, deleted: int = 0) -> RefreshResult:
+        """The result of a refresh that left the DT where frontier ``reached`` says."""
         return RefreshResult(
             self.dt.name,
             self.decision.action,
@@ -72,9 +73,10 @@ class _Refresh:
             self.observed.data_timestamp,
             inserted,
             deleted,
-            dt_version,
+            reached.dt_version,
             source_versions=self.observed.versions,
             warnings=list(self.definition.warnings),
+            dt_commit=reached.dt_commit,
         )
 
 
@@ -180,10 +182,11 @@ class RefreshPipeline:
                 frontier.data_timestamp,
                 dt_version=frontier.dt_version,
                 source_versions=frontier.source_versions,
+                dt_commit=frontier.dt_commit,
             )
         frontier = refresh.frontier  # its DT version and commit were checked by observe()
         self.recorder.advance(frontier, refresh.intent(frontier.dt_version))
-        return refresh.result(dt_version=frontier.dt_version)
+        return refresh.result(frontier)
 
     def _rebuild(self, refresh: _Refresh, dt_log: Optional[DeltaLog]) -> RefreshResult:
         dt, observed = refresh.dt, refresh.observed
@@ -211,8 +214,10 @@ class RefreshPipeline:
             )
             if staged.is_empty:
                 version = dt_log.latest_version()
-                self.recorder.commit(dt, refresh.intent(version), version, dt_log.commit_id(version))
-                result = refresh.result(dt_version=version)
+                reached = self.recorder.commit(
+                    dt, refresh.intent(version), version, dt_log.commit_id(version)
+                )
+                result = refresh.result(reached)
                 result.reason = "sources changed; the query's result did not"
             else:
                 result = self._commit(refresh, dt_log, refresh.frontier, lambda: applier.apply(staged))
@@ -235,8 +240,8 @@ class RefreshPipeline:
         inserted, deleted = apply()
         failpoint("after_apply")
         dt_version = dt_log.latest_version()
-        self.recorder.commit(refresh.dt, intent, dt_version, dt_log.commit_id(dt_version))
-        return refresh.result(inserted, deleted, dt_version)
+        reached = self.recorder.commit(refresh.dt, intent, dt_version, dt_log.commit_id(dt_version))
+        return refresh.result(reached, inserted, deleted)
 
     def _dt_log(self, dt: DynamicTable) -> Optional[DeltaLog]:
         return self.engine.delta_log(dt.name)

@@ -48,6 +48,7 @@ class RefreshResult:
     source_versions: Dict[str, int] = field(default_factory=dict)
     #: Things the user should hear about though the refresh succeeded (dbt and the CLI show them).
     warnings: List[str] = field(default_factory=list)
+    dt_commit: Optional[str] = None
 
 
 class Recorder:
@@ -68,11 +69,13 @@ class Recorder:
         if dt_log is not None and latest is not None and latest > intent.base_version:
             commit = dt_log.commit_id(latest)
             recovered: Optional[Frontier] = self.metadata.commit_intent(dt.name, intent, latest, commit)
+            dt_commit: Optional[str] = commit
             state, message = State.SUCCEEDED, f"recovered: the crashed refresh committed version {latest}"
         else:
             self.metadata.discard_intent(frontier)
             recovered = self.metadata.frontier(dt.name)
             state, message = State.CANCELLED, "recovered: the crashed refresh never committed; discarded"
+            dt_commit = None
         now = utcnow()
         self.metadata.append_history(
             HistoryRow(
@@ -88,6 +91,7 @@ class Recorder:
                 state_message=message,
                 source_versions=versions_of(intent.sources),
                 dt_version=latest if state is State.SUCCEEDED else None,
+                dt_commit=dt_commit,
             )
         )
         logger.info("dyntable: %s %s", dt.name, message)
@@ -133,6 +137,7 @@ class Recorder:
                 rows_deleted=result.rows_deleted,
                 source_versions=result.source_versions,
                 dt_version=result.dt_version,
+                dt_commit=result.dt_commit,
             )
         )
         if result.state is not State.FAILED:
