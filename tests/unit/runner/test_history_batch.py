@@ -32,7 +32,10 @@ def test_rows_of_a_batch_land_in_one_commit(tmp_path: Path):
             store.append_history(row("s.a"))
         store.append_history(row("s.b"))
         store.append_history(row("s.c"))
-        assert store.history() == []  # nothing visible before the batch ends
+        # Not written before the batch ends (another process sees nothing); this one sees them.
+        assert MetadataStore(tmp_path / "meta", "meta").history() == []
+        assert DeltaTable(str(history)).version() == before
+        assert [r.name for r in store.history()] == ["s.a", "s.b", "s.c"]
     assert DeltaTable(str(history)).version() == before + 1
     assert [r.name for r in store.history()] == ["s.a", "s.b", "s.c"]
     store.append_history(row("s.d"))  # outside a batch: written at once
