@@ -36,7 +36,7 @@ from typing_extensions import Annotated
 
 from dbt.adapters.dyntable.dynamic_table.config import TargetLag
 from dbt.adapters.dyntable.dynamic_table.lifecycle import SchedulingState, State, Trigger
-from dbt.adapters.dyntable.dynamic_table.metadata import HistoryRow, MetadataDamaged, MetadataStore
+from dbt.adapters.dyntable.dynamic_table.metadata import GraphRow, HistoryRow, MetadataDamaged, MetadataStore
 from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
 from dbt.adapters.dyntable.dynamic_table.snapshot import NoCommonSnapshot, common_snapshot
 from dbt.adapters.dyntable.runner.backend import ServiceBackend
@@ -50,9 +50,11 @@ from dbt.adapters.dyntable.runner.graph import (
 from dbt.adapters.dyntable.runner.project import LoadedProject, ProjectError, ProjectOptions, load_project
 from dbt.adapters.dyntable.runner.report import render_report
 from dbt.adapters.dyntable.runner.scheduler import (
+    DynamicTableState,
     Outcome,
     Scheduler,
     TickPlan,
+    from_ms,
 )
 from dbt.adapters.dyntable.vocabulary import quoted_table
 
@@ -209,6 +211,18 @@ def lag_text(graph: DynamicTableGraph, name: str) -> str:
     if effective is None:
         return "downstream (no consumer: on demand)"
     return f"downstream → {TargetLag(effective)}"
+
+
+def failures_text(graph: DynamicTableGraph, name: str, row: Optional[GraphRow]) -> str:
+    """Consecutive failures, and when a backing-off DT is tried next."""
+    if row is None or not row.consecutive_failures:
+        return "0"
+    period = graph.period_ms[name]
+    state = DynamicTableState(consecutive_failures=row.consecutive_failures, failed_at=row.recorded_at)
+    retry = state.retry_at_ms(period) if period and row.scheduling_state is SchedulingState.ACTIVE else None
+    if retry is None or retry <= time.time() * 1000:
+        return str(row.consecutive_failures)
+    return f"{row.consecutive_failures} (next try {clock_text(from_ms(retry))})"
 
 
 def period_text(graph: DynamicTableGraph, name: str) -> str:
@@ -478,7 +492,7 @@ def status(
             lag_cell if frontier else "[dim]not initialized[/]",
             styled(row.scheduling_state if row else SchedulingState.ACTIVE),
             last_cell,
-            str(row.consecutive_failures if row else 0),
+            failures_text(graph, name, row),
         )
     if not graph.nodes:
         console.print("This project has no dynamic tables (materialized='dynamic_table').")

@@ -70,12 +70,13 @@ class FakeBackend:
     failures: Dict[str, int] = field(default_factory=dict)
     calls: List[Tuple[str, datetime, Trigger]] = field(default_factory=list)
     not_refreshed: List[Tuple[str, datetime, State, str]] = field(default_factory=list)
+    failed_at: Dict[str, datetime] = field(default_factory=dict)
 
     def states(self) -> Dict[str, DynamicTableState]:
         names = set(self.data_ts) | set(self.scheduling) | set(self.failures)
         return {
             n: DynamicTableState(self.data_ts.get(n), self.scheduling.get(n, ACTIVE),
-                                 self.failures.get(n, 0))
+                                 self.failures.get(n, 0), self.failed_at.get(n))
             for n in names
         }
 
@@ -84,6 +85,7 @@ class FakeBackend:
             raise RefreshLocked(dt.name, self.locked[dt.name])
         self.calls.append((dt.name, data_timestamp, trigger))
         if dt.name in self.failing:
+            self.failed_at[dt.name] = data_timestamp  # recorded when the refresh of T failed
             raise RuntimeError("Division by zero in the defining query")
         self.data_ts[dt.name] = data_timestamp
         self.failures[dt.name] = 0

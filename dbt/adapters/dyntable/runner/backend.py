@@ -29,6 +29,7 @@ class ServiceBackend:
                 data_timestamp=frontier.data_timestamp if frontier else None,
                 scheduling_state=row.scheduling_state if row else SchedulingState.ACTIVE,
                 consecutive_failures=row.consecutive_failures if row else 0,
+                failed_at=row.recorded_at if row and row.consecutive_failures else None,
             )
         return states
 

@@ -14,8 +14,10 @@ What stops a DT from advancing at T (docs/ARCHITECTURE.md, "Scheduling"):
 
 * its previous refresh is still running → SKIPPED (history row), the next refresh covers the gap;
 * a DT it reads failed at T → UPSTREAM_FAILED; it was skipped or is suspended → SKIPPED;
-* its own refresh fails → FAILED; the fifth consecutive failure suspends it. Skips and upstream
-  failures do not count, a success resets the count.
+* its own refresh fails → FAILED, and it backs off: after n consecutive failures it is next tried
+  at the period boundary 2ⁿ⁻¹ periods after the failed one (at most an hour, or one period, apart),
+  SKIPPED meanwhile when a tick needs it; the fifth consecutive failure suspends it. Skips and
+  upstream failures do not count, a success resets the count.
 
 :meth:`Scheduler.dispatch` decides a tick (cheap, on the scheduling thread); :meth:`execute` runs
 it (on a worker). Keeping them apart is what lets a slow tick overlap the next one, and what lets
@@ -52,6 +54,8 @@ from dbt.adapters.dyntable.vocabulary import first_line
 
 #: Seed 003: five consecutive failures suspend a dynamic table.
 MAX_CONSECUTIVE_FAILURES = 5
+#: The longest wait between two attempts of a failing DT (unless its period is longer).
+BACKOFF_CAP_MS = 3_600_000
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,16 @@ class DynamicTableState:
     data_timestamp: Optional[datetime] = None
     scheduling_state: SchedulingState = SchedulingState.ACTIVE
     consecutive_failures: int = 0
+    #: When the last of those failures was recorded.
+    failed_at: Optional[datetime] = None
+
+    def retry_at_ms(self, period_ms: int) -> Optional[int]:
+        """The period boundary at which a failing DT is tried again (None: not backing off)."""
+        if self.consecutive_failures <= 0 or self.failed_at is None:
+            return None
+        delay = min(period_ms << (self.consecutive_failures - 1), max(period_ms, BACKOFF_CAP_MS))
+        failed_ms = to_ms(self.failed_at)
+        return failed_ms - failed_ms % period_ms + delay
 
 
 class RefreshBackend(Protocol):
@@ -166,8 +180,32 @@ class Scheduler:
             return False
         if self._attempted.get(name, -1) >= boundary:
             return False
+        if self.backing_off_until(name, tick_ms, state) is not None:
+            return False
         stamp = state.data_timestamp if state is not None else None
         return stamp is None or to_ms(stamp) < boundary
+
+    def backing_off_until(self, name: str, tick_ms: int, state: Optional[DynamicTableState]) -> Optional[int]:
+        """When a failing DT is tried again, if that is after ``tick_ms``."""
+        period = self.graph.period_ms[name]
+        retry = state.retry_at_ms(period) if state is not None and period is not None else None
+        return retry if retry is not None and tick_ms < retry else None
+
+    def _held_back(
+        self, name: str, tick_ms: int, state: Optional[DynamicTableState]
+    ) -> Optional[Tuple[Union[State, SchedulingState], str]]:
+        """Why a scheduled tick does not refresh ``name``: suspended, or backing off."""
+        if state is None:
+            return None
+        if state.scheduling_state == SchedulingState.SUSPENDED:
+            return SchedulingState.SUSPENDED, "suspended"
+        retry = self.backing_off_until(name, tick_ms, state)
+        if retry is None:
+            return None
+        return State.SKIPPED, (
+            f"backing off after {state.consecutive_failures} consecutive failures: "
+            f"next attempt at {from_ms(retry):%H:%M:%S} UTC"
+        )
 
     def dispatch(
         self, tick_ms: int, trigger: Trigger = Trigger.SCHEDULED, roots: Optional[Iterable[str]] = None
@@ -189,8 +227,9 @@ class Scheduler:
                 if scheduled:
                     boundary = self.boundary_ms(name, tick_ms)
                     self._attempted[name] = tick_ms if boundary is None else boundary
-                if scheduled and state is not None and state.scheduling_state == SchedulingState.SUSPENDED:
-                    plan.not_run[name] = (SchedulingState.SUSPENDED, "suspended")
+                why_not = self._held_back(name, tick_ms, state) if scheduled else None
+                if why_not is not None:
+                    plan.not_run[name] = why_not
                 elif name in self._busy:
                     plan.not_run[name] = (State.SKIPPED, "its previous refresh is still running")
                 else:
