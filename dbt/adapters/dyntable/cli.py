@@ -429,11 +429,16 @@ def resume(
     project_dir: ProjectDir = Path("."),
     profiles_dir: ProfilesDir = None,
     target: Target = None,
+    accept_change: Annotated[
+        bool,
+        typer.Option("--accept-change", help="Let its next refresh exceed max_change_ratio/max_change_rows."),
+    ] = False,
 ) -> None:
     """Schedule a suspended dynamic table again, with a clean failure count."""
     _, node, service = model_in_service(model, project_dir, profiles_dir, target)
-    service.recorder.schedule(node.dt, SchedulingState.ACTIVE)
-    console.print(f"Resumed {node.model}: the next due tick refreshes it.")
+    service.recorder.schedule(node.dt, SchedulingState.ACTIVE, accept_change=accept_change)
+    accepted = " and applies the change the fuse stopped, whatever its size" if accept_change else ""
+    console.print(f"Resumed {node.model}: its next refresh (the next due tick, or dbt run){accepted}.")
 
 
 # -- status, history, graph ------------------------------------------------------------------------

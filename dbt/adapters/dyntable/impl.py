@@ -46,6 +46,8 @@ class DyntableConfig(SparkConfig):
     on_configuration_change: Optional[str] = None
     unique_key: Optional[Union[str, List[str]]] = None
     deterministic_functions: Optional[Union[str, List[str]]] = None
+    max_change_ratio: Optional[float] = None
+    max_change_rows: Optional[int] = None
 
 
 class DyntableAdapter(SparkAdapter):

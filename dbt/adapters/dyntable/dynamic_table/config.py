@@ -76,6 +76,10 @@ class DynamicTableConfig:
     deterministic_functions: Tuple[str, ...] = ()
     #: dbt's ``full_refresh`` model config: True or False override ``--full-refresh``.
     full_refresh: Optional[bool] = None
+    #: The change fuse (docs/ARCHITECTURE.md, "Change fuse"): the most one refresh may change of
+    #: the DT, as a share of its rows and as a number of rows; None: no limit.
+    max_change_ratio: Optional[float] = None
+    max_change_rows: Optional[int] = None
 
     @classmethod
     def from_model(cls, model: str, config: Mapping[str, Any]) -> "DynamicTableConfig":
@@ -101,6 +105,18 @@ class DynamicTableConfig:
                 raise fail(key, value, f"a {what} name or a list of {what} names")
             return tuple(i.strip() for i in items)
 
+        def positive(key: str, kind: type, example: str) -> Any:
+            value = config.get(key)
+            if value is None:
+                return None
+            try:
+                number = kind(value)
+            except (TypeError, ValueError):
+                number = 0
+            if isinstance(value, bool) or number <= 0 or (kind is int and number != value):
+                raise fail(key, value, f"a positive {'whole ' if kind is int else ''}number (e.g. {example})")
+            return number
+
         lag = config.get("target_lag")
         if lag is None:
             raise DynamicTableConfigError(
@@ -122,6 +138,8 @@ class DynamicTableConfig:
             partition_by=names("partition_by"),
             deterministic_functions=tuple(f.lower() for f in names("deterministic_functions", "function")),
             full_refresh=None if config.get("full_refresh") is None else bool(config.get("full_refresh")),
+            max_change_ratio=positive("max_change_ratio", float, "0.5: half the table's rows"),
+            max_change_rows=positive("max_change_rows", int, "100000"),
         )
 
 

@@ -90,6 +90,7 @@ SCHEMAS: Dict[str, pa.Schema] = {
             ("consecutive_failures", pa.int64()),
             ("definition_hash", pa.string()),
             ("refresh_mode", pa.string()),
+            ("accept_change", pa.bool_()),
         ]
     ),
 }
@@ -345,6 +346,8 @@ class GraphRow(_Row):
     definition_hash: str
     refresh_mode: str
     recorded_at: datetime = field(default_factory=utcnow)
+    #: `dyntable resume --accept-change`: the next refresh may exceed the change fuse.
+    accept_change: Optional[bool] = False
 
 
 class MetadataStore:

@@ -125,12 +125,12 @@ class DeltaApplier:
         where they changed (docs/ARCHITECTURE.md, "Applying"); returns (inserted, deleted)."""
         wanted = [(f.name.lower(), f.dataType) for f in self.engine.schema_of(query).fields]
         current = [(f.name.lower(), f.dataType) for f in self._schema().fields]
-        before = self._count()
+        before = self.row_count()
         if wanted == current and self._partitioning() == list(self.dt.config.partition_by):
             self.engine.execute(f"INSERT OVERWRITE {self.dt.relation} SELECT * FROM ({query}) AS q")
         else:
             self.engine.replace_table(self.dt.schema, self.dt.identifier, query, self.dt.config.partition_by)
-        return self._count(), before
+        return self.row_count(), before
 
     def _partitioning(self) -> List[str]:
         log = self.engine.delta_log(self.dt.name)
@@ -139,14 +139,16 @@ class DeltaApplier:
     def _schema(self) -> "StructType":
         return self.engine.schema_of(f"SELECT * FROM {self.dt.relation}")
 
-    def _count(self) -> int:
+    def row_count(self) -> int:
         """The DT's rows: from its log's statistics where every file has them (no scan, and a
         rebuild of a table whose data files are damaged does not need to read them)."""
         log = self.engine.delta_log(self.dt.name)
         counted = log.row_count(log.latest_version()) if log is not None else None
-        if counted is not None:
-            return counted
-        return int(self.engine.execute(f"SELECT count(*) AS n FROM {self.dt.relation}").collect()[0]["n"])
+        return counted if counted is not None else self.rows_of(self.dt.relation)
+
+    def rows_of(self, relation: str) -> int:
+        """How many rows ``relation`` (a table, or a query in parentheses) holds: one engine job."""
+        return int(self.engine.execute(f"SELECT count(*) AS n FROM {relation} AS r").collect()[0]["n"])
 
     # -- INCREMENTAL -----------------------------------------------------------------------------
 

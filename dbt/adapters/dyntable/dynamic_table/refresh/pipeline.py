@@ -21,7 +21,13 @@ from typing import Callable, List, Optional, Tuple
 
 from dbt.adapters.dyntable.delta_log import DeltaLog
 from dbt.adapters.dyntable.dynamic_table.failpoints import failpoint
-from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, RefreshRequest, State, Trigger
+from dbt.adapters.dyntable.dynamic_table.lifecycle import (
+    Action,
+    RefreshRequest,
+    SchedulingState,
+    State,
+    Trigger,
+)
 from dbt.adapters.dyntable.dynamic_table.locking import RefreshLock
 from dbt.adapters.dyntable.dynamic_table.metadata import (
     Frontier,
@@ -31,7 +37,7 @@ from dbt.adapters.dyntable.dynamic_table.metadata import (
     utcnow,
 )
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
-from dbt.adapters.dyntable.dynamic_table.refresh import decide, derive, plan
+from dbt.adapters.dyntable.dynamic_table.refresh import decide, derive, guard, plan
 from dbt.adapters.dyntable.dynamic_table.refresh.apply import DeltaApplier, DeltaValidationError
 from dbt.adapters.dyntable.dynamic_table.refresh.decide import Decision, Definition, Observation
 from dbt.adapters.dyntable.dynamic_table.refresh.record import Recorder, RefreshResult
@@ -48,6 +54,8 @@ class _Refresh:
     frontier: Optional[Frontier]
     observed: Observation
     decision: Decision
+    #: Whether the change fuse checks this refresh (docs/ARCHITECTURE.md, "Change fuse").
+    guarded: bool = False
 
     def intent(self, base_version: int) -> Intent:
         assert self.decision.action is not None
@@ -97,6 +105,8 @@ class RefreshPipeline:
             try:
                 result = self._refresh(dt, refresh_id, frontier, request, decided)
             except Exception as exc:
+                if isinstance(exc, guard.ChangeFuseTripped):
+                    self.recorder.schedule(dt, SchedulingState.SUSPENDED)
                 # The action the refresh had chosen when it failed; none if it failed deciding.
                 action = getattr(exc, "action", None) or (decided[0].action if decided else None)
                 failed = RefreshResult(
@@ -151,7 +161,11 @@ class RefreshPipeline:
             dt, definition, frontier, observed, lambda: self._plan(dt, definition, observed)
         )
         decided.append(decision)
-        refresh = _Refresh(dt, refresh_id, definition, frontier, observed, decision)
+        # The fuse guards what the data causes, not what a person asked for (a first build,
+        # --full-refresh, a new definition), and lets through a change they accepted.
+        guarded = guard.is_guarded(dt) and definition.rebuild_reason is None
+        guarded = guarded and not self.recorder.change_accepted(dt)
+        refresh = _Refresh(dt, refresh_id, definition, frontier, observed, decision, guarded)
         if decision.action is Action.NO_DATA:
             return self._no_data(refresh)
         if decision.rebuilds:
@@ -195,6 +209,10 @@ class RefreshPipeline:
         ) as pinned:
             applier = DeltaApplier(self.engine, dt)
             applier.check_output(pinned)
+            if refresh.guarded:
+                held, computed = applier.row_count(), applier.rows_of(f"({pinned})")
+                change = guard.Change(held, max(computed - held, 0), max(held - computed, 0))
+                guard.check(dt, refresh.decision.action, change)
             if dt_log is None:
                 applier.create_empty(pinned)
                 dt_log = self._dt_log(dt)
@@ -212,6 +230,9 @@ class RefreshPipeline:
             staged = applier.prepare(
                 delta.sql, planned.plan.columns, key.columns, key.declared_by, delta.insert_only
             )
+            if refresh.guarded:
+                change = guard.Change(applier.row_count(), staged.inserted, staged.deleted)
+                guard.check(dt, Action.INCREMENTAL, change)
             if staged.is_empty:
                 version = dt_log.latest_version()
                 reached = self.recorder.commit(

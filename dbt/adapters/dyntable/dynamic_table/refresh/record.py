@@ -177,8 +177,16 @@ class Recorder:
             definition_hash=definition_hash(dt.sql, dt.config),
             refresh_mode=dt.config.refresh_mode,
             recorded_at=utcnow(),
+            accept_change=False,
         )
-        keys = ("inputs", "target_lag", "definition_hash", "refresh_mode", "consecutive_failures")
+        keys = (
+            "inputs",
+            "target_lag",
+            "definition_hash",
+            "refresh_mode",
+            "consecutive_failures",
+            "accept_change",
+        )
         if previous is None or any(getattr(previous, k) != getattr(row, k) for k in keys):
             self.metadata.append_graph(row)
 
@@ -190,13 +198,25 @@ class Recorder:
         self.metadata.append_graph(row)
         return row.consecutive_failures
 
-    def schedule(self, dt: DynamicTable, state: SchedulingState) -> None:
-        """Suspend or resume ``dt``; resuming also clears its failure count."""
+    def schedule(self, dt: DynamicTable, state: SchedulingState, accept_change: bool = False) -> None:
+        """Suspend or resume ``dt``; resuming also clears its failure count, and may let its next
+        refresh exceed the change fuse (docs/ARCHITECTURE.md, "Change fuse")."""
         row = self._graph_row(dt)
         failures = 0 if state is SchedulingState.ACTIVE else row.consecutive_failures
         self.metadata.append_graph(
-            replace(row, scheduling_state=state, consecutive_failures=failures, recorded_at=utcnow())
+            replace(
+                row,
+                scheduling_state=state,
+                consecutive_failures=failures,
+                recorded_at=utcnow(),
+                accept_change=accept_change,
+            )
         )
+
+    def change_accepted(self, dt: DynamicTable) -> bool:
+        """Whether `dyntable resume --accept-change` lets the next refresh exceed the fuse."""
+        row = self.metadata.graph(dt.name).get(dt.name)
+        return bool(row is not None and row.accept_change)
 
     def _graph_row(self, dt: DynamicTable, previous: Optional[GraphRow] = None) -> GraphRow:
         """The DT's latest graph row, or a first one from its model."""
