@@ -97,6 +97,10 @@ class TestChangeFuse:
         run_dbt(["run", "--select", "by_ratio", "--full-refresh"])
         assert_refreshed(project, dyntable_warehouse, "by_ratio", "REINITIALIZE", "--full-refresh")
 
+    def test_explain_shows_the_limits(self, project, raw):
+        shown = dyntable(project, "explain", "by_ratio")
+        assert shown.exit_code == 0 and "change fuse: max_change_ratio 0.5 (a larger change is not applied)" in shown.output
+
     def test_a_row_count_limit(self, project, raw, dyntable_warehouse):
         run_dbt(["run", "--select", "by_rows", "--full-refresh"])
         project.run_sql(f"insert into {raw}.orders values (20, 1.0), (21, 1.0)")

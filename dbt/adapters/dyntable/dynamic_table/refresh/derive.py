@@ -55,15 +55,29 @@ def pinned_query(
 def explain(dt: DynamicTable, planned: Union[PlannedQuery, NotPlanned]) -> str:
     """How ``dt`` refreshes: the plan, the formula at each node, the row key and the delta SQL
     its refreshes run, or why it refreshes FULL."""
+    fuse = _fuse(dt)
     if isinstance(planned, NotPlanned):
         if planned.cause is None:
             return (
                 f"{dt.name} refreshes FULL: its refresh_mode is 'full', so every refresh whose "
-                "sources changed recomputes the whole query (unchanged sources: NO_DATA)."
+                f"sources changed recomputes the whole query (unchanged sources: NO_DATA).{fuse}"
             )
         return (
             f"{dt.name} refreshes FULL (refresh_mode {dt.config.refresh_mode}): its query is "
-            f"not incrementalizable: {planned.cause}"
+            f"not incrementalizable: {planned.cause}{fuse}"
         )
     delta = differentiate(planned.plan, SymbolicResolver(), stored=dt.relation)
-    return f"{dt.name}\noutput key: {planned.key.describe()}\n{report(planned.plan, delta)}"
+    return f"{dt.name}\noutput key: {planned.key.describe()}{fuse}\n{report(planned.plan, delta)}"
+
+
+def _fuse(dt: DynamicTable) -> str:
+    """The change fuse's limits, as a line of the report (docs/ARCHITECTURE.md, "Change fuse")."""
+    limits = [
+        f"{key} {value:g}"
+        for key, value in (
+            ("max_change_ratio", dt.config.max_change_ratio),
+            ("max_change_rows", dt.config.max_change_rows),
+        )
+        if value is not None
+    ]
+    return f"\nchange fuse: {', '.join(limits)} (a larger change is not applied)" if limits else ""
