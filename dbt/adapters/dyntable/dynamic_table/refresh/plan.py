@@ -4,8 +4,10 @@ on (docs/ARCHITECTURE.md, "Planning and row keys"). Pure: sqlglot only, no engin
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
-from typing import List, Mapping, Optional, Sequence, Union
+from typing import Hashable, List, Mapping, Optional, Sequence, Union
 
 from dbt.adapters.dyntable.differentiation import NotIncrementalizable, Plan, plan_query
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
@@ -46,12 +48,44 @@ class NotPlanned:
 PlannedOrNot = Union[PlannedQuery, NotPlanned]
 
 
+#: Plans kept per process (a runner plans each DT once, not at every tick), least recently used
+#: dropped first.
+PLAN_CACHE_SIZE = 512
+_plans: "OrderedDict[Hashable, PlannedOrNot]" = OrderedDict()
+_plans_lock = threading.Lock()
+
+
 def plan(
     dt: DynamicTable, sql: str, views: Mapping[str, str], columns: Mapping[str, Sequence[str]]
 ) -> PlannedOrNot:
     """Plan ``sql`` (the definition the refresh maintains) with its ``views`` inlined. The planner
     gets each source's ``columns`` (for ``*`` and unqualified columns, from the Delta logs), the
-    keys the project declares and the model's deterministic UDFs."""
+    keys the project declares and the model's deterministic UDFs. Plans are pure, so one is reused
+    while all of these are unchanged."""
+    key = (
+        dt.name,
+        sql,
+        dt.config,
+        tuple(sorted((name, tuple(map(tuple, keys))) for name, keys in dt.declared_keys.items())),
+        tuple(sorted(views.items())),
+        tuple(sorted((name, tuple(names)) for name, names in columns.items())),
+    )
+    with _plans_lock:
+        cached = _plans.get(key)
+        if cached is not None:
+            _plans.move_to_end(key)
+            return cached
+    planned = _plan(dt, sql, views, columns)
+    with _plans_lock:
+        _plans[key] = planned
+        while len(_plans) > PLAN_CACHE_SIZE:
+            _plans.popitem(last=False)
+    return planned
+
+
+def _plan(
+    dt: DynamicTable, sql: str, views: Mapping[str, str], columns: Mapping[str, Sequence[str]]
+) -> PlannedOrNot:
     if dt.config.refresh_mode == "full":
         return NotPlanned("refresh_mode is full")
     try:
