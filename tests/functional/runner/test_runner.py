@@ -350,8 +350,17 @@ class TestFailuresAndBoundaries:
         roots = [scheduler.graph.by_model(m).name for m in ("big_dt", "enriched_dt")]
         orders_before = sorted(project.run_sql(f"select * from {schema}.orders_dt", fetch="all"))
         project.run_sql(f"insert into {raw}.orders values (13, 1, -5.0)")
-        for _ in range(5):
-            outcomes = {o.model: o.state for o in scheduler.execute(scheduler.dispatch(now_ms(), roots=roots))}
+        orders = scheduler.graph.by_model("orders_dt").name
+        for failures in range(5):
+            # a failing DT backs off: each attempt waits for the boundary the runner would retry at
+            tick = now_ms()
+            retry = scheduler.backing_off_until(orders, tick, scheduler.backend.states().get(orders))
+            assert (retry is None) == (failures == 0)
+            if retry is not None:
+                held = {o.model: o.state for o in scheduler.execute(scheduler.dispatch(tick, roots=roots))}
+                assert held["orders_dt"] == "SKIPPED"
+                tick = retry
+            outcomes = {o.model: o.state for o in scheduler.execute(scheduler.dispatch(tick, roots=roots))}
             assert outcomes["orders_dt"] == "FAILED"
             assert outcomes["revenue_dt"] == outcomes["big_dt"] == outcomes["enriched_dt"] == "UPSTREAM_FAILED"
         graph = metadata(dyntable_warehouse).graph()
