@@ -62,6 +62,26 @@ def fact_rows(start: int, end: int) -> str:
     )
 
 
+def fact_arrow(start: int, end: int):
+    """The rows ``fact_rows(start, end)`` selects, as an Arrow table: for writers outside the engine
+    (an ingest job appending with the ``deltalake`` package)."""
+    import numpy as np
+    import pyarrow as pa
+
+    ids = np.arange(start, end, dtype=np.int64)
+    days = (ids * 13 % 730).astype("timedelta64[D]")
+    return pa.table(
+        {
+            "id": ids,
+            "customer_id": ids * 7919 % CUSTOMERS,
+            "product_id": ids * 104729 % PRODUCTS,
+            "channel": pa.array(np.array(["web", "store", "wholesale"])[ids % 3], pa.string()),
+            "amount": (ids * 31 % 1000).astype(np.float64) / 10,
+            "order_date": pa.array(np.datetime64("2024-01-01", "D") + days, pa.date32()),
+        }
+    )
+
+
 class Fact:
     """The bench schema on an engine, and the changes made to its fact."""
 

@@ -36,6 +36,7 @@ BENCHMARKS: List[Tuple[str, str, bool]] = [
     ("hand_written", "3: DT vs hand-written merge model", True),
     ("runner_lag", "4: runner lag under steady ingest", True),
     ("jvm_spark", "5: benchmark 1 on JVM Spark", True),
+    ("user_cost", "what users pay: `dbt run` and `dyntable run` per model", True),
     ("delta_log_latency", "Delta log question latency", False),
 ]
 #: Benchmarks that print their results rather than writing a goal table: their output is kept as is.
