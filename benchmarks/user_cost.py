@@ -104,14 +104,21 @@ def with_sources(sql: str) -> str:
     return re.sub(rf"\b{SCHEMA}\.(fact|customers|products)\b", r"{{ source('%s', '\1') }}" % SCHEMA, sql)
 
 
+#: On JVM Spark, where every refresh costs seconds, the project keeps the join + group-by DT (once),
+#: its full twin and the join DT the hand-written model is written after.
+JVM_MODELS = {(HEADLINE, "incremental"), (HEADLINE, "full"), ("join", "incremental")}
+
+
 def models_for(engine: str) -> Dict[str, str]:
-    """Model name → SQL file. On JVM Spark, where each model costs seconds to create, only the
-    headline shape keeps a full twin."""
+    """Model name → SQL file."""
     models: Dict[str, str] = {}
     for shape, sql in SHAPES.items():
-        modes = ["incremental", "full"] if engine == "embedded" or shape == HEADLINE else ["incremental"]
-        for mode in modes:
-            copies = HEADLINE_COPIES if (shape, mode) == (HEADLINE, "incremental") else 1
+        for mode in ("incremental", "full"):
+            if engine == "jvm" and (shape, mode) not in JVM_MODELS:
+                continue
+            copies = (
+                HEADLINE_COPIES if (shape, mode) == (HEADLINE, "incremental") and engine == "embedded" else 1
+            )
             for copy in range(1, copies + 1):
                 config = f"materialized='dynamic_table', target_lag='1 minute', refresh_mode='{mode}'"
                 models[dt_model(shape, mode, copy)] = (
@@ -156,6 +163,7 @@ class Measure:
     seconds: float  # dbt: execution_time; runner: the history row's duration; in-process: wall
     refresh: Optional[float] = None  # dbt: the refresh's own duration, from the refresh history
     first: bool = False  # the first DT the process refreshed
+    jobs: Optional[int] = None  # JVM Spark: Spark jobs started while the model ran (its event log)
 
 
 @dataclass
@@ -165,6 +173,7 @@ class Invocation:
     label: str
     command: str
     wall: float
+    load: float = 0.0  # the machine's 1-min load average when it started
 
 
 @dataclass
@@ -255,8 +264,19 @@ class Project:
             f"models:\n  {PROJECT}:\n    +file_format: delta\n"
         )
         target = {"type": "dyntable", "schema": DT_SCHEMA, "warehouse": str(self.warehouse), "threads": 1}
+        self.events = root / "spark-events"
         if engine == "jvm":
-            target.update(method="session", spark_jars=str(spark_jars))
+            # Spark's event log counts the jobs each model starts: each costs a fixed amount there.
+            self.events.mkdir(parents=True)
+            target.update(
+                method="session",
+                spark_jars=str(spark_jars),
+                server_side_parameters={
+                    "spark.eventLog.enabled": "true",
+                    "spark.eventLog.dir": self.events.as_uri(),
+                    "spark.eventLog.compress": "false",
+                },
+            )
         (root / "profiles.yml").write_text(
             json.dumps({PROJECT: {"target": engine, "outputs": {engine: target}}})
         )
@@ -320,6 +340,18 @@ class Project:
 
         return wall, started_at, sorted(results, key=started)
 
+    def job_starts(self, since: datetime) -> List[datetime]:
+        """When each Spark job started, from the event logs of the applications since ``since``."""
+        starts = []
+        for log in self.events.glob("*"):
+            if datetime.fromtimestamp(log.stat().st_mtime, timezone.utc) < since:
+                continue
+            for line in log.read_text(errors="replace").splitlines():
+                if '"SparkListenerJobStart"' in line:
+                    event = json.loads(line)
+                    starts.append(datetime.fromtimestamp(event["Submission Time"] / 1000, timezone.utc))
+        return starts
+
     def dyntable(self, *args: str) -> Tuple[float, datetime]:
         wall, started_at, _ = self._run("dyntable", args)
         return wall, started_at
@@ -349,6 +381,19 @@ class FactWriter:
         self.next_id += count
 
 
+def jobs_during(result: dict, starts: Optional[List[datetime]]) -> Optional[int]:
+    """How many of the jobs started while dbt executed the model of ``result``."""
+    timing = next((t for t in result.get("timing", []) if t["name"] == "execute"), None)
+    if starts is None or timing is None:
+        return None
+    began, ended = (
+        datetime.fromisoformat(timing[k].replace("Z", "+00:00")) for k in ("started_at", "completed_at")
+    )
+    if began.tzinfo is None:
+        began, ended = began.replace(tzinfo=timezone.utc), ended.replace(tzinfo=timezone.utc)
+    return sum(began <= start <= ended for start in starts)
+
+
 # -- measuring ---------------------------------------------------------------------------------------
 
 
@@ -372,10 +417,14 @@ class Bench:
     ) -> None:
         """`dbt run`; each DT model's time (and its refresh's own time) recorded as ``run``.
         ``expect``: model → action it must have taken (the measurement means nothing otherwise)."""
+        load = os.getloadavg()[0]
         wall, started_at, results = project.dbt("run", *args)
         self.results.invocations.append(
-            Invocation(project.engine, project.rows, f"{run} ({history})", "dbt run " + " ".join(args), wall)
+            Invocation(
+                project.engine, project.rows, f"{run} ({history})", "dbt run " + " ".join(args), wall, load
+            )
         )
+        job_starts = project.job_starts(started_at) if project.engine == "jvm" else None
         refreshed = {r["name"].split(".")[-1]: r for r in project.refresh_history(started_at)}
         first = True
         for result in results:
@@ -404,15 +453,17 @@ class Bench:
                         result["execution_time"],
                         own,
                         first and model.startswith("dt_"),
+                        jobs_during(result, job_starts),
                     )
                 )
             first = first and not model.startswith("dt_")
         self.say(project, f"dbt run {' '.join(args)} ({run}, {history}): {wall:.1f} s")
 
     def runner_once(self, project: Project, run: str, expect: Dict[str, str]) -> None:
+        load = os.getloadavg()[0]
         wall, started_at = project.dyntable("run", "--once")
         self.results.invocations.append(
-            Invocation(project.engine, project.rows, f"runner {run}", "dyntable run --once", wall)
+            Invocation(project.engine, project.rows, f"runner {run}", "dyntable run --once", wall, load)
         )
         first = True
         for row in project.refresh_history(started_at):
@@ -531,9 +582,12 @@ class Bench:
             round_of("warm-up", dts, record=False)
             for _ in range(IN_PROCESS_NO_DATA_ROUNDS):
                 round_of("no-data", dts)
-            writer.insert(INSERTED)
-            round_of("incremental", dts)
             sweep_rows = int(project.rows * SWEEP_FRACTION)
+            writer.insert(INSERTED)
+            # The full twins only where this is the sweep's point too; else they refresh in the sweep.
+            round_of(
+                "incremental", dts if sweep_rows == INSERTED else [m for m in dts if "_incremental" in m]
+            )
             if sweep_rows != INSERTED:
                 writer.insert(sweep_rows)
                 round_of("sweep", dts)
@@ -613,7 +667,9 @@ class Bench:
     def jvm(self, project: Project) -> None:
         rows = project.rows
         wall, _, _ = project._run("dbt", ["run-operation", "load_bench"])
-        self.results.invocations.append(Invocation("jvm", rows, "load the fact", "dbt run-operation", wall))
+        self.results.invocations.append(
+            Invocation("jvm", rows, "load the fact", "dbt run-operation load_bench", wall, os.getloadavg()[0])
+        )
         self.say(project, f"fact loaded by dbt run-operation: {wall:.0f} s")
         writer = FactWriter(project.fact_location(), rows)
         dts = project.dynamic_tables
@@ -1010,6 +1066,13 @@ def body(r: Results) -> List[str]:
         table = []
         for rows in r.jvm_sizes:
             first = first_no_data(r, "jvm", rows)
+
+            def jobs(run: str, model: str, n: int = rows) -> str:
+                found = [
+                    m.jobs for m in r.pick("jvm", n, "dbt", run, AFTER_ONE, [model]) if m.jobs is not None
+                ]
+                return str(found[0]) if found else "–"
+
             table.append(
                 (
                     rows_text(rows),
@@ -1023,6 +1086,9 @@ def body(r: Results) -> List[str]:
                     ms(r.median("jvm", rows, "dbt", "incremental", AFTER_ONE, [dt_model(HEADLINE, "full")])),
                     ms(no_data(r, "jvm", rows)),
                     ms(first.seconds) if first else "–",
+                    jobs("incremental", HEADLINE_MODELS[0]),
+                    jobs("incremental", HAND_WRITTEN),
+                    jobs("no-data", HEADLINE_MODELS[0]),
                 )
             )
         lines += markdown_table(
@@ -1034,24 +1100,38 @@ def body(r: Results) -> List[str]:
                 "FULL join + group-by",
                 "NO_DATA",
                 "NO_DATA, first DT",
+                "Spark jobs: INCR join + group-by",
+                "Spark jobs: merge model",
+                "Spark jobs: NO_DATA",
             ],
             table,
-            "l" + "r" * 6,
+            "l" + "r" * 9,
         )
     lines += [
         "",
         "## Every model of every run",
         "",
-        "Seconds per model (dbt: execution_time, with the refresh's own duration in brackets; runner and "
-        "in-process: the refresh). Process wall: the whole command, what the user waits for.",
+        "Seconds per model (dbt: execution_time, with the refresh's own duration in brackets and, on JVM "
+        "Spark, the Spark jobs it started; runner and in-process: the refresh). Process wall: the whole "
+        "command, what the user waits for; load: the machine's 1-min load average when it started (2 cores: "
+        "above ~2 other work shared them).",
         "",
     ]
     table = []
     for inv in r.invocations:
         table.append(
-            (inv.engine, rows_text(inv.rows), inv.label, f"`{inv.command.strip()}`", f"{inv.wall:.1f}")
+            (
+                inv.engine,
+                rows_text(inv.rows),
+                inv.label,
+                f"`{inv.command.strip()}`",
+                f"{inv.wall:.1f}",
+                f"{inv.load:.1f}",
+            )
         )
-    lines += markdown_table(["engine", "fact rows", "run", "command", "process wall s"], table, "llllr")
+    lines += markdown_table(
+        ["engine", "fact rows", "run", "command", "process wall s", "load"], table, "llllrr"
+    )
     lines += [""]
     table = []
     keys = sorted(
@@ -1063,6 +1143,7 @@ def body(r: Results) -> List[str]:
         cells = []
         for m in found:
             own = f" ({seconds(m.refresh)})" if m.refresh is not None else ""
+            own += f" [{m.jobs} jobs]" if m.jobs is not None else ""
             cells.append(f"{m.model} {m.action} {seconds(m.seconds)}{own}")
         table.append((key[0], rows_text(key[1]), key[2], key[3], key[4], "; ".join(cells)))
     lines += markdown_table(
