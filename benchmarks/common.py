@@ -78,7 +78,9 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]], alig
     ]
 
 
-def write_results(name: str, title: str, command: str, intro: str, goals: List[Goal], body: List[str]) -> Path:
+def write_results(
+    name: str, title: str, command: str, intro: str, goals: List[Goal], body: List[str]
+) -> Path:
     RESULTS.mkdir(exist_ok=True)
     load = os.getloadavg()[0]
     lines = [
@@ -92,7 +94,9 @@ def write_results(name: str, title: str, command: str, intro: str, goals: List[G
     ]
     if goals:
         lines += ["## Goals", ""]
-        lines += markdown_table(["goal", "measured", ""], [(g.goal, g.measured, g.mark) for g in goals], "lll")
+        lines += markdown_table(
+            ["goal", "measured", ""], [(g.goal, g.measured, g.mark) for g in goals], "lll"
+        )
         lines.append("")
     lines += body
     path = RESULTS / f"{name}.md"

@@ -70,8 +70,14 @@ def measure(location: Path, commits: int, checkpoint_interval: int, repeat: int)
         ("latest_version()", lambda: DeltaLog(location).latest_version()),
         ("version_at(now)", lambda: DeltaLog(location).version_at(now_ms)),
         ("NO_DATA check: version_at + interval(v, v)", no_data_refresh),
-        ("interval(latest-1, latest), cold (append)", lambda: DeltaLog(location).interval(latest - 1, latest)),
-        (f"interval({update - 1}, {update}), cold (update)", lambda: DeltaLog(location).interval(update - 1, update)),
+        (
+            "interval(latest-1, latest), cold (append)",
+            lambda: DeltaLog(location).interval(latest - 1, latest),
+        ),
+        (
+            f"interval({update - 1}, {update}), cold (update)",
+            lambda: DeltaLog(location).interval(update - 1, update),
+        ),
         ("interval(0, latest), cold (whole history)", lambda: DeltaLog(location).interval(0, latest)),
         ("interval(latest-1, latest), warm (cached snapshots)", lambda: log.interval(latest - 1, latest)),
     ]

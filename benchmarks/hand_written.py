@@ -56,8 +56,10 @@ class Point:
 
 def merge_statement() -> str:
     watermark = f" AND f.id > (SELECT max(id) FROM {HAND_MODEL})"
-    return (f"MERGE INTO {HAND_MODEL} AS target USING ({SHAPES[SHAPE].rstrip()}{watermark}) AS source "
-            "ON target.id = source.id WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")
+    return (
+        f"MERGE INTO {HAND_MODEL} AS target USING ({SHAPES[SHAPE].rstrip()}{watermark}) AS source "
+        "ON target.id = source.id WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
+    )
 
 
 COLUMNS = "id, order_date, amount, country, segment, category, market, ship_date"
@@ -80,7 +82,9 @@ def verdict(actual: Tuple[int, int], expected: Tuple[int, int]) -> str:
     return "✗ same row count, different rows"
 
 
-def run(engine, warehouse, sizes: Sequence[int], points: Dict[str, List[float]], console: Console) -> List[Point]:
+def run(
+    engine, warehouse, sizes: Sequence[int], points: Dict[str, List[float]], console: Console
+) -> List[Point]:
     from dbt.adapters.dyntable.dynamic_table.config import DynamicTableConfig
     from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
     from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
@@ -94,8 +98,14 @@ def run(engine, warehouse, sizes: Sequence[int], points: Dict[str, List[float]],
             fact = Fact(engine)
             fact.load(rows)
             name = f"dt_join_{rows}"
-            dt = DynamicTable(SCHEMA, name, SHAPES[SHAPE], DynamicTableConfig.from_model(
-                name, {"target_lag": "1 minute", "refresh_mode": "incremental"}))
+            dt = DynamicTable(
+                SCHEMA,
+                name,
+                SHAPES[SHAPE],
+                DynamicTableConfig.from_model(
+                    name, {"target_lag": "1 minute", "refresh_mode": "incremental"}
+                ),
+            )
             service.refresh(dt, RefreshRequest(datetime.now(timezone.utc), Trigger.MANUAL))
             fact.sql(f"CREATE TABLE {HAND_MODEL} USING delta AS {SHAPES[SHAPE]}")
             progress.advance(task)
@@ -104,14 +114,26 @@ def run(engine, warehouse, sizes: Sequence[int], points: Dict[str, List[float]],
                     progress.update(task, description=f"benchmark 3, {rows:,} rows: {kind} {fraction:.2%}")
                     fact.change(kind, max(1, int(rows * fraction)))
                     with timed() as dt_time:
-                        outcome = service.refresh(dt, RefreshRequest(datetime.now(timezone.utc), Trigger.MANUAL))
+                        outcome = service.refresh(
+                            dt, RefreshRequest(datetime.now(timezone.utc), Trigger.MANUAL)
+                        )
                     assert outcome.state == "SUCCEEDED", outcome
                     with timed() as hand_time:
                         fact.sql(merge_statement())
                     expected = fingerprint(engine, f"({SHAPES[SHAPE]})")
-                    result.append(Point(rows, fraction, kind, dt_time.wall, dt_time.cpu, hand_time.wall,
-                                        hand_time.cpu, verdict(fingerprint(engine, dt.relation), expected),
-                                        verdict(fingerprint(engine, HAND_MODEL), expected)))
+                    result.append(
+                        Point(
+                            rows,
+                            fraction,
+                            kind,
+                            dt_time.wall,
+                            dt_time.cpu,
+                            hand_time.wall,
+                            hand_time.cpu,
+                            verdict(fingerprint(engine, dt.relation), expected),
+                            verdict(fingerprint(engine, HAND_MODEL), expected),
+                        )
+                    )
                     progress.advance(task)
             engine.execute(f"DROP SCHEMA {SCHEMA} CASCADE").collect()
     return result
@@ -134,8 +156,9 @@ def goals(points: List[Point]) -> List[Goal]:
         Goal(
             "the DT stays correct under updates and deletes where the hand-written model does not",
             f"DT wrong at {dt_wrong} of {len(points)} points; hand-written wrong at {len(hand_wrong)} "
-            f"(first after {hand_wrong[0].kind} {hand_wrong[0].fraction:.2%})" if hand_wrong else
-            f"DT wrong at {dt_wrong} of {len(points)} points; hand-written never wrong",
+            f"(first after {hand_wrong[0].kind} {hand_wrong[0].fraction:.2%})"
+            if hand_wrong
+            else f"DT wrong at {dt_wrong} of {len(points)} points; hand-written never wrong",
             dt_wrong == 0 and bool(hand_wrong),
         ),
     ]
@@ -143,19 +166,45 @@ def goals(points: List[Point]) -> List[Goal]:
 
 def body(points: List[Point]) -> List[str]:
     rows = [
-        (f"{p.rows:,}", f"{p.fraction:.2%}", p.kind, seconds(p.dt_wall), seconds(p.hand_wall), f"{p.ratio:.2f}×",
-         f"{p.dt_cpu:.2f}", f"{p.hand_cpu:.2f}",
-         p.dt_correct, p.hand_correct)
+        (
+            f"{p.rows:,}",
+            f"{p.fraction:.2%}",
+            p.kind,
+            seconds(p.dt_wall),
+            seconds(p.hand_wall),
+            f"{p.ratio:.2f}×",
+            f"{p.dt_cpu:.2f}",
+            f"{p.hand_cpu:.2f}",
+            p.dt_correct,
+            p.hand_correct,
+        )
         for p in points
     ]
-    lines = ["## Refreshes", "",
-             "Kinds: " + "; ".join(f"*{k}*: {KIND_NOTES[k]}" for k in ("insert", "mixed clustered")) + ". "
-             "Correct: equal, as multisets (row count and sum of row hashes), to the query recomputed on the "
-             "current data; a wrong result shows how many rows it has too many or too few. "
-             "The hand-written model's errors accumulate: each run only looks above its watermark.", ""]
-    lines += markdown_table(["fact rows", "change", "kind", "DT s", "hand-written s", "DT / hand",
-                             "DT CPU s", "hand CPU s", "DT correct", "hand-written correct"], rows,
-                            "rrlrrrrrll")
+    lines = [
+        "## Refreshes",
+        "",
+        "Kinds: " + "; ".join(f"*{k}*: {KIND_NOTES[k]}" for k in ("insert", "mixed clustered")) + ". "
+        "Correct: equal, as multisets (row count and sum of row hashes), to the query recomputed on the "
+        "current data; a wrong result shows how many rows it has too many or too few. "
+        "The hand-written model's errors accumulate: each run only looks above its watermark.",
+        "",
+    ]
+    lines += markdown_table(
+        [
+            "fact rows",
+            "change",
+            "kind",
+            "DT s",
+            "hand-written s",
+            "DT / hand",
+            "DT CPU s",
+            "hand CPU s",
+            "DT correct",
+            "hand-written correct",
+        ],
+        rows,
+        "rrlrrrrrll",
+    )
     lines += ["", "The hand-written model's run:", "", "```sql", merge_statement(), "```"]
     return lines
 
@@ -166,8 +215,13 @@ def plot(points: List[Point], path) -> None:
     labels = [f"{p.rows / 1e6:g}M {p.kind[:5]} {p.fraction:.2%}" for p in points]
     xs = range(len(points))
     ax.bar([x - 0.2 for x in xs], [p.dt_wall for p in points], 0.4, label="dynamic table (incremental)")
-    ax.bar([x + 0.2 for x in xs], [p.hand_wall for p in points], 0.4, label="hand-written merge model",
-           color=["tab:orange" if p.hand_correct == "✓" else "tab:red" for p in points])
+    ax.bar(
+        [x + 0.2 for x in xs],
+        [p.hand_wall for p in points],
+        0.4,
+        label="hand-written merge model",
+        color=["tab:orange" if p.hand_correct == "✓" else "tab:red" for p in points],
+    )
     ax.set_xticks(list(xs), labels, rotation=45, ha="right", fontsize=7)
     ax.set_ylabel("wall seconds per run")
     ax.set_title("join DT vs hand-written incremental model (red: its result is wrong)", fontsize=9)
@@ -193,11 +247,19 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     console = Console()
     with embedded_engine() as (engine, warehouse):
         points = run(engine, warehouse, sizes, FULL_POINTS if args.full else QUICK_POINTS, console)
-    command = "python -m benchmarks.hand_written" + (" --full" if args.full else "") + (
-        f" --sizes {' '.join(map(str, args.sizes))}" if args.sizes else "")
-    write_results("hand_written", "Benchmark 3: dynamic table vs hand-written dbt incremental model",
-                  command, intro(),
-                  goals(points), body(points) + ["", "![plot](hand_written.png)"])
+    command = (
+        "python -m benchmarks.hand_written"
+        + (" --full" if args.full else "")
+        + (f" --sizes {' '.join(map(str, args.sizes))}" if args.sizes else "")
+    )
+    write_results(
+        "hand_written",
+        "Benchmark 3: dynamic table vs hand-written dbt incremental model",
+        command,
+        intro(),
+        goals(points),
+        body(points) + ["", "![plot](hand_written.png)"],
+    )
     plot(points, RESULTS / "hand_written.png")
     console.print(f"benchmark 3: {len(points)} points written")
 

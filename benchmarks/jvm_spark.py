@@ -29,15 +29,18 @@ TITLE = "Benchmark 5: incremental vs full refresh on JVM Spark (session engine)"
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
+    from benchmarks import refresh_vs_full
     from dbt.adapters.dyntable.engines.base import EngineError
     from dbt.adapters.dyntable.engines.jvm import JvmSparkEngine
 
-    from benchmarks import refresh_vs_full
-
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--full", action="store_true", help="1M, 10M and 100M rows, every point")
-    parser.add_argument("--spark-jars", type=Path, default=os.environ.get("DYNTABLE_SPARK_JARS") or None,
-                        help="a folder of Delta's jars (the profile's `spark_jars`)")
+    parser.add_argument(
+        "--spark-jars",
+        type=Path,
+        default=os.environ.get("DYNTABLE_SPARK_JARS") or None,
+        help="a folder of Delta's jars (the profile's `spark_jars`)",
+    )
     parser.add_argument("--start-timeout", type=float, default=60.0, help="seconds to wait for the JVM")
     args = parser.parse_args(argv)
     command = "python -m benchmarks.jvm_spark" + (" --full" if args.full else "")
@@ -45,30 +48,62 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     warehouse = Path(tempfile.mkdtemp(prefix="dyntable-bench-jvm-"))
     try:
         try:
-            engine = JvmSparkEngine(warehouse, spark_jars=args.spark_jars, start_timeout=args.start_timeout).start()
+            engine = JvmSparkEngine(
+                warehouse, spark_jars=args.spark_jars, start_timeout=args.start_timeout
+            ).start()
         except EngineError as exc:
             reason = str(exc).split("\nSpark said:")[0].strip()
-            where = (f"the `spark_jars` folder given ({args.spark_jars.name})" if args.spark_jars
-                     else "Maven (no `spark_jars` folder given)")
-            write_results(NAME, TITLE, command, (__doc__ or "").split("\n\n")[1].replace("\n", " "),
-                          [Goal("benchmark 1 on JVM Spark where Delta's jars resolve",
-                                f"skipped: the session engine did not start from {where}", None)],
-                          ["## Skipped", "", f"The session engine could not start: {reason}", "",
-                           "To run it, put delta-spark_2.13-<version>.jar and delta-storage-<version>.jar "
-                           "(matching the installed delta-spark) in a folder and run "
-                           "`python -m benchmarks.jvm_spark --spark-jars <folder>` (or set "
-                           "`DYNTABLE_SPARK_JARS=<folder>`; in a dbt profile the setting is `spark_jars`)."])
+            where = (
+                f"the `spark_jars` folder given ({args.spark_jars.name})"
+                if args.spark_jars
+                else "Maven (no `spark_jars` folder given)"
+            )
+            write_results(
+                NAME,
+                TITLE,
+                command,
+                (__doc__ or "").split("\n\n")[1].replace("\n", " "),
+                [
+                    Goal(
+                        "benchmark 1 on JVM Spark where Delta's jars resolve",
+                        f"skipped: the session engine did not start from {where}",
+                        None,
+                    )
+                ],
+                [
+                    "## Skipped",
+                    "",
+                    f"The session engine could not start: {reason}",
+                    "",
+                    "To run it, put delta-spark_2.13-<version>.jar and delta-storage-<version>.jar "
+                    "(matching the installed delta-spark) in a folder and run "
+                    "`python -m benchmarks.jvm_spark --spark-jars <folder>` (or set "
+                    "`DYNTABLE_SPARK_JARS=<folder>`; in a dbt profile the setting is `spark_jars`).",
+                ],
+            )
             console.print(f"benchmark 5 skipped: {reason.splitlines()[0]}")
             return
         try:
             sizes = [1_000_000, 10_000_000, 100_000_000] if args.full else [1_000_000]
             points, no_data = refresh_vs_full.run(
-                engine, warehouse, sizes,
-                refresh_vs_full.full_points if args.full else refresh_vs_full.quick_points, console)
+                engine,
+                warehouse,
+                sizes,
+                refresh_vs_full.full_points if args.full else refresh_vs_full.quick_points,
+                console,
+            )
         finally:
             engine.stop()
-        refresh_vs_full.summarize(points, no_data, sizes, args.full, NAME, TITLE, command,
-                                  "Benchmark 1's sweep, same queries and changes, on JVM Spark with delta-spark.")
+        refresh_vs_full.summarize(
+            points,
+            no_data,
+            sizes,
+            args.full,
+            NAME,
+            TITLE,
+            command,
+            "Benchmark 1's sweep, same queries and changes, on JVM Spark with delta-spark.",
+        )
         console.print(f"benchmark 5: {len(points)} points written")
     finally:
         shutil.rmtree(warehouse, ignore_errors=True)

@@ -60,18 +60,29 @@ def main(repeats: int = 50) -> None:
     joins = sum(isinstance(node, (Join, SemiJoin)) for node in plan.root.walk())
     print(f"query: {joins} joins over {len(plan.sources)} tables, 3 levels (view, CTE, outer query)")
     print(f"plan_query:    median {statistics.median(planning):6.1f} ms   max {max(planning):6.1f} ms")
-    print(f"differentiate: median {statistics.median(differentiating):6.1f} ms   max {max(differentiating):6.1f} ms")
+    print(
+        f"differentiate: median {statistics.median(differentiating):6.1f} ms   max {max(differentiating):6.1f} ms"
+    )
     total = [p + d for p, d in zip(planning, differentiating)]
     print(f"total:         median {statistics.median(total):6.1f} ms   (target < 100 ms)")
     print(f"delta SQL: {len(delta.sql):,} characters")
     median = statistics.median(total)
-    write_results("planning", "Planning a 10-join, 3-level query", "python -m benchmarks.planning",
-                  " ".join((__doc__ or "").split("\n\n")[1].split()), [
-                      Goal("planning and differentiating a 10-join, 3-level query under 100 ms",
-                           f"{median:.1f} ms median of {repeats} (plan_query {statistics.median(planning):.1f} ms, "
-                           f"differentiate {statistics.median(differentiating):.1f} ms; {joins} joins over "
-                           f"{len(plan.sources)} tables)", median < 100),
-                  ], [])
+    write_results(
+        "planning",
+        "Planning a 10-join, 3-level query",
+        "python -m benchmarks.planning",
+        " ".join((__doc__ or "").split("\n\n")[1].split()),
+        [
+            Goal(
+                "planning and differentiating a 10-join, 3-level query under 100 ms",
+                f"{median:.1f} ms median of {repeats} (plan_query {statistics.median(planning):.1f} ms, "
+                f"differentiate {statistics.median(differentiating):.1f} ms; {joins} joins over "
+                f"{len(plan.sources)} tables)",
+                median < 100,
+            ),
+        ],
+        [],
+    )
 
 
 if __name__ == "__main__":

@@ -29,7 +29,9 @@ from rich.progress import Progress
 
 from benchmarks.common import Goal, markdown_table, pyplot, seconds, timed, write_results
 from benchmarks.data import KIND_NOTES, KINDS, SCHEMA, SHAPES, Fact
+from dbt.adapters.dyntable.dynamic_table.config import DynamicTableConfig
 from dbt.adapters.dyntable.dynamic_table.lifecycle import RefreshRequest, Trigger
+from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
 
 MODES = ["incremental", "full", "auto"]
 ALL_FRACTIONS = [0.0001, 0.001, 0.01, 0.1, 0.5]
@@ -47,8 +49,11 @@ def quick_points(rows: int) -> Dict[str, List[float]]:
     At 10M one mixed point costs about two minutes on 2 cores (incremental refreshes of rewritten
     files take 8-40 s there), which the quick profile's 10 minutes cannot hold; --full runs them."""
     if rows <= 1_000_000:
-        return {"mixed scattered": [0.0001, 0.01, 0.1], "mixed clustered": [0.0001, 0.01, 0.1],
-                "insert": ALL_FRACTIONS}
+        return {
+            "mixed scattered": [0.0001, 0.01, 0.1],
+            "mixed clustered": [0.0001, 0.01, 0.1],
+            "insert": ALL_FRACTIONS,
+        }
     return {"insert": [0.0001, 0.001]}
 
 
@@ -75,10 +80,7 @@ class Point:
         return self.wall["auto"] / min(self.wall["full"], self.wall["incremental"])
 
 
-def dynamic_tables(tag: str) -> Dict[Tuple[str, str], "DynamicTable"]:
-    from dbt.adapters.dyntable.dynamic_table.config import DynamicTableConfig
-    from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
-
+def dynamic_tables(tag: str) -> Dict[Tuple[str, str], DynamicTable]:
     tables = {}
     for shape, sql in SHAPES.items():
         for mode in MODES:
@@ -109,8 +111,13 @@ def no_data_latency(service, dt) -> float:
     return statistics.median(times)
 
 
-def run(engine, warehouse, sizes: Sequence[int], points_for: Callable[[int], Dict[str, List[float]]],
-        console: Console) -> Tuple[List[Point], Dict[str, float]]:
+def run(
+    engine,
+    warehouse,
+    sizes: Sequence[int],
+    points_for: Callable[[int], Dict[str, List[float]]],
+    console: Console,
+) -> Tuple[List[Point], Dict[str, float]]:
     """Every size in one warehouse, one fact schema per size (dropped after it)."""
     from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
 
@@ -149,58 +156,77 @@ def run(engine, warehouse, sizes: Sequence[int], points_for: Callable[[int], Dic
     return points, no_data
 
 
-def goals(points: List[Point], no_data: Dict[str, float], sizes: Sequence[int], full_profile: bool) -> List[Goal]:
+def goals(
+    points: List[Point], no_data: Dict[str, float], sizes: Sequence[int], full_profile: bool
+) -> List[Goal]:
     result: List[Goal] = []
     largest, smallest = max(sizes), min(sizes)
     # Incremental at a fixed change count (the smallest size's 0.1% = the next size's 0.01%...).
     count = int(smallest * 0.001)
-    inserts = {p.rows: p for p in points if p.kind == "insert" and p.shape == "join"
-               and int(p.rows * p.fraction) == count}
+    inserts = {
+        p.rows: p
+        for p in points
+        if p.kind == "insert" and p.shape == "join" and int(p.rows * p.fraction) == count
+    }
     if smallest in inserts and largest in inserts and largest > smallest:
         growth = inserts[largest].wall["incremental"] / inserts[smallest].wall["incremental"]
         full_growth = inserts[largest].wall["full"] / inserts[smallest].wall["full"]
-        result.append(Goal(
-            f"incremental refresh time at a fixed change count ({count:,} inserted rows, join DT) "
-            f"grows < {FIXED_COUNT_GROWTH}× from 1M to 100M rows; full grows with the data",
-            f"{smallest:,} → {largest:,} rows: incremental {growth:.2f}×, full {full_growth:.1f}×"
-            + ("" if full_profile else " (quick profile: 1M → 10M only)"),
-            growth < FIXED_COUNT_GROWTH,
-        ))
+        result.append(
+            Goal(
+                f"incremental refresh time at a fixed change count ({count:,} inserted rows, join DT) "
+                f"grows < {FIXED_COUNT_GROWTH}× from 1M to 100M rows; full grows with the data",
+                f"{smallest:,} → {largest:,} rows: incremental {growth:.2f}×, full {full_growth:.1f}×"
+                + ("" if full_profile else " (quick profile: 1M → 10M only)"),
+                growth < FIXED_COUNT_GROWTH,
+            )
+        )
     for shape, target in INSERT_SPEEDUP_TARGETS.items():
-        match = [p for p in points if p.shape == shape and p.rows == largest and p.kind == "insert"
-                 and p.fraction == 0.001]
+        match = [
+            p
+            for p in points
+            if p.shape == shape and p.rows == largest and p.kind == "insert" and p.fraction == 0.001
+        ]
         if match:
             p = match[0]
-            result.append(Goal(
-                f"insert-only 0.1% on 100M rows: {shape} incremental ≥ {target}× faster than full",
-                f"{p.ratio:.1f}× at {largest:,} rows (full {p.wall['full']:.2f} s, incremental {p.wall['incremental']:.3f} s)"
-                + ("" if largest >= 100_000_000 else " (100M is the full profile's)"),
-                p.ratio >= target,
-            ))
+            result.append(
+                Goal(
+                    f"insert-only 0.1% on 100M rows: {shape} incremental ≥ {target}× faster than full",
+                    f"{p.ratio:.1f}× at {largest:,} rows (full {p.wall['full']:.2f} s, incremental {p.wall['incremental']:.3f} s)"
+                    + ("" if largest >= 100_000_000 else " (100M is the full profile's)"),
+                    p.ratio >= target,
+                )
+            )
     worst = max(points, key=lambda p: p.auto_vs_best)
     over = sum(p.auto_vs_best > AUTO_SLACK for p in points)
-    result.append(Goal(
-        f"AUTO never more than {AUTO_SLACK}× slower than the better of FULL and INCREMENTAL",
-        f"worst {worst.auto_vs_best:.2f}× ({worst.shape}, {worst.rows:,} rows, {worst.kind} "
-        f"{worst.fraction:.2%}, AUTO chose {worst.auto_action}); {over} of {len(points)} points over",
-        over == 0,
-    ))
+    result.append(
+        Goal(
+            f"AUTO never more than {AUTO_SLACK}× slower than the better of FULL and INCREMENTAL",
+            f"worst {worst.auto_vs_best:.2f}× ({worst.shape}, {worst.rows:,} rows, {worst.kind} "
+            f"{worst.fraction:.2%}, AUTO chose {worst.auto_action}); {over} of {len(points)} points over",
+            over == 0,
+        )
+    )
     slowest = max(no_data, key=no_data.get)
-    result.append(Goal(
-        f"NO_DATA refresh under {NO_DATA_TARGET_S * 1000:.0f} ms per DT",
-        f"slowest {no_data[slowest] * 1000:.0f} ms ({slowest}, {largest:,} rows); "
-        + ", ".join(f"{s} {v * 1000:.0f}" for s, v in no_data.items()) + " ms",
-        no_data[slowest] < NO_DATA_TARGET_S,
-    ))
+    result.append(
+        Goal(
+            f"NO_DATA refresh under {NO_DATA_TARGET_S * 1000:.0f} ms per DT",
+            f"slowest {no_data[slowest] * 1000:.0f} ms ({slowest}, {largest:,} rows); "
+            + ", ".join(f"{s} {v * 1000:.0f}" for s, v in no_data.items())
+            + " ms",
+            no_data[slowest] < NO_DATA_TARGET_S,
+        )
+    )
     scattered = [p for p in points if p.kind == "mixed scattered" and p.ratio < 1.5]
-    result.append(Goal(
-        "updates and deletes: report clustered and scattered; say where scattered ones cost like "
-        "a full scan",
-        f"{len(scattered)} of {sum(p.kind == 'mixed scattered' for p in points)} scattered points "
-        "have full/incremental < 1.5× (copy-on-write rewrites whole files: the file-set diff reads "
-        "them all); see the table",
-        None,
-    ))
+    result.append(
+        Goal(
+            "updates and deletes: report clustered and scattered; say where scattered ones cost like "
+            "a full scan",
+            f"{len(scattered)} of {sum(p.kind == 'mixed scattered' for p in points)} scattered points "
+            "have full/incremental < 1.5× (copy-on-write rewrites whole files: the file-set diff reads "
+            "them all); see the table",
+            None,
+        )
+    )
     return result
 
 
@@ -208,24 +234,52 @@ def report_body(points: List[Point], no_data: Dict[str, float], largest: int) ->
     order = {kind: i for i, kind in enumerate(KINDS)}
     rows = []
     for p in sorted(points, key=lambda p: (p.rows, list(SHAPES).index(p.shape), order[p.kind], p.fraction)):
-        rows.append((
-            p.shape, f"{p.rows:,}", f"{p.fraction:.2%}", p.kind,
-            seconds(p.wall["incremental"]), seconds(p.wall["full"]), f"{p.ratio:.1f}×",
-            f"{p.cpu['incremental']:.2f}", f"{p.cpu['full']:.2f}", p.auto_action,
-            f"{p.auto_vs_best:.2f}" + (" ✗" if p.auto_vs_best > AUTO_SLACK else " ✓"),
-        ))
-    body = ["## Refreshes", "", "Kinds: " + "; ".join(f"*{k}*: {v}" for k, v in KIND_NOTES.items()) + ".",
-            "Times are wall seconds of one refresh; CPU is process CPU seconds. Where full/incr is "
-            "near 1× or below for scattered changes, incremental costs like a full scan: the "
-            "embedded engine has no change data feed, so rewritten files are read whole.", ""]
+        rows.append(
+            (
+                p.shape,
+                f"{p.rows:,}",
+                f"{p.fraction:.2%}",
+                p.kind,
+                seconds(p.wall["incremental"]),
+                seconds(p.wall["full"]),
+                f"{p.ratio:.1f}×",
+                f"{p.cpu['incremental']:.2f}",
+                f"{p.cpu['full']:.2f}",
+                p.auto_action,
+                f"{p.auto_vs_best:.2f}" + (" ✗" if p.auto_vs_best > AUTO_SLACK else " ✓"),
+            )
+        )
+    body = [
+        "## Refreshes",
+        "",
+        "Kinds: " + "; ".join(f"*{k}*: {v}" for k, v in KIND_NOTES.items()) + ".",
+        "Times are wall seconds of one refresh; CPU is process CPU seconds. Where full/incr is "
+        "near 1× or below for scattered changes, incremental costs like a full scan: the "
+        "embedded engine has no change data feed, so rewritten files are read whole.",
+        "",
+    ]
     body += markdown_table(
-        ["DT", "fact rows", "change", "kind", "incr s", "full s", "full/incr", "incr CPU s",
-         "full CPU s", "AUTO chose", "AUTO / best"],
-        rows, "lrrlrrrrrlr",
+        [
+            "DT",
+            "fact rows",
+            "change",
+            "kind",
+            "incr s",
+            "full s",
+            "full/incr",
+            "incr CPU s",
+            "full CPU s",
+            "AUTO chose",
+            "AUTO / best",
+        ],
+        rows,
+        "lrrlrrrrrlr",
     )
     body += ["", f"## NO_DATA refresh latency (median of {NO_DATA_REPEATS}, {largest:,}-row fact)", ""]
-    body += markdown_table(["DT", "ms", f"< {NO_DATA_TARGET_S * 1000:.0f} ms"],
-                           [(s, f"{v * 1000:.1f}", "✓" if v < NO_DATA_TARGET_S else "✗") for s, v in no_data.items()])
+    body += markdown_table(
+        ["DT", "ms", f"< {NO_DATA_TARGET_S * 1000:.0f} ms"],
+        [(s, f"{v * 1000:.1f}", "✓" if v < NO_DATA_TARGET_S else "✗") for s, v in no_data.items()],
+    )
     return body
 
 
@@ -238,13 +292,20 @@ def plot(points: List[Point], path) -> None:
             ax = axes[row][col]
             for kind in kinds:
                 for rows in sorted({p.rows for p in points}):
-                    sel = sorted((p for p in points if p.shape == shape and p.rows == rows and p.kind == kind),
-                                 key=lambda p: p.fraction)
+                    sel = sorted(
+                        (p for p in points if p.shape == shape and p.rows == rows and p.kind == kind),
+                        key=lambda p: p.fraction,
+                    )
                     if not sel:
                         continue
                     for mode, style in (("incremental", "-"), ("full", "--")):
-                        ax.plot([p.fraction * 100 for p in sel], [p.wall[mode] for p in sel], style, marker="o",
-                                label=f"{mode}, {kind}, {rows / 1e6:g}M")
+                        ax.plot(
+                            [p.fraction * 100 for p in sel],
+                            [p.wall[mode] for p in sel],
+                            style,
+                            marker="o",
+                            label=f"{mode}, {kind}, {rows / 1e6:g}M",
+                        )
             ax.set_xscale("log")
             ax.set_yscale("log")
             ax.set_title(f"{shape}: {' / '.join(kinds)}", fontsize=9)
@@ -257,12 +318,26 @@ def plot(points: List[Point], path) -> None:
     plt.close(fig)
 
 
-def summarize(points: List[Point], no_data: Dict[str, float], sizes: Sequence[int], full_profile: bool,
-              name: str, title: str, command: str, intro: str) -> None:
+def summarize(
+    points: List[Point],
+    no_data: Dict[str, float],
+    sizes: Sequence[int],
+    full_profile: bool,
+    name: str,
+    title: str,
+    command: str,
+    intro: str,
+) -> None:
     from benchmarks.common import RESULTS
 
-    write_results(name, title, command, intro, goals(points, no_data, sizes, full_profile),
-                  report_body(points, no_data, max(sizes)) + ["", f"![plot]({name}.png)"])
+    write_results(
+        name,
+        title,
+        command,
+        intro,
+        goals(points, no_data, sizes, full_profile),
+        report_body(points, no_data, max(sizes)) + ["", f"![plot]({name}.png)"],
+    )
     plot(points, RESULTS / f"{name}.png")
 
 
@@ -277,11 +352,21 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     console = Console()
     with embedded_engine() as (engine, warehouse):
         points, no_data = run(engine, warehouse, sizes, full_points if args.full else quick_points, console)
-    command = "python -m benchmarks.refresh_vs_full" + (" --full" if args.full else "") + (
-        f" --sizes {' '.join(map(str, args.sizes))}" if args.sizes else "")
-    summarize(points, no_data, sizes, args.full, "refresh_vs_full",
-              "Benchmarks 1–2: incremental vs full refresh, NO_DATA latency (embedded engine)", command,
-              __doc__.split("\n\n")[1].replace("\n", " "))
+    command = (
+        "python -m benchmarks.refresh_vs_full"
+        + (" --full" if args.full else "")
+        + (f" --sizes {' '.join(map(str, args.sizes))}" if args.sizes else "")
+    )
+    summarize(
+        points,
+        no_data,
+        sizes,
+        args.full,
+        "refresh_vs_full",
+        "Benchmarks 1–2: incremental vs full refresh, NO_DATA latency (embedded engine)",
+        command,
+        __doc__.split("\n\n")[1].replace("\n", " "),
+    )
     console.print(f"benchmark 1: {len(points)} points written")
 
 

@@ -51,7 +51,10 @@ def children_cpu() -> float:
 def run_one(module: str, full: bool) -> Tuple[int, float, float, str]:
     """Run ``benchmarks.<module>``; its output streams to this terminal (and is kept for PRINTED)."""
     command = [sys.executable, "-m", f"benchmarks.{module}"] + (["--full"] if full else [])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
     wall, cpu = time.perf_counter(), children_cpu()
     if module in PRINTED:
         done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
@@ -73,7 +76,9 @@ def write_printed(module: str, description: str, output: str) -> None:
     )
 
 
-def summary(runs: List[Tuple[str, str, int, float, float]], full: bool, load_before: float, total: float) -> str:
+def summary(
+    runs: List[Tuple[str, str, int, float, float]], full: bool, load_before: float, total: float
+) -> str:
     lines = [
         "# Benchmark summary",
         "",
@@ -94,11 +99,19 @@ def summary(runs: List[Tuple[str, str, int, float, float]], full: bool, load_bef
                 mark = {True: "✓ met", False: "✗ missed", None: "– not measured"}[goal["met"]]
                 rows.append((f"[{module}]({module}.md)", goal["goal"], goal["measured"], mark))
     lines += markdown_table(["benchmark", "goal", "measured", ""], rows, "llll")
-    lines += ["", "## Cost of each benchmark", "",
-              "CPU is the benchmark process's user+system seconds (the embedded engine runs inside it).", ""]
+    lines += [
+        "",
+        "## Cost of each benchmark",
+        "",
+        "CPU is the benchmark process's user+system seconds (the embedded engine runs inside it).",
+        "",
+    ]
     lines += markdown_table(
         ["benchmark", "measures", "exit", "wall s", "CPU s"],
-        [(f"[{m}]({m}.md)", d, "ok" if rc == 0 else f"failed ({rc})", f"{w:.0f}", f"{c:.0f}") for m, d, rc, w, c in runs],
+        [
+            (f"[{m}]({m}.md)", d, "ok" if rc == 0 else f"failed ({rc})", f"{w:.0f}", f"{c:.0f}")
+            for m, d, rc, w, c in runs
+        ],
         "llrrr",
     )
     return "\n".join(lines) + "\n"
@@ -115,8 +128,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     load_before = os.getloadavg()[0]
     runs = []
     started = time.perf_counter()
-    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                  TimeElapsedColumn(), console=console) as progress:
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        console=console,
+    ) as progress:
         task = progress.add_task("benchmark suite", total=len(BENCHMARKS))
         for module, description, takes_full in BENCHMARKS:
             progress.update(task, description=f"suite: {description}")
@@ -124,7 +142,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             if module in PRINTED and rc == 0:
                 write_printed(module, description, output)
             runs.append((module, description, rc, wall, cpu))
-            progress.console.print(f"{module}: {'ok' if rc == 0 else f'FAILED ({rc})'}, {wall:.0f} s wall, {cpu:.0f} s CPU")
+            progress.console.print(
+                f"{module}: {'ok' if rc == 0 else f'FAILED ({rc})'}, {wall:.0f} s wall, {cpu:.0f} s CPU"
+            )
             progress.advance(task)
     total = time.perf_counter() - started
     (RESULTS / "SUMMARY.md").write_text(summary(runs, args.full, load_before, total))

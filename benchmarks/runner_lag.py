@@ -26,7 +26,6 @@ from rich.console import Console
 from rich.progress import Progress
 
 from benchmarks.common import RESULTS, Goal, markdown_table, pyplot, timed, write_results
-from dbt.adapters.dyntable.dynamic_table.lifecycle import RefreshRequest, Trigger
 
 SCHEMA = "pipeline"
 UNIT_MS = 1_500
@@ -35,15 +34,24 @@ INSERTS_PER_SECOND = 2_000
 UPDATE_EVERY_SECONDS = 5
 UPDATED_ROWS = 500
 MODELS = {
-    "stg_orders": ("6 seconds", f"""
+    "stg_orders": (
+        "6 seconds",
+        f"""
         select id, customer_id, upper(channel) as channel, amount, order_date
-        from {SCHEMA}.raw_orders where amount > 1"""),
-    "order_facts": ("downstream", f"""
+        from {SCHEMA}.raw_orders where amount > 1""",
+    ),
+    "order_facts": (
+        "downstream",
+        f"""
         select o.id, o.amount, o.order_date, c.country, concat(c.country, '-', o.channel) as market
-        from {SCHEMA}.stg_orders as o join {SCHEMA}.customers as c on c.customer_id = o.customer_id"""),
-    "revenue_by_country_day": ("12 seconds", f"""
+        from {SCHEMA}.stg_orders as o join {SCHEMA}.customers as c on c.customer_id = o.customer_id""",
+    ),
+    "revenue_by_country_day": (
+        "12 seconds",
+        f"""
         select country, order_date, count(*) as orders, sum(amount) as revenue
-        from {SCHEMA}.order_facts group by country, order_date"""),
+        from {SCHEMA}.order_facts group by country, order_date""",
+    ),
 }
 
 
@@ -58,10 +66,12 @@ class Refresh:
 
 
 def orders(start: int, end: int) -> str:
-    return (f"SELECT id, cast(id * 7919 % 10000 as bigint) AS customer_id, "
-            "element_at(array('web','store'), cast(id % 2 + 1 as int)) AS channel, "
-            "cast(id * 31 % 1000 as double) / 10 AS amount, "
-            f"date_add(date '2026-01-01', cast(id / 50000 as int)) AS order_date FROM range({start}, {end})")
+    return (
+        f"SELECT id, cast(id * 7919 % 10000 as bigint) AS customer_id, "
+        "element_at(array('web','store'), cast(id % 2 + 1 as int)) AS channel, "
+        "cast(id * 31 % 1000 as double) / 10 AS amount, "
+        f"date_add(date '2026-01-01', cast(id / 50000 as int)) AS order_date FROM range({start}, {end})"
+    )
 
 
 class Writer(threading.Thread):
@@ -81,13 +91,17 @@ class Writer(threading.Thread):
         try:
             while not self.stop_event.wait(max(0.0, started + tick - time.monotonic())):
                 tick += 1
-                self.engine.execute(f"INSERT INTO {SCHEMA}.raw_orders "
-                                    f"{orders(self.next_id, self.next_id + INSERTS_PER_SECOND)}").collect()
+                self.engine.execute(
+                    f"INSERT INTO {SCHEMA}.raw_orders "
+                    f"{orders(self.next_id, self.next_id + INSERTS_PER_SECOND)}"
+                ).collect()
                 self.next_id += INSERTS_PER_SECOND
                 self.commits += 1
                 if tick % UPDATE_EVERY_SECONDS == 0:
-                    self.engine.execute(f"UPDATE {SCHEMA}.raw_orders SET amount = amount + 1 "
-                                        f"WHERE id >= {self.next_id - UPDATED_ROWS * 4} AND id % 4 = 0").collect()
+                    self.engine.execute(
+                        f"UPDATE {SCHEMA}.raw_orders SET amount = amount + 1 "
+                        f"WHERE id >= {self.next_id - UPDATED_ROWS * 4} AND id % 4 = 0"
+                    ).collect()
                     self.commits += 1
         except BaseException as exc:  # noqa: BLE001 - reported by the benchmark
             self.error = exc
@@ -108,19 +122,29 @@ def run(engine, warehouse, seconds: float, console: Console):
             try:
                 result = super().refresh(dt, data_timestamp, trigger)
             except Exception as exc:
-                refreshes.append(Refresh(dt.name, data_timestamp, time.time(), None, "FAILED",
-                                         str(exc).splitlines()[0]))
+                refreshes.append(
+                    Refresh(dt.name, data_timestamp, time.time(), None, "FAILED", str(exc).splitlines()[0])
+                )
                 raise
-            refreshes.append(Refresh(dt.name, result.data_timestamp or data_timestamp, time.time(),
-                                     result.action, result.state, result.reason))
+            refreshes.append(
+                Refresh(
+                    dt.name,
+                    result.data_timestamp or data_timestamp,
+                    time.time(),
+                    result.action,
+                    result.state,
+                    result.reason,
+                )
+            )
             return result
 
     engine.execute(f"CREATE SCHEMA {SCHEMA}").collect()
-    engine.execute(f"CREATE TABLE {SCHEMA}.raw_orders USING delta AS "
-                   f"{orders(0, INITIAL_ORDERS)}").collect()
-    engine.execute(f"CREATE TABLE {SCHEMA}.customers USING delta AS SELECT id AS customer_id, "
-                   "element_at(array('GB','US','NL','DE','JP'), cast(id % 5 + 1 as int)) AS country "
-                   "FROM range(10000)").collect()
+    engine.execute(f"CREATE TABLE {SCHEMA}.raw_orders USING delta AS {orders(0, INITIAL_ORDERS)}").collect()
+    engine.execute(
+        f"CREATE TABLE {SCHEMA}.customers USING delta AS SELECT id AS customer_id, "
+        "element_at(array('GB','US','NL','DE','JP'), cast(id % 5 + 1 as int)) AS country "
+        "FROM range(10000)"
+    ).collect()
     service = DynamicTableService(engine, warehouse, "dyntable_meta")
     nodes = []
     for name, (lag, sql) in MODELS.items():
@@ -185,28 +209,65 @@ def report(refreshes, ticks, writer, timing, periods, target_lags, seconds: floa
         for r in mine:
             key = r.action or r.state
             actions[key] = actions.get(key, 0) + 1
-        table.append((model, str(lag), f"{target:g}", f"{periods[model]:g}", len(mine),
-                      ", ".join(f"{k} {v}" for k, v in sorted(actions.items())), len(failed),
-                      f"{p50:.1f}", f"{worst:.1f}", "✓" if worst <= target else "✗"))
-        goal_rows.append(Goal(f"{model}: lag stays within its target lag ({target:g} s) under steady ingest",
-                              f"max {worst:.1f} s, p50 {p50:.1f} s over {len(mine)} refreshes"
-                              + (f", {len(failed)} failed" if failed else ""),
-                              bool(samples) and worst <= target))
+        table.append(
+            (
+                model,
+                str(lag),
+                f"{target:g}",
+                f"{periods[model]:g}",
+                len(mine),
+                ", ".join(f"{k} {v}" for k, v in sorted(actions.items())),
+                len(failed),
+                f"{p50:.1f}",
+                f"{worst:.1f}",
+                "✓" if worst <= target else "✗",
+            )
+        )
+        goal_rows.append(
+            Goal(
+                f"{model}: lag stays within its target lag ({target:g} s) under steady ingest",
+                f"max {worst:.1f} s, p50 {p50:.1f} s over {len(mine)} refreshes"
+                + (f", {len(failed)} failed" if failed else ""),
+                bool(samples) and worst <= target,
+            )
+        )
     failures = sorted({r.message for r in refreshes if r.state == "FAILED"})
     body = [
-        "## Lag per DT", "",
+        "## Lag per DT",
+        "",
         f"{seconds:g} s of ingest: {writer.commits} source commits ({INSERTS_PER_SECOND:,} inserted orders a "
         f"second onto {INITIAL_ORDERS:,}, {UPDATED_ROWS} recent orders updated every {UPDATE_EVERY_SECONDS} s); "
         f"{ticks} runner ticks; canonical period unit {UNIT_MS / 1000:g} s. The whole run used "
-        f"{timing.cpu:.1f} CPU seconds in {timing.wall:.1f} wall seconds (engine, runner and writer).", "",
+        f"{timing.cpu:.1f} CPU seconds in {timing.wall:.1f} wall seconds (engine, runner and writer).",
+        "",
     ]
-    body += markdown_table(["DT", "target_lag", "effective target s", "period s", "refreshes", "actions",
-                            "failed", "lag p50 s", "lag max s", "max ≤ target"], table, "llrrrlrrrl")
+    body += markdown_table(
+        [
+            "DT",
+            "target_lag",
+            "effective target s",
+            "period s",
+            "refreshes",
+            "actions",
+            "failed",
+            "lag p50 s",
+            "lag max s",
+            "max ≤ target",
+        ],
+        table,
+        "llrrrlrrrl",
+    )
     if failures:
         body += ["", "Failures seen:", ""] + [f"- `{m}`" for m in failures]
     body += ["", "![plot](runner_lag.png)"]
-    write_results("runner_lag", "Benchmark 4: the runner's sustained lag under steady ingest", command,
-                  " ".join((__doc__ or "").split("\n\n")[1].split()), goal_rows, body)
+    write_results(
+        "runner_lag",
+        "Benchmark 4: the runner's sustained lag under steady ingest",
+        command,
+        " ".join((__doc__ or "").split("\n\n")[1].split()),
+        goal_rows,
+        body,
+    )
     plot(refreshes, effective)
 
 
@@ -217,7 +278,9 @@ def plot(refreshes: List[Refresh], targets: Dict[str, float]) -> None:
     for model, target in targets.items():
         name = f"{SCHEMA}.{model}"
         done = sorted((r for r in refreshes if r.name == name), key=lambda r: r.finished)
-        line, = ax.plot([r.finished - start for r in done[1:]], lags(refreshes, name), marker=".", label=model)
+        (line,) = ax.plot(
+            [r.finished - start for r in done[1:]], lags(refreshes, name), marker=".", label=model
+        )
         ax.axhline(target, color=line.get_color(), linestyle=":", linewidth=1)
         failed = [r.finished - start for r in done if r.state == "FAILED"]
         if failed:

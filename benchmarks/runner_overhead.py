@@ -71,8 +71,13 @@ def random_graph_nodes(count: int, seed: int = 7) -> List[GraphNode]:
         # A DOWNSTREAM DT's consumers must still not be faster than what it reads: record the
         # strictest lag it passes on.
         lag_of[f"b.{name}"] = lag if text != "downstream" else floor
-        nodes.append(GraphNode(name, DynamicTable("b", name, "select 1", config),
-                               upstream=frozenset(f"b.dt{r}" for r in reads)))
+        nodes.append(
+            GraphNode(
+                name,
+                DynamicTable("b", name, "select 1", config),
+                upstream=frozenset(f"b.dt{r}" for r in reads),
+            )
+        )
     return nodes
 
 
@@ -92,9 +97,11 @@ def bench_scheduling(count: int = 1000, ticks: int = 5) -> float:
         timings.append(time.perf_counter() - started)
         refreshed = len(outcomes)
         assert refreshed == sum(1 for n in graph.order if graph.period_ms[n] is not None)
-    print(f"scheduling, {count} DTs: graph build {build * 1000:.1f} ms; "
-          f"a tick refreshing {refreshed} of them {statistics.median(timings) * 1000:.1f} ms "
-          f"(median of {ticks}; target < 1000 ms)")
+    print(
+        f"scheduling, {count} DTs: graph build {build * 1000:.1f} ms; "
+        f"a tick refreshing {refreshed} of them {statistics.median(timings) * 1000:.1f} ms "
+        f"(median of {ticks}; target < 1000 ms)"
+    )
     return statistics.median(timings)
 
 
@@ -114,8 +121,11 @@ def bench_no_data_tick(count: int = 20, ticks: int = 10) -> float:
             for i in range(count):
                 # half read the raw table, half aggregate one of the first half
                 upstream = f"bench.dt{i - count // 2}" if i >= count // 2 else None
-                sql = (f"select grp, sum(v) as total from {upstream} group by grp" if upstream
-                       else f"select id, grp, v from bench.raw where grp = {i % 10}")
+                sql = (
+                    f"select grp, sum(v) as total from {upstream} group by grp"
+                    if upstream
+                    else f"select id, grp, v from bench.raw where grp = {i % 10}"
+                )
                 config = DynamicTableConfig(TargetLag.parse("1 minute"), refresh_mode="full")
                 dt = DynamicTable("bench", f"dt{i}", sql, config)
                 nodes.append(GraphNode(f"dt{i}", dt, frozenset([upstream] if upstream else [])))
@@ -126,17 +136,17 @@ def bench_no_data_tick(count: int = 20, ticks: int = 10) -> float:
             # Warm-up tick: the engine's first catalog lookups of each table are slower.
             scheduler.execute(scheduler.dispatch(int(time.time() * 1000), roots=graph.order))
             timings = []
-            for i in range(ticks):
+            for _ in range(ticks):
                 started = time.perf_counter()
-                outcomes = scheduler.execute(
-                    scheduler.dispatch(int(time.time() * 1000), roots=graph.order)
-                )
+                outcomes = scheduler.execute(scheduler.dispatch(int(time.time() * 1000), roots=graph.order))
                 timings.append(time.perf_counter() - started)
                 actions = {o.action for o in outcomes}
                 assert actions == {"NO_DATA"}, [(o.model, o.state, o.message) for o in outcomes]
-            print(f"end to end, {count} DTs, all NO_DATA, embedded engine: a tick "
-                  f"{statistics.median(timings) * 1000:.0f} ms (median of {ticks}; "
-                  f"min {min(timings) * 1000:.0f} ms; target < 1000 ms)")
+            print(
+                f"end to end, {count} DTs, all NO_DATA, embedded engine: a tick "
+                f"{statistics.median(timings) * 1000:.0f} ms (median of {ticks}; "
+                f"min {min(timings) * 1000:.0f} ms; target < 1000 ms)"
+            )
             return statistics.median(timings)
         finally:
             engine.stop()
@@ -147,14 +157,25 @@ def main() -> None:
 
     scheduling = bench_scheduling()
     no_data = bench_no_data_tick()
-    write_results("runner_overhead", "Runner overhead", "python -m benchmarks.runner_overhead",
-                  " ".join((__doc__ or "").split("\n\n")[1].split()), [
-                      Goal("a scheduling tick of 1,000 due DTs (instant refreshes) under 1 s",
-                           f"{scheduling * 1000:.1f} ms (median of 5)", scheduling < 1),
-                      Goal("a tick of 20 DTs that are all NO_DATA, embedded engine, under 1 s",
-                           f"{no_data * 1000:.0f} ms (median of 10; {no_data / 20 * 1000:.0f} ms a DT)",
-                           no_data < 1),
-                  ], [])
+    write_results(
+        "runner_overhead",
+        "Runner overhead",
+        "python -m benchmarks.runner_overhead",
+        " ".join((__doc__ or "").split("\n\n")[1].split()),
+        [
+            Goal(
+                "a scheduling tick of 1,000 due DTs (instant refreshes) under 1 s",
+                f"{scheduling * 1000:.1f} ms (median of 5)",
+                scheduling < 1,
+            ),
+            Goal(
+                "a tick of 20 DTs that are all NO_DATA, embedded engine, under 1 s",
+                f"{no_data * 1000:.0f} ms (median of 10; {no_data / 20 * 1000:.0f} ms a DT)",
+                no_data < 1,
+            ),
+        ],
+        [],
+    )
 
 
 if __name__ == "__main__":

@@ -187,6 +187,7 @@ def launch_driver(
             env=env,
             start_new_session=True,
         )
+        assert proc.stdout is not None  # stdout=PIPE
         output = _DriverOutput(proc.stdout)
         deadline = time.monotonic() + timeout
         while proc.poll() is None and not os.path.isfile(info_file) and time.monotonic() < deadline:
@@ -210,11 +211,11 @@ def launch_driver(
         _end(proc)
         raise
     finally:
-        for key, value in saved.items():
-            if value is None:
+        for key, saved_value in saved.items():
+            if saved_value is None:
                 os.environ.pop(key, None)
             else:
-                os.environ[key] = value
+                os.environ[key] = saved_value
     return proc, gateway, output
 
 
