@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 from dbt.tests.util import run_dbt, write_file
-from deltalake import DeltaTable
+from deltalake import DeltaTable, write_deltalake
 from deltalake.schema import Field
 
 from tests.functional.adapter.delta import delta_project
@@ -25,6 +25,11 @@ from {{ source('raw', 'events') }} group by kind
 PICKED = """
 {{ config(materialized='dynamic_table', target_lag='1 minute', refresh_mode='incremental') }}
 select id, kind from {{ source('raw', 'events') }} where amount > 0
+"""
+
+KINDS = """
+{{ config(materialized='dynamic_table', target_lag='1 minute', refresh_mode='incremental') }}
+select kind, count(*) as n from {{ source('raw', 'events') }} group by kind
 """
 
 SOURCES = """
@@ -114,6 +119,57 @@ class TestSourceSchemaEvolution:
         project.run_sql(f"insert into {raw}.events values (6, 'b', 6.0, 'shop')")
         run_dbt(["run"])
         assert_refreshed(project, dyntable_warehouse, "summary", "INCREMENTAL")
+
+
+class TestSourceLosingAColumn:
+    """A source rebuilt without a column (a `table` model or an outside writer renaming `amount`):
+    DTs not reading it rebuild, DTs reading it fail with one message naming them and the column,
+    and each is right again once its SQL follows the rename."""
+
+    @pytest.fixture(scope="class")
+    def project_config_update(self):
+        return delta_project()
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {
+            "summary.sql": SUMMARY % ", refresh_mode='incremental'",
+            "picked.sql": PICKED,
+            "kinds.sql": KINDS,
+            "sources.yml": SOURCES,
+        }
+
+    def test_readers_of_the_column_fail_by_name_the_others_rebuild(self, project, raw, dyntable_warehouse):
+        run_dbt(["run"])
+        events = location(project, f"{raw}.events")
+        renamed = pa.table(
+            {
+                "id": pa.array([1, 2, 3, 7], pa.int64()),
+                "kind": ["a", "b", "a", "d"],
+                "value": pa.array([1.0, 2.0, 3.0, 7.0], pa.float64()),
+            }
+        )
+        write_deltalake(str(events), renamed, mode="overwrite", schema_mode="overwrite")
+        results = run_dbt(["run"], expect_pass=False)
+        by_model = {r.node.name: r for r in results}
+        assert by_model["kinds"].status == "success"
+        assert_refreshed(project, dyntable_warehouse, "kinds", "REINITIALIZE", f"{raw}.events:", "schema changed")
+        for model in ("summary", "picked"):
+            assert by_model[model].status == "error"
+            message = by_model[model].message
+            assert model in message and "amount" in message, message
+            assert "Traceback" not in message and "ObjectName" not in message, message
+
+        write_file(SUMMARY.replace("amount", "value") % ", refresh_mode='incremental'",
+                   project.project_root, "models", "summary.sql")
+        write_file(PICKED.replace("amount", "value"), project.project_root, "models", "picked.sql")
+        run_dbt(["run"])
+        for model in ("summary", "picked"):
+            assert_refreshed(project, dyntable_warehouse, model, "REINITIALIZE")
+        project.run_sql(f"insert into {raw}.events values (8, 'a', 8.0)")
+        run_dbt(["run"])
+        for model in ("summary", "picked", "kinds"):
+            assert_refreshed(project, dyntable_warehouse, model, "INCREMENTAL")
 
 
 @pytest.mark.skip_profile("spark_session", reason="re-attaching tables at start is the embedded engine's own")

@@ -238,10 +238,11 @@ class EmbeddedEngine(Engine):
         is_new = not (location / "_delta_log").is_dir()
         if query is None or not is_new:
             result = self.spark.sql(statement)
-            if query is not None:
-                # CTAS over an existing table keeps its (nullable) Delta schema, but Sail registers
-                # the query's NOT NULL columns in the session's catalog: register it again from the
-                # Delta log, or inserting a NULL fails. Sail's DROP TABLE leaves the files.
+            if (location / "_delta_log").is_dir():
+                # Sail registers the columns the statement declares (or, for CTAS over an existing
+                # table, the query's NOT NULL ones): register the table again as every persisted
+                # table is, reading its schema from the Delta log, or a NULL inserted or a column
+                # another writer changes fails. Sail's DROP TABLE leaves the files.
                 self.spark.sql(f"DROP TABLE IF EXISTS {quote(schema)}.{quote(table.name)}")
                 self.spark.sql(PersistedTable(schema, table.name, location).create_statement())
             return result

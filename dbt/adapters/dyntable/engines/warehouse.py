@@ -12,7 +12,6 @@ Identifiers are stored lower-cased because Spark resolves them case-insensitivel
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
@@ -23,7 +22,6 @@ from typing import Dict, Iterator, List, Optional, Tuple
 
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
-from pyspark.sql.types import ArrayType, DataType, MapType, StructType
 
 from dbt.adapters.dyntable.engines.base import EngineError
 from dbt.adapters.dyntable.vocabulary import first_line, quote, sql_string
@@ -39,35 +37,18 @@ class PersistedTable:
     location: Path
 
     def create_statement(self) -> str:
-        """`CREATE TABLE ... LOCATION` with the exact Delta schema (Sail requires it to match,
-        nullability included, and shows no columns without a column list).
-
-        Except with array or map columns, or partition columns: Sail names a declared list's
-        element differently from the one it reads from the log, and reads partition values as
-        dictionary-encoded columns placed last, and refuses either declared list; those tables are
-        attached without a column list (queries see every column, and the adapter lists their
-        columns from the Delta log)."""
-        table = DeltaTable(str(self.location))
-        struct = StructType.fromJson(json.loads(table.schema().to_json()))
-        columns = ", ".join(
-            f"{quote(f.name)} {f.dataType.simpleString()}" + ("" if f.nullable else " NOT NULL")
-            for f in struct.fields
-        )
-        partitions = table.metadata().partition_columns
-        declared = "" if _nests_lists_or_maps(struct) or partitions else f" ({columns})"
+        """`CREATE TABLE ... LOCATION` without a column list: Sail then reads the schema from the
+        Delta log at every scan, so a table whose schema another writer changed (a column added,
+        dropped or renamed by deltalake or another Spark) stays readable and writable, where a
+        declared list kept the old columns ("not available in Delta file scan schema"). Such a
+        table lists no columns in the session's catalog; the adapter lists them from its Delta log
+        (docs/ARCHITECTURE.md, "Engines")."""
+        partitions = DeltaTable(str(self.location)).metadata().partition_columns
         partitioned = f" PARTITIONED BY ({', '.join(quote(c) for c in partitions)})" if partitions else ""
         return (
-            f"CREATE TABLE IF NOT EXISTS {quote(self.schema)}.{quote(self.name)}{declared} "
+            f"CREATE TABLE IF NOT EXISTS {quote(self.schema)}.{quote(self.name)} "
             f"USING delta{partitioned} LOCATION {sql_string(str(self.location))}"
         )
-
-
-def _nests_lists_or_maps(data_type: DataType) -> bool:
-    if isinstance(data_type, (ArrayType, MapType)):
-        return True
-    if isinstance(data_type, StructType):
-        return any(_nests_lists_or_maps(f.dataType) for f in data_type.fields)
-    return False
 
 
 class Warehouse:
