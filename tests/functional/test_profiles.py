@@ -142,3 +142,32 @@ def test_failing_model_leaves_no_table_behind(tmp_path: Path) -> None:
     warehouse = project / ".dyntable" / "warehouse" / "bad_profiles"
     # The seed and the good model were built; the broken model left nothing.
     assert delta_tables(warehouse) == [warehouse / "letters", warehouse / "numbers"]
+
+
+
+@pytest.mark.parametrize(
+    "setting, value, named",
+    [
+        ("spark.sql.caseSensitive", "certainly", "certainly"),  # refused by the engine
+        ("spark.sql.session.timeZone", "Europe/Paris", "sets itself"),  # the engine's own
+    ],
+)
+def test_a_bad_server_side_parameter_names_itself(tmp_path: Path, setting: str, value: str, named: str) -> None:
+    project = make_project(tmp_path, server_side_parameters={setting: value})
+    done = dbt_build(project)
+    message = assert_failed_naming(done, "server_side_parameters")
+    assert setting in message and named in message, message
+    assert delta_tables(tmp_path) == []
+
+
+def test_server_side_parameters_reach_the_embedded_session(tmp_path: Path) -> None:
+    from dbt.adapters.dyntable.engines.embedded import EmbeddedEngine
+
+    project = make_project(tmp_path, server_side_parameters={"spark.sql.shuffle.partitions": "3"})
+    done = dbt_build(project)
+    assert done.returncode == 0, done.stdout[-3000:]
+    engine = EmbeddedEngine(tmp_path / "warehouse", conf={"spark.sql.shuffle.partitions": "3"}).start()
+    try:
+        assert engine.spark.conf.get("spark.sql.shuffle.partitions") == "3"
+    finally:
+        engine.stop()

@@ -10,10 +10,10 @@ from dbt.adapters.dyntable.engines.base import Capabilities, Engine, EngineError
 __all__ = ["Capabilities", "Engine", "EngineError", "METHODS", "start_engine"]
 
 
-def _embedded(warehouse: Path, port: int, **_: object) -> Engine:
+def _embedded(warehouse: Path, port: int, spark_conf: Mapping[str, str], **_: object) -> Engine:
     from dbt.adapters.dyntable.engines.embedded import EmbeddedEngine
 
-    return EmbeddedEngine(warehouse, port=port).start()
+    return EmbeddedEngine(warehouse, port=port, conf=spark_conf).start()
 
 
 def _session(

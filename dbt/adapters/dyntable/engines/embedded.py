@@ -20,7 +20,7 @@ import socket
 import threading
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Optional, Sequence, Union
+from typing import TYPE_CHECKING, ClassVar, Dict, Mapping, Optional, Sequence, Union
 
 import sqlglot
 from deltalake import DeltaTable
@@ -28,7 +28,7 @@ from sqlglot import exp
 
 from dbt.adapters.dyntable.engines.base import Capabilities, Engine, EngineError
 from dbt.adapters.dyntable.engines.warehouse import PersistedTable, Warehouse
-from dbt.adapters.dyntable.vocabulary import DIALECT, quote
+from dbt.adapters.dyntable.vocabulary import DIALECT, first_line, quote
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -63,9 +63,17 @@ class EmbeddedEngine(Engine):
         escaped_table_paths=False,
     )
 
-    def __init__(self, warehouse: Path, port: int = 0) -> None:
+    #: Settings the engine makes itself: the generated SQL and the warehouse layout rely on them.
+    OWN_SETTINGS: ClassVar[Dict[str, str]] = {
+        "spark.sql.warehouse.dir": "the warehouse is the profile's `warehouse`",
+        "spark.sql.ansi.enabled": "dbt-dyntable's generated SQL relies on non-ANSI casts",
+        "spark.sql.session.timeZone": "Delta stores timestamps in UTC; Sail types them with the session zone",
+    }
+
+    def __init__(self, warehouse: Path, port: int = 0, conf: Optional[Mapping[str, str]] = None) -> None:
         self.warehouse = Warehouse(warehouse)
         self.port = port
+        self.conf = dict(conf or {})
         self._server = None
         self._spark: Optional["SparkSession"] = None
         self._ddl_lock = threading.Lock()
@@ -116,6 +124,7 @@ class EmbeddedEngine(Engine):
             # Sail types `timestamp` columns with the session zone, and Delta stores them as UTC:
             # re-attaching under another zone name ("Etc/UTC") is refused as a schema mismatch.
             spark.conf.set("spark.sql.session.timeZone", "UTC")
+            self._apply_settings(spark)
             self._spark = spark
             report = self.warehouse.attach(spark)
         except Exception:
@@ -139,6 +148,26 @@ class EmbeddedEngine(Engine):
             self.warehouse.root,
         )
         return self
+
+    def _apply_settings(self, spark: "SparkSession") -> None:
+        """The profile's `server_side_parameters`, as session settings. Sail takes any key and
+        checks a value only when a query reads it, so each is tried with a query at once: a bad
+        one fails here, naming itself, not in the middle of a model."""
+        for key, value in self.conf.items():
+            reason = self.OWN_SETTINGS.get(key)
+            if reason is not None:
+                raise EngineError(
+                    f"`server_side_parameters` sets {key}, which the embedded engine sets itself "
+                    f"({reason}). Remove it from the profile."
+                )
+            spark.conf.set(key, value)
+            try:
+                spark.sql("SELECT 1").collect()
+            except Exception as exc:
+                raise EngineError(
+                    f"`server_side_parameters`: the embedded engine (Sail) refused {key} = {value!r} "
+                    f"({first_line(exc)}). Fix or remove it in the profile."
+                ) from exc
 
     @property
     def spark(self) -> "SparkSession":
