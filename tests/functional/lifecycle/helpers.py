@@ -3,6 +3,7 @@ restore, damage; and what they check afterwards: the semantics contract and the 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, List, Tuple, Union
 
@@ -52,8 +53,9 @@ def drop_last_commits(table: Path, count: int) -> None:
     for checkpoint in log.glob("*.checkpoint*"):
         if int(checkpoint.name.split(".")[0]) > kept:
             checkpoint.unlink()
+    # A backup holds the pointer of its own time: none past what remains.
     pointer = log / "_last_checkpoint"
-    if pointer.exists() and not any(log.glob("*.checkpoint*")):
+    if pointer.exists() and json.loads(pointer.read_text())["version"] > kept:
         pointer.unlink()
 
 
