@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence, Tuple
 
+from dbt.adapters.dyntable.dynamic_table.immutability import TABLE_NAME, immutability_problem
 from dbt.adapters.dyntable.vocabulary import fingerprint
 
 REFRESH_MODES = ("auto", "full", "incremental")
@@ -80,6 +81,11 @@ class DynamicTableConfig:
     #: the DT, as a share of its rows and as a number of rows; None: no limit.
     max_change_ratio: Optional[float] = None
     max_change_rows: Optional[int] = None
+    #: Immutability (docs/ARCHITECTURE.md, "Immutable rows"): a predicate over the DT's columns
+    #: marking rows refreshes never change, and a table whose rows in that region the first
+    #: build copies instead of computing them.
+    immutable_where: Optional[str] = None
+    backfill_from: Optional[str] = None
 
     @classmethod
     def from_model(cls, model: str, config: Mapping[str, Any]) -> "DynamicTableConfig":
@@ -129,6 +135,22 @@ class DynamicTableConfig:
         file_format = config.get("file_format") or "delta"
         if file_format not in FILE_FORMATS:
             raise fail("file_format", file_format, "'delta' (dynamic tables are Delta tables)")
+        immutable_where = config.get("immutable_where")
+        if immutable_where is not None:
+            problem = immutability_problem(immutable_where)
+            if problem is not None:
+                raise DynamicTableConfigError(
+                    f"Model '{model}': immutable_where {immutable_where!r} {problem}"
+                )
+        backfill_from = config.get("backfill_from")
+        if backfill_from is not None:
+            if immutable_where is None:
+                raise DynamicTableConfigError(
+                    f"Model '{model}': backfill_from needs immutable_where: the backfilled rows are those "
+                    "it marks immutable (the rest is computed). Set immutable_where too."
+                )
+            if not isinstance(backfill_from, str) or not TABLE_NAME.match(backfill_from):
+                raise fail("backfill_from", backfill_from, "a table name, schema.table")
         return cls(
             target_lag=target_lag,
             refresh_mode=choice("refresh_mode", REFRESH_MODES, "auto"),
@@ -140,6 +162,8 @@ class DynamicTableConfig:
             full_refresh=None if config.get("full_refresh") is None else bool(config.get("full_refresh")),
             max_change_ratio=positive("max_change_ratio", float, "0.5: half the table's rows"),
             max_change_rows=positive("max_change_rows", int, "100000"),
+            immutable_where=immutable_where,
+            backfill_from=backfill_from,
         )
 
 

@@ -77,6 +77,7 @@ SCHEMAS: Dict[str, pa.Schema] = {
             ("source_versions", pa.string()),
             ("dt_version", pa.int64()),
             ("dt_commit", pa.string()),
+            ("immutable_rows_ignored", pa.int64()),
         ]
     ),
     GRAPH_HISTORY: pa.schema(
@@ -327,6 +328,8 @@ class HistoryRow(_Row):
     dt_version: Optional[int] = None
     #: The identity of the DT's commit at ``dt_version`` (docs/ARCHITECTURE.md, "Consistent reads").
     dt_commit: Optional[str] = None
+    #: Row changes left out for being in the immutable region (docs/ARCHITECTURE.md, "Immutable rows").
+    immutable_rows_ignored: int = 0
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Iterable, Optional, Tuple
 
+from dbt.adapters.dyntable.dynamic_table.immutability import region
 from dbt.adapters.dyntable.dynamic_table.lifecycle import SourceRead
 from dbt.adapters.dyntable.dynamic_table.metadata import Frontier, MetadataStore
 from dbt.adapters.dyntable.dynamic_table.pinning import read_views
@@ -60,8 +61,11 @@ class DvsCheck:
     frontier: Optional[Frontier]
 
 
-def check_dvs(engine: Engine, metadata: MetadataStore, name: str) -> DvsCheck:
-    """Compare DT ``name`` (``schema.table``) with its recorded definition at its frontier."""
+def check_dvs(
+    engine: Engine, metadata: MetadataStore, name: str, immutable_where: Optional[str] = None
+) -> DvsCheck:
+    """Compare DT ``name`` (``schema.table``) with its recorded definition at its frontier; with
+    ``immutable_where``, outside that region only (docs/ARCHITECTURE.md, "Immutable rows")."""
     frontier = metadata.frontier(name)
     if frontier is None:
         return DvsCheck(name, False, 0, "no frontier recorded", None)
@@ -72,9 +76,12 @@ def check_dvs(engine: Engine, metadata: MetadataStore, name: str) -> DvsCheck:
     if problem is not None:
         return DvsCheck(name, False, 0, problem, frontier)
     views = read_views(engine, frontier.definition, schema)
-    actual = multiset(engine.execute(f"SELECT * FROM {quoted_table(name)}").collect())
+    mutable = ""
+    if immutable_where is not None:
+        mutable = f" WHERE NOT {region(immutable_where, frontier.data_timestamp)}"
+    actual = multiset(engine.execute(f"SELECT * FROM {quoted_table(name)} AS t{mutable}").collect())
     with pinned_query(engine, frontier.definition, frontier.source_versions, views, schema) as expected_sql:
-        expected = multiset(engine.execute(expected_sql).collect())
+        expected = multiset(engine.execute(f"SELECT * FROM ({expected_sql}) AS q{mutable}").collect())
     if actual != expected:
         missing, extra = expected - actual, actual - expected
         return DvsCheck(

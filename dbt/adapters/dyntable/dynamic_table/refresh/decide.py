@@ -38,6 +38,8 @@ REWRITTEN_READ_COST = 2
 #: engine. Calibrated on benchmarks/refresh_vs_full.py: there, appends of 10% of a fact refresh
 #: faster incrementally and of 50% faster by a recompute, for filters and joins alike.
 DELTA_BYTE_COST = 10
+#: The rebuild reason of `--full-refresh`: the user asked for every row to be computed again.
+FULL_REFRESH = "--full-refresh"
 
 
 @dataclass(frozen=True)
@@ -131,7 +133,7 @@ def maintained_definition(
         why = "this table: it no longer exists (dropped outside dbt-dyntable)" if frontier else "first build"
         return Definition(dt.sql, digest, why)
     if request.full_refresh:
-        return Definition(dt.sql, digest, "--full-refresh")
+        return Definition(dt.sql, digest, FULL_REFRESH)
     if frontier is None:
         scheduled = dt.config.initialize == "on_schedule"
         why = (

@@ -55,7 +55,7 @@ def pinned_query(
 def explain(dt: DynamicTable, planned: Union[PlannedQuery, NotPlanned]) -> str:
     """How ``dt`` refreshes: the plan, the formula at each node, the row key and the delta SQL
     its refreshes run, or why it refreshes FULL."""
-    fuse = _fuse(dt)
+    fuse = _fuse(dt) + _immutable(dt)
     if isinstance(planned, NotPlanned):
         if planned.cause is None:
             return (
@@ -81,3 +81,14 @@ def _fuse(dt: DynamicTable) -> str:
         if value is not None
     ]
     return f"\nchange fuse: {', '.join(limits)} (a larger change is not applied)" if limits else ""
+
+
+def _immutable(dt: DynamicTable) -> str:
+    """The immutable region, as a line of the report (docs/ARCHITECTURE.md, "Immutable rows")."""
+    if dt.config.immutable_where is None:
+        return ""
+    backfill = f"; first built from {dt.config.backfill_from}" if dt.config.backfill_from else ""
+    return (
+        f"\nimmutable where: {dt.config.immutable_where} (at the data timestamp; refreshes never "
+        f"change rows there{backfill})"
+    )

@@ -37,7 +37,7 @@ from dbt.adapters.dyntable.dynamic_table.metadata import (
     utcnow,
 )
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
-from dbt.adapters.dyntable.dynamic_table.refresh import decide, derive, guard, plan
+from dbt.adapters.dyntable.dynamic_table.refresh import decide, derive, guard, immutable, plan
 from dbt.adapters.dyntable.dynamic_table.refresh.apply import DeltaApplier, DeltaValidationError
 from dbt.adapters.dyntable.dynamic_table.refresh.decide import Decision, Definition, Observation
 from dbt.adapters.dyntable.dynamic_table.refresh.record import Recorder, RefreshResult
@@ -204,9 +204,15 @@ class RefreshPipeline:
 
     def _rebuild(self, refresh: _Refresh, dt_log: Optional[DeltaLog]) -> RefreshResult:
         dt, observed = refresh.dt, refresh.observed
-        with derive.pinned_query(
-            self.engine, refresh.definition.sql, observed.versions, observed.views, dt.schema
-        ) as pinned:
+        from_scratch = refresh.definition.rebuild_reason == decide.FULL_REFRESH
+        with (
+            derive.pinned_query(
+                self.engine, refresh.definition.sql, observed.versions, observed.views, dt.schema
+            ) as query,
+            immutable.rebuilt_rows(
+                self.engine, dt, dt_log, query, observed.data_timestamp, from_scratch
+            ) as pinned,
+        ):
             applier = DeltaApplier(self.engine, dt)
             applier.check_output(pinned)
             if refresh.guarded:
@@ -224,11 +230,17 @@ class RefreshPipeline:
     def _incremental(self, refresh: _Refresh, dt_log: DeltaLog) -> RefreshResult:
         dt, planned = refresh.dt, refresh.decision.planned
         assert planned is not None
-        with derive.delta_query(self.engine, dt, planned, refresh.observed.sources) as delta:
+        with (
+            derive.delta_query(self.engine, dt, planned, refresh.observed.sources) as delta,
+            immutable.mutable_delta(self.engine, dt, delta.sql, refresh.observed.data_timestamp) as (
+                delta_sql,
+                ignored,
+            ),
+        ):
             applier = DeltaApplier(self.engine, dt)
             key = planned.key
             staged = applier.prepare(
-                delta.sql, planned.plan.columns, key.columns, key.declared_by, delta.insert_only
+                delta_sql, planned.plan.columns, key.columns, key.declared_by, delta.insert_only
             )
             if refresh.guarded:
                 change = guard.Change(applier.row_count(), staged.inserted, staged.deleted)
@@ -239,10 +251,15 @@ class RefreshPipeline:
                     dt, refresh.intent(version), version, dt_log.commit_id(version)
                 )
                 result = refresh.result(reached)
-                result.reason = "sources changed; the query's result did not"
+                result.reason = (
+                    "sources changed; the query's result did not outside the immutable region"
+                    if ignored
+                    else "sources changed; the query's result did not"
+                )
             else:
                 result = self._commit(refresh, dt_log, refresh.frontier, lambda: applier.apply(staged))
         result.warnings += [staged.warning] if staged.warning else []
+        result.immutable_rows_ignored = ignored
         return result
 
     def _commit(

@@ -49,6 +49,8 @@ class RefreshResult:
     #: Things the user should hear about though the refresh succeeded (dbt and the CLI show them).
     warnings: List[str] = field(default_factory=list)
     dt_commit: Optional[str] = None
+    #: Row changes left out for being in the immutable region (docs/ARCHITECTURE.md, "Immutable rows").
+    immutable_rows_ignored: int = 0
 
 
 class Recorder:
@@ -138,6 +140,7 @@ class Recorder:
                 source_versions=result.source_versions,
                 dt_version=result.dt_version,
                 dt_commit=result.dt_commit,
+                immutable_rows_ignored=result.immutable_rows_ignored,
             )
         )
         if result.state is not State.FAILED:
