@@ -230,16 +230,28 @@ def test_empty_interval_is_an_empty_view_with_the_columns(engine: EmbeddedEngine
     assert check_interval(engine, table, log, 0, 0) == Counter()  # the table was still empty
 
 
-def test_deletion_vectors_make_the_interval_undifferentiable(engine: EmbeddedEngine) -> None:
-    table, log = new_table(engine, "id int", "tblproperties ('delta.enableDeletionVectors' = 'true')")
-    engine.execute(f"insert into {table} values (1), (2), (3)")
-    engine.execute(f"delete from {table} where id = 2")
+def test_deletion_vectors_are_read_as_the_rows_they_mask(engine: EmbeddedEngine) -> None:
+    """A DELETE or UPDATE through deletion vectors re-adds a file under its path with more rows
+    masked: those rows are the deletes, read from that file alone."""
+    table, log = new_table(
+        engine, "id int, part string, v string",
+        "partitioned by (part) tblproperties ('delta.enableDeletionVectors' = 'true')",
+    )
+    engine.execute(f"insert into {table} values " + ", ".join(f"({i}, 'p{i % 2}', 'v{i}')" for i in range(20)))
+    engine.execute(f"delete from {table} where id in (2, 3, 11)")
+    engine.execute(f"update {table} set v = 'changed' where id = 5")
+    engine.execute(f"delete from {table} where id in (4, 5)")  # the same files' vectors grow
+    latest = log.latest_version()
+    assert any(f.has_deletion_vector for f in log.snapshot(latest).files.values())
     interval = log.interval(1, 2)
-    assert interval.undifferentiable_reason is not None
-    assert "deletion vectors" in interval.undifferentiable_reason
-    with pytest.raises(UndifferentiableSource):
-        register_changes(engine.spark, log, 1, 2, "never_created", interval=interval)
-    assert log.interval(0, 1).differentiable  # before the vector, inserts are plain files
+    assert interval.differentiable and interval.masked and interval.kind is IntervalKind.REMOVED_ONLY
+    assert check_interval(engine, table, log, 1, 2) == Counter(
+        {((i, f"p{i % 2}", f"v{i}"), -1): 1 for i in (2, 3, 11)}
+    )
+    for v0 in range(1, latest):
+        for v1 in range(v0 + 1, latest + 1):
+            check_interval(engine, table, log, v0, v1)  # against time travel, as multisets
+    assert log.interval(0, 1).differentiable  # before any vector, inserts are plain files
 
 
 def test_resolver_serves_the_differentiation_engine(engine: EmbeddedEngine) -> None:
@@ -291,13 +303,14 @@ def test_resolver_serves_the_differentiation_engine(engine: EmbeddedEngine) -> N
 
 
 def test_resolver_reports_undifferentiable_sources(engine: EmbeddedEngine) -> None:
-    table, log = new_table(engine, "id int", "tblproperties ('delta.enableDeletionVectors' = 'true')")
+    table, log = new_table(engine, "id int")
     engine.execute(f"insert into {table} values (1), (2)")
-    engine.execute(f"delete from {table} where id = 1")
-    with FileSetResolver(engine.spark, {table: (log, 1, 2)}) as resolver:
+    engine.execute(f"insert into {table} values (3)")
+    DeltaTable(engine.warehouse.table_location(*table.split("."))).restore(1)
+    with FileSetResolver(engine.spark, {table: (log, 2, 3)}) as resolver:
         assert not resolver.is_unchanged(table) and not resolver.is_insert_only(table)
         (reason,) = resolver.undifferentiable().values()
-        assert "deletion vectors" in reason
+        assert "restored" in reason
         with pytest.raises(UndifferentiableSource):
             resolver.changes(table)
         with pytest.raises(KeyError):

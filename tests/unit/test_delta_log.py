@@ -254,9 +254,10 @@ def test_recreated_table_is_undifferentiable(table: Path, tmp_path: Path) -> Non
     assert fresh.interval(1, 2, table_id=fresh.table_id(1)).differentiable
 
 
-def test_deletion_vector_in_interval_is_undifferentiable(table: Path) -> None:
-    """deltalake cannot write deletion vectors, so this commit is crafted the way Delta writers
-    record one: the file is removed and re-added under the same path with a vector."""
+def test_an_unreadable_deletion_vector_is_undifferentiable(table: Path) -> None:
+    """A commit crafted the way Delta writers record a vector (the file removed and re-added under
+    the same path with one) on a table without the deletionVectors feature: the vector cannot be
+    read, so the rows it masks are unknown."""
     live = DeltaLog(table).files_at(4)[0]
     vector = {"storageType": "u", "pathOrInlineDv": "ab^-aqEH.-t@S}K{vb[*k^", "offset": 1,
               "sizeInBytes": 36, "cardinality": 1}
@@ -268,7 +269,7 @@ def test_deletion_vector_in_interval_is_undifferentiable(table: Path) -> None:
     ]
     commit_file(table, 5).write_text("\n".join(json.dumps(a) for a in actions) + "\n")
     reason = DeltaLog(table).interval(3, 5).undifferentiable_reason
-    assert reason is not None and "deletion vectors at version 5" in reason
+    assert reason is not None and f"the deletion vector of {live.path} at version 5 cannot be read" in reason
 
 
 def test_interval_argument_checks(table: Path) -> None:

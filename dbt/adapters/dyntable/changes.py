@@ -16,6 +16,10 @@ from datetime import datetime
 from functools import reduce
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
@@ -86,11 +90,16 @@ def changes_dataframe(
     clash = (RESERVED_COLUMNS | {_COPY}).intersection(f.name for f in schema.fields)
     if clash:
         raise UndifferentiableSource(log.location, f"column name(s) {sorted(clash)} are reserved")
+    before = log.snapshot(interval.v0)
     sides: List[DataFrame] = []
     if interval.added:
-        sides.append(_read_files(spark, after, interval.added, +1))
+        sides.extend(_read_files(spark, after, interval.added, +1))
     if interval.removed:
-        sides.append(_read_files(spark, log.snapshot(interval.v0), interval.removed, -1))
+        sides.extend(_read_files(spark, before, interval.removed, -1))
+    for data_file in interval.masked:
+        masked_before = before.deleted_rows.get(data_file.path, np.empty(0, np.int64))
+        newly = np.setdiff1d(after.deleted_rows.get(data_file.path, np.empty(0, np.int64)), masked_before)
+        sides.extend(_read_rows(spark, after, data_file, newly, -1))
     if not sides:
         return spark.createDataFrame([], _with_weight(schema))
     changes = reduce(lambda left, right: left.unionAll(right), sides)
@@ -139,30 +148,68 @@ def minimized(changes: DataFrame, columns: Sequence[str]) -> DataFrame:
     return expanded.select(*keys, _col(WEIGHT))
 
 
-def _read_files(spark: SparkSession, snapshot: Snapshot, files: Sequence[DataFile], weight: int) -> DataFrame:
+def _read_files(
+    spark: SparkSession, snapshot: Snapshot, files: Sequence[DataFile], weight: int
+) -> List[DataFrame]:
     """Read ``files`` with the snapshot's schema, adding the partition columns the Parquet files
     of partitioned tables do not hold: one read per distinct partition, since the values come
-    from the log and differ per file."""
+    from the log and differ per file. A file with a deletion vector is read without the rows it
+    masks."""
 
-    schema = snapshot.schema
-    partitioned = set(snapshot.partition_columns)
-    file_schema = StructType([f for f in schema.fields if f.name not in partitioned])
     groups: Dict[Tuple[Any, ...], List[str]] = {}
+    frames: List[DataFrame] = []
     for data_file in files:
+        masked = snapshot.deleted_rows.get(data_file.path)
+        if masked is not None:
+            frames.extend(_read_rows(spark, snapshot, data_file, masked, weight, keep=False))
+            continue
         key = tuple(data_file.partition_values.get(c) for c in snapshot.partition_columns)
         groups.setdefault(key, []).append(data_file.uri)
-    frames = []
+    file_schema = StructType([f for f in snapshot.schema.fields if f.name not in snapshot.partition_columns])
     for values, uris in groups.items():
         frame = spark.read.schema(file_schema).parquet(*uris)
-        literals = dict(zip(snapshot.partition_columns, values))
-        columns = [
-            _partition_literal(literals[f.name], f.dataType).alias(f.name)
-            if f.name in partitioned
-            else _col(f.name)
-            for f in schema.fields
-        ]
-        frames.append(frame.select(*columns, F.lit(weight).cast("int").alias(WEIGHT)))
-    return reduce(lambda left, right: left.unionAll(right), frames)
+        partitions = dict(zip(snapshot.partition_columns, values))
+        frames.append(_with_partitions(frame, snapshot, partitions, weight))
+    return frames
+
+
+def _with_partitions(
+    frame: DataFrame, snapshot: Snapshot, values: Mapping[str, Any], weight: int
+) -> DataFrame:
+    """``frame``'s columns in the snapshot's order, the partition columns as ``values``, and the
+    weight."""
+    columns = [
+        _partition_literal(values[f.name], f.dataType).alias(f.name)
+        if f.name in values
+        else _col(f.name).cast(f.dataType).alias(f.name)
+        for f in snapshot.schema.fields
+    ]
+    return frame.select(*columns, F.lit(weight).cast("int").alias(WEIGHT))
+
+
+def _read_rows(
+    spark: SparkSession,
+    snapshot: Snapshot,
+    data_file: DataFile,
+    positions: "np.ndarray[Any, Any]",
+    weight: int,
+    keep: bool = True,
+) -> List[DataFrame]:
+    """The rows at ``positions`` of one data file (or, with ``keep`` off, all its other rows):
+    a deletion vector names rows by position, which only a read of the file in order can
+    match, so the file is read here, through Arrow (no frame when no row is left)."""
+    filesystem, path = pafs.FileSystem.from_uri(data_file.uri)
+    rows = pq.read_table(path, filesystem=filesystem)
+    if keep:
+        rows = rows.take(pa.array(positions, pa.int64()))
+    else:
+        kept = np.ones(rows.num_rows, dtype=bool)
+        kept[positions[positions < rows.num_rows]] = False
+        rows = rows.filter(pa.array(kept))
+    if rows.num_rows == 0:
+        return []
+    frame = spark.createDataFrame(rows)
+    return [_with_partitions(frame, snapshot, dict(data_file.partition_values), weight)]
 
 
 def _partition_literal(value: Any, data_type: DataType) -> Column:
@@ -267,16 +314,10 @@ class VersionedRelations:
         key = (log.location, version)
         if key not in self._views:
             snapshot = log.snapshot(version)
-            files = list(snapshot.files.values())
-            if any(f.has_deletion_vector for f in files):
-                raise UndifferentiableSource(
-                    log.location,
-                    f"version {version} has deletion vectors and lies behind a checkpoint, which "
-                    "this engine cannot time-travel to",
-                )
+            frames = _read_files(self.spark, snapshot, list(snapshot.files.values()), +1)
             frame = (
-                _read_files(self.spark, snapshot, files, +1).drop(WEIGHT)
-                if files
+                reduce(lambda left, right: left.unionAll(right), frames).drop(WEIGHT)
+                if frames
                 else self.spark.createDataFrame([], snapshot.schema)
             )
             view = f"{self._prefix}_{len(self._views)}"

@@ -24,8 +24,9 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any, Dict, FrozenSet, Iterator, List, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple, Union
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
 from deltalake import DeltaTable
@@ -97,6 +98,9 @@ class Snapshot:
     configuration: Mapping[str, str]
     files: Mapping[str, DataFile]
     """Keyed by :attr:`DataFile.path`."""
+    deleted_rows: Mapping[str, "np.ndarray[Any, Any]"] = field(default_factory=dict)
+    """Per :attr:`DataFile.path` of a file with a deletion vector: the positions of the rows it
+    masks (docs/ARCHITECTURE.md, "Reading sources")."""
 
     @property
     def schema(self) -> StructType:
@@ -122,14 +126,17 @@ class Interval:
     added: Tuple[DataFile, ...] = ()
     removed: Tuple[DataFile, ...] = ()
     undifferentiable_reason: Optional[str] = None
+    masked: Tuple[DataFile, ...] = ()
+    """Files live at both ends whose deletion vector grew: the rows it newly masks count -1."""
 
     @property
     def kind(self) -> IntervalKind:
-        if self.added and self.removed:
+        removes = self.removed or self.masked
+        if self.added and removes:
             return IntervalKind.MIXED
         if self.added:
             return IntervalKind.ADDED_ONLY
-        if self.removed:
+        if removes:
             return IntervalKind.REMOVED_ONLY
         return IntervalKind.EMPTY
 
@@ -143,7 +150,8 @@ class Interval:
 
     @property
     def removed_rows(self) -> Optional[int]:
-        return _total_rows(self.removed)
+        """Rows of removed files, and of files whose deletion vector grew (each is read whole)."""
+        return _total_rows(self.removed + self.masked)
 
     @property
     def added_bytes(self) -> int:
@@ -151,7 +159,7 @@ class Interval:
 
     @property
     def removed_bytes(self) -> int:
-        return sum(f.size_bytes for f in self.removed)
+        return sum(f.size_bytes for f in self.removed + self.masked)
 
 
 def _total_rows(files: Tuple[DataFile, ...]) -> Optional[int]:
@@ -347,17 +355,21 @@ class DeltaLog:
             actions.column("num_records").to_pylist() if "num_records" in columns else [None] * len(paths)
         )
         partitions = actions.column("partition").to_pylist() if "partition" in columns else [{}] * len(paths)
-        with_dv = self._files_with_deletion_vectors(table)
+        masks = self._deletion_vectors(table)
         files: Dict[str, DataFile] = {}
+        deleted_rows = {}
         for path, size, count, values in zip(paths, sizes, records, partitions):
             uri = self._file_uri(path)
+            deleted = masks.get(urllib.parse.unquote(uri))
+            if deleted is not None:
+                deleted_rows[path] = deleted
             files[path] = DataFile(
                 path=path,
                 uri=uri,
                 size_bytes=int(size),
                 num_records=None if count is None else int(count),
                 partition_values=dict(values or {}),
-                has_deletion_vector=urllib.parse.unquote(uri) in with_dv,
+                has_deletion_vector=deleted is not None,
             )
         return Snapshot(
             version=version,
@@ -366,17 +378,23 @@ class DeltaLog:
             partition_columns=tuple(metadata.partition_columns),
             configuration=dict(metadata.configuration),
             files=files,
+            deleted_rows=deleted_rows,
         )
 
     @staticmethod
-    def _files_with_deletion_vectors(table: DeltaTable) -> FrozenSet[str]:
-        """Decoded URIs of files carrying a deletion vector. ``get_add_actions`` does not say, and
-        only tables with the deletionVectors reader feature can have any, so only those pay for
-        reading the vectors."""
+    def _deletion_vectors(table: DeltaTable) -> Dict[str, "np.ndarray[Any, Any]"]:
+        """Per decoded URI of a file carrying a deletion vector, the positions of the rows it
+        masks. ``get_add_actions`` does not say, and only tables with the deletionVectors reader
+        feature can have any, so only those pay for reading the vectors."""
         if "deletionVectors" not in (table.protocol().reader_features or []):
-            return frozenset()
+            return {}
         vectors = pa.table(table.deletion_vectors().read_all())
-        return frozenset(urllib.parse.unquote(u) for u in vectors.column("filepath").to_pylist())
+        return {
+            urllib.parse.unquote(uri): np.flatnonzero(~np.asarray(keep, dtype=bool))
+            for uri, keep in zip(
+                vectors.column("filepath").to_pylist(), vectors.column("selection_vector").to_pylist()
+            )
+        }
 
     def _file_uri(self, log_path: str) -> str:
         """Log paths are URI-encoded and relative to the root unless they carry a scheme."""
@@ -522,11 +540,7 @@ class DeltaLog:
                     f"belonged to {table_id}"
                 ),
             )
-        reason = (
-            self._metadata_reason(before, commits)
-            or self._deletion_vector_reason(commits)
-            or self._restore_reason(commits)
-        )
+        reason = self._metadata_reason(before, commits) or self._restore_reason(commits)
         if reason is None and not any(c.changes_data for c in commits):
             # Only compaction-like commits (dataChange=false): rewritten files, same rows.
             return Interval(v0, v1)
@@ -536,8 +550,16 @@ class DeltaLog:
             return Interval(v0, v1, undifferentiable_reason=f"log entries are no longer present: {exc}")
         added = tuple(f for p, f in sorted(after.files.items()) if p not in before.files)
         removed = tuple(f for p, f in sorted(before.files.items()) if p not in after.files)
-        reason = reason or self._file_reason(added, removed)
-        return Interval(v0, v1, added, removed, reason)
+        # A deletion vector re-adds a file under its path with more rows masked, which the
+        # path-keyed difference above sees as unchanged: those files are read for the rows
+        # their vector newly masks (docs/ARCHITECTURE.md, "Reading sources").
+        vectored = {p for c in commits for p in c.deletion_vector_paths}
+        masked = tuple(after.files[p] for p in sorted(vectored) if p in before.files and p in after.files)
+        unread = [f.path for f in masked if f.path not in after.deleted_rows]
+        if unread and reason is None:
+            reason = f"the deletion vector of {unread[0]} at version {v1} cannot be read"
+        reason = reason or self._file_reason(added, removed + masked)
+        return Interval(v0, v1, added, removed, reason, masked)
 
     @staticmethod
     def _metadata_reason(before: Snapshot, commits: List[_Commit]) -> Optional[str]:
@@ -575,23 +597,8 @@ class DeltaLog:
                 return f"restored{to} at version {commit.version}"
         return None
 
-    @staticmethod
-    def _deletion_vector_reason(commits: List[_Commit]) -> Optional[str]:
-        """A deletion vector re-adds a file under the same path with rows masked out, which a
-        path-keyed file-set difference would cancel as unchanged."""
-        for commit in commits:
-            if commit.deletion_vector_paths:
-                return (
-                    f"deletion vectors at version {commit.version} (e.g. "
-                    f"{commit.deletion_vector_paths[0]}): rows are deleted inside files"
-                )
-        return None
-
     def _file_reason(self, added: Tuple[DataFile, ...], removed: Tuple[DataFile, ...]) -> Optional[str]:
-        """Why the interval's files cannot be read as whole-file +1/-1 rows."""
-        marked = [f for f in added + removed if f.has_deletion_vector]
-        if marked:
-            return f"deletion vectors on files of the interval (e.g. {marked[0].path})"
+        """Why the interval's files cannot be read."""
         missing = self._missing_files(added + removed)
         if missing:
             return (

@@ -53,8 +53,8 @@ def rebuilt_rows(
         yield query
         return
     with VersionedRelations(engine.spark, engine.capabilities) as relations:
-        held = relations.relation(dt.relation, dt_log, dt_log.latest_version())
-        yield kept_and_recomputed(predicate, held, query, schema.fieldNames())
+        current = relations.relation(dt.relation, dt_log, dt_log.latest_version())
+        yield kept_and_recomputed(predicate, current, query, schema.fieldNames())
 
 
 def _readable(engine: Engine, dt: DynamicTable, backfill: str, schema: StructType) -> str:

@@ -1,0 +1,72 @@
+"""Sources whose deletes and updates write deletion vectors (`delta.enableDeletionVectors`)
+refresh incrementally: the rows a new vector masks are the deletes, read from its file alone
+(docs/ARCHITECTURE.md, "Reading sources")."""
+
+from __future__ import annotations
+
+import pytest
+from dbt.tests.util import run_dbt
+
+from tests.functional.adapter.delta import delta_project
+from tests.functional.dynamic_table.dvs import project_engine
+from tests.functional.lifecycle.helpers import assert_refreshed, location
+
+BY_KIND = """
+{{ config(materialized='dynamic_table', target_lag='1 minute', refresh_mode='incremental') }}
+select kind, count(*) as n, sum(amount) as total from {{ source('raw', 'events') }} group by kind
+"""
+
+PICKED = """
+{{ config(materialized='dynamic_table', target_lag='1 minute', refresh_mode='incremental') }}
+select id, kind, amount from {{ source('raw', 'events') }} where amount > 3
+"""
+
+SOURCES = """
+version: 2
+sources:
+  - name: raw
+    schema: "{{ target.schema }}_raw"
+    tables:
+      - name: events
+"""
+
+
+@pytest.fixture(scope="class")
+def raw(project):
+    schema = f"{project.test_schema}_raw"
+    project.run_sql(f"create schema if not exists {schema}")
+    project.run_sql(
+        f"create table {schema}.events (id bigint, kind string, amount double) using delta "
+        "tblproperties ('delta.enableDeletionVectors' = 'true')"
+    )
+    project.run_sql(
+        f"insert into {schema}.events values " + ", ".join(f"({i}, 'k{i % 3}', {i}.5)" for i in range(30))
+    )
+    yield schema
+    project.run_sql(f"drop schema if exists {schema} cascade")
+
+
+class TestDeletionVectorSources:
+    @pytest.fixture(scope="class")
+    def project_config_update(self):
+        return delta_project()
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"by_kind.sql": BY_KIND, "picked.sql": PICKED, "sources.yml": SOURCES}
+
+    def test_deletes_and_updates_through_vectors_refresh_incrementally(self, project, raw, dyntable_warehouse):
+        run_dbt(["run"])
+        log = project_engine(project).delta_log(f"{raw}.events")
+        assert log is not None and location(project, f"{raw}.events").is_dir()
+        for change in (
+            f"delete from {raw}.events where id in (4, 7, 20)",
+            f"update {raw}.events set amount = 0.5 where id in (5, 6)",
+            f"delete from {raw}.events where id in (8, 9) or kind = 'k2'",
+        ):
+            project.run_sql(change)
+            latest = log.latest_version()
+            assert any(f.has_deletion_vector for f in log.snapshot(latest).files.values()), change
+            run_dbt(["run"])
+            for model in ("by_kind", "picked"):
+                assert_refreshed(project, dyntable_warehouse, model, "INCREMENTAL")
