@@ -123,36 +123,12 @@ class DynamicTableConfig:
                 raise fail(key, value, f"a positive {'whole ' if kind is int else ''}number (e.g. {example})")
             return number
 
-        lag = config.get("target_lag")
-        if lag is None:
-            raise DynamicTableConfigError(
-                f"Model '{model}': a dynamic table needs target_lag. Set it to {LAG_FORMS}."
-            )
-        try:
-            target_lag = TargetLag.parse(str(lag))
-        except ValueError:
-            raise fail("target_lag", lag, LAG_FORMS) from None
         file_format = config.get("file_format") or "delta"
         if file_format not in FILE_FORMATS:
             raise fail("file_format", file_format, "'delta' (dynamic tables are Delta tables)")
-        immutable_where = config.get("immutable_where")
-        if immutable_where is not None:
-            problem = immutability_problem(immutable_where)
-            if problem is not None:
-                raise DynamicTableConfigError(
-                    f"Model '{model}': immutable_where {immutable_where!r} {problem}"
-                )
-        backfill_from = config.get("backfill_from")
-        if backfill_from is not None:
-            if immutable_where is None:
-                raise DynamicTableConfigError(
-                    f"Model '{model}': backfill_from needs immutable_where: the backfilled rows are those "
-                    "it marks immutable (the rest is computed). Set immutable_where too."
-                )
-            if not isinstance(backfill_from, str) or not TABLE_NAME.match(backfill_from):
-                raise fail("backfill_from", backfill_from, "a table name, schema.table")
+        immutable_where, backfill_from = _immutability(model, config)
         return cls(
-            target_lag=target_lag,
+            target_lag=_target_lag(model, config.get("target_lag")),
             refresh_mode=choice("refresh_mode", REFRESH_MODES, "auto"),
             initialize=choice("initialize", INITIALIZE, "on_create"),
             on_configuration_change=choice("on_configuration_change", ON_CONFIGURATION_CHANGE, "apply"),
@@ -165,6 +141,40 @@ class DynamicTableConfig:
             immutable_where=immutable_where,
             backfill_from=backfill_from,
         )
+
+
+def _target_lag(model: str, lag: Any) -> TargetLag:
+    if lag is None:
+        raise DynamicTableConfigError(
+            f"Model '{model}': a dynamic table needs target_lag. Set it to {LAG_FORMS}."
+        )
+    try:
+        return TargetLag.parse(str(lag))
+    except ValueError:
+        raise DynamicTableConfigError(
+            f"Model '{model}': target_lag {lag!r} is not valid. Use {LAG_FORMS}."
+        ) from None
+
+
+def _immutability(model: str, config: Mapping[str, Any]) -> Tuple[Optional[str], Optional[str]]:
+    """`immutable_where` and `backfill_from`, validated (docs/ARCHITECTURE.md, "Immutable rows")."""
+    immutable_where, backfill_from = config.get("immutable_where"), config.get("backfill_from")
+    if immutable_where is not None:
+        problem = immutability_problem(immutable_where)
+        if problem is not None:
+            raise DynamicTableConfigError(f"Model '{model}': immutable_where {immutable_where!r} {problem}")
+    if backfill_from is not None:
+        if immutable_where is None:
+            raise DynamicTableConfigError(
+                f"Model '{model}': backfill_from needs immutable_where: the backfilled rows are those "
+                "it marks immutable (the rest is computed). Set immutable_where too."
+            )
+        if not isinstance(backfill_from, str) or not TABLE_NAME.match(backfill_from):
+            raise DynamicTableConfigError(
+                f"Model '{model}': backfill_from {backfill_from!r} is not valid. "
+                "Use a table name, schema.table."
+            )
+    return immutable_where, backfill_from
 
 
 def definition_hash(sql: str, config: DynamicTableConfig) -> str:

@@ -27,7 +27,7 @@ from deltalake import DeltaTable
 from sqlglot import exp
 
 from dbt.adapters.dyntable.engines.base import Capabilities, Engine, EngineError
-from dbt.adapters.dyntable.engines.warehouse import PersistedTable, Warehouse
+from dbt.adapters.dyntable.engines.warehouse import AttachReport, PersistedTable, Warehouse
 from dbt.adapters.dyntable.vocabulary import DIALECT, first_line, quote
 
 if TYPE_CHECKING:
@@ -130,6 +130,10 @@ class EmbeddedEngine(Engine):
         except Exception:
             self.stop()
             raise
+        self._log_attached(report)
+        return self
+
+    def _log_attached(self, report: AttachReport) -> None:
         for view, error in report.broken_views or []:
             logger.warning("dyntable: view %s could not be re-attached: %s", view, error)
         for table, error in report.broken_tables:
@@ -140,14 +144,12 @@ class EmbeddedEngine(Engine):
                 error,
             )
         logger.debug(
-            "dyntable: embedded engine on %s:%s attached %s tables and %s views from %s",
-            host,
-            port,
+            "dyntable: embedded engine on %s attached %s tables and %s views from %s",
+            self.address,
             report.tables,
             report.views,
             self.warehouse.root,
         )
-        return self
 
     def _apply_settings(self, spark: "SparkSession") -> None:
         """The profile's `server_side_parameters`, as session settings. Sail takes any key and

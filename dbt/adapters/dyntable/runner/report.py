@@ -215,22 +215,16 @@ def render_report(
         target = TargetLag.parse(lag_text).seconds if lag_text else None
         series = lag_series(name, by_name[name], target, now)
         within = series.share_within_target()
-        summary.append(
-            "<tr>"
-            + "".join(
-                f"<td>{html.escape(str(cell))}</td>"
-                for cell in (
-                    name,
-                    lag_text or "?",
-                    series.refreshes,
-                    series.failures,
-                    series.skips,
-                    _seconds(series.max_lag) if series.max_lag is not None else "-",
-                    f"{within:.0%}" if within is not None else "-",
-                )
-            )
-            + "</tr>"
+        cells = (
+            name,
+            lag_text or "?",
+            series.refreshes,
+            series.failures,
+            series.skips,
+            _seconds(series.max_lag) if series.max_lag is not None else "-",
+            f"{within:.0%}" if within is not None else "-",
         )
+        summary.append("<tr>" + "".join(f"<td>{html.escape(str(cell))}</td>" for cell in cells) + "</tr>")
         legend = " ".join(
             f'<span style="color:{colour}">■ {action}</span>' for action, colour in ACTION_COLOURS.items()
         )
