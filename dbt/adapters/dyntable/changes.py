@@ -11,6 +11,7 @@ which avoids re-reading every row of a rewritten file.
 
 from __future__ import annotations
 
+import urllib.parse
 import uuid
 from datetime import datetime
 from functools import reduce
@@ -167,7 +168,7 @@ def _read_files(
         groups.setdefault(key, []).append(data_file.uri)
     file_schema = StructType([f for f in snapshot.schema.fields if f.name not in snapshot.partition_columns])
     for values, uris in groups.items():
-        frame = spark.read.schema(file_schema).parquet(*uris)
+        frame = spark.read.schema(file_schema).parquet(*[_readable_path(uri) for uri in uris])
         partitions = dict(zip(snapshot.partition_columns, values))
         frames.append(_with_partitions(frame, snapshot, partitions, weight))
     return frames
@@ -210,6 +211,20 @@ def _read_rows(
         return []
     frame = spark.createDataFrame(rows)
     return [_with_partitions(frame, snapshot, dict(data_file.partition_values), weight)]
+
+
+def _readable_path(uri: str) -> str:
+    """How ``spark.read.parquet`` finds a data file on every engine.
+
+    A data file's URI is the table's URI plus the path the log records, which is URL-encoded
+    (a partition value "eu west" is the folder ``region=eu west`` on disk and ``region=eu%20west``
+    in the log). JVM Spark reads a path string as a Hadoop path, whose percent signs are literal,
+    so the encoded URI names no file there; a local file is therefore given as its plain path,
+    decoded once, which JVM Spark and Sail both read. Other URIs (object stores) pass unchanged.
+    """
+    if uri.startswith("file:"):
+        return urllib.parse.unquote(urllib.parse.urlparse(uri).path)
+    return uri
 
 
 def _partition_literal(value: Any, data_type: DataType) -> Column:
