@@ -91,7 +91,13 @@ class DyntableCredentials(SparkCredentials):
 def warehouse_of(creds: DyntableCredentials, project_root: Path) -> Path:
     """The profile's `warehouse` as an absolute path: a relative one is relative to the dbt
     project, wherever dbt was started from."""
-    path = Path(os.path.expanduser(creds.warehouse)) if creds.warehouse else DEFAULT_WAREHOUSE
+    return path_of(creds.warehouse, project_root) if creds.warehouse else (project_root / DEFAULT_WAREHOUSE).resolve()
+
+
+def path_of(setting: str, project_root: Path) -> Path:
+    """A path setting of the profile (`warehouse`, `spark_jars`) as an absolute path: a relative
+    one is relative to the dbt project, wherever dbt was started from."""
+    path = Path(os.path.expanduser(setting))
     return path if path.is_absolute() else (project_root / path).resolve()
 
 
@@ -136,7 +142,7 @@ class EngineRegistry:
                     warehouse=warehouse,
                     port=creds.port or 0,
                     master=creds.master,
-                    spark_jars=Path(creds.spark_jars).expanduser() if creds.spark_jars else None,
+                    spark_jars=path_of(creds.spark_jars, project_root) if creds.spark_jars else None,
                     spark_conf=dict(creds.server_side_parameters),
                     connect_url=creds.host if creds.method == "connect" else None,
                 )
