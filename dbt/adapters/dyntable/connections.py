@@ -91,7 +91,11 @@ class DyntableCredentials(SparkCredentials):
 def warehouse_of(creds: DyntableCredentials, project_root: Path) -> Path:
     """The profile's `warehouse` as an absolute path: a relative one is relative to the dbt
     project, wherever dbt was started from."""
-    return path_of(creds.warehouse, project_root) if creds.warehouse else (project_root / DEFAULT_WAREHOUSE).resolve()
+    return (
+        path_of(creds.warehouse, project_root)
+        if creds.warehouse
+        else (project_root / DEFAULT_WAREHOUSE).resolve()
+    )
 
 
 def path_of(setting: str, project_root: Path) -> Path:

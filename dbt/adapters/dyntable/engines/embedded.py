@@ -20,14 +20,14 @@ import socket
 import threading
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Dict, Mapping, Optional, Sequence, Union
+from typing import TYPE_CHECKING, ClassVar, Dict, Mapping, Optional, Sequence
 
 import sqlglot
 from deltalake import DeltaTable
 from sqlglot import exp
 
 from dbt.adapters.dyntable.engines.base import Capabilities, Engine, EngineError
-from dbt.adapters.dyntable.engines.warehouse import AttachReport, PersistedTable, Warehouse
+from dbt.adapters.dyntable.engines.warehouse import AttachReport, PersistedTable, Warehouse, parse_ddl
 from dbt.adapters.dyntable.vocabulary import DIALECT, first_line, quote
 
 if TYPE_CHECKING:
@@ -38,7 +38,6 @@ logger = logging.getLogger(__name__)
 #: Sail ends an idle pinned session after 900 s by default; a long `dyntable run` must outlive that.
 SESSION_TIMEOUT_ENV = "SAIL_SPARK__SESSION_TIMEOUT_SECS"
 DEFAULT_SESSION_TIMEOUT_SECS = 7 * 24 * 3600
-DDL_PREFIXES = ("create", "drop")
 
 
 def _port_is_free(port: int) -> bool:
@@ -211,28 +210,13 @@ class EmbeddedEngine(Engine):
     # -- statements ------------------------------------------------------------------------------
 
     def _run(self, statement: str) -> "DataFrame":
-        ddl = self._parse_ddl(statement)
+        ddl = parse_ddl(statement)
         if ddl is None:
             return self.spark.sql(statement)
         with self._ddl_lock:
             if isinstance(ddl, exp.Drop):
                 return self._drop(statement, ddl)
             return self._create(statement, ddl)
-
-    @staticmethod
-    def _parse_ddl(statement: str) -> Optional[Union[exp.Create, exp.Drop]]:
-        head = statement.lstrip().lower()
-        while head.startswith("--") or head.startswith("/*"):
-            end = head.find("\n") + 1 if head.startswith("--") else head.find("*/") + 2
-            head = head[end:].lstrip() if end > 1 else ""
-        if not head.startswith(DDL_PREFIXES):
-            return None
-        try:
-            parsed = sqlglot.parse_one(statement, read=DIALECT)
-        except sqlglot.errors.ParseError:
-            logger.debug("dyntable: DDL not understood, run as written: %s", statement[:200])
-            return None
-        return parsed if isinstance(parsed, (exp.Create, exp.Drop)) else None
 
     def _schema_of(self, table: exp.Table) -> str:
         return table.db or self.spark.catalog.currentDatabase()

@@ -4,13 +4,19 @@ This is the production engine. Delta Lake's JVM jars come either from Maven (del
 ``configure_spark_with_delta_pip``) or, where Maven cannot be reached, from a local folder given as
 ``spark_jars``.
 
-The catalog: a local master (``local[*]``) gets Hive support with an embedded Derby metastore in
-``<warehouse>/.metastore``, so tables and views outlive the process and no re-attach is needed.
-Embedded Derby serves one process at a time: a second process on the same warehouse fails to start
-with an error saying so. Other masters use whatever metastore the cluster configures (its
-``hive-site.xml`` or ``spark_conf``). A ``spark_conf`` that sets
+The catalog: a master on this machine (``local[*]``, or a standalone cluster on 127.0.0.1) gets
+Hive support with an embedded Derby metastore in ``<warehouse>/.metastore``, so tables and views
+outlive the process and no re-attach is needed. Embedded Derby serves one process at a time: a
+second process on the same warehouse fails to start with an error saying so. Hive's Derby schema
+keeps a view's text in LONG VARCHAR columns (32,700 characters at most); the engine widens them to
+CLOB once, so views of any length can be created. Other masters use whatever metastore the
+cluster configures (its ``hive-site.xml`` or ``spark_conf``). A ``spark_conf`` that sets
 ``spark.sql.catalogImplementation=in-memory`` gives up that persistence; the capabilities below
 then overstate it.
+
+The warehouse's layout is the embedded engine's (see :mod:`.warehouse`): a schema's tables live in
+``<warehouse>/<schema>/<table>``, and Delta tables found there that the catalog does not know
+(written outside Spark, e.g. by the `deltalake` package) are registered when the engine starts.
 
 Starting the JVM is bounded: PySpark's own launcher waits without limit for the driver, and Maven
 resolution over a network that drops packets can take many minutes before it fails. This module
@@ -26,20 +32,25 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 import time
 from collections import deque
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, ClassVar, Deque, Dict, List, Mapping, Optional
+from typing import IO, TYPE_CHECKING, Any, ClassVar, Deque, Dict, List, Mapping, Optional
+from urllib.parse import urlparse
+
+from sqlglot import exp
 
 from dbt.adapters.dyntable.engines.base import Capabilities, Engine, EngineError
-from dbt.adapters.dyntable.engines.warehouse import Warehouse
+from dbt.adapters.dyntable.engines.warehouse import Warehouse, ddl_kind, parse_ddl, with_location
+from dbt.adapters.dyntable.vocabulary import quote, sql_string
 
 if TYPE_CHECKING:
     from py4j.java_gateway import JavaGateway
     from pyspark import SparkConf
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 logger = logging.getLogger(__name__)
 driver_logger = logging.getLogger(__name__ + ".driver")
@@ -53,6 +64,10 @@ SCALA_VERSION = "2.13"
 MIN_JAVA = 17
 DEFAULT_START_TIMEOUT_SECS = 90.0
 METASTORE_DIR = ".metastore"
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+JDO_URL = "spark.hadoop.javax.jdo.option.ConnectionURL"
+#: Hive's Derby schema keeps view text in these LONG VARCHAR (at most 32,700 characters) columns.
+VIEW_TEXT_COLUMNS = ("VIEW_EXPANDED_TEXT", "VIEW_ORIGINAL_TEXT")
 #: How many lines of driver output to keep for error messages.
 OUTPUT_TAIL_LINES = 200
 MAVEN_FAILURE_MARKERS = ("unresolved dependency", "UNRESOLVED DEPENDENCIES", "resolveMavenCoordinates")
@@ -250,6 +265,68 @@ def _launch_error(output: str, timed_out: bool, timeout: float) -> EngineError:
     )
 
 
+def _local_cores(master: str) -> int:
+    """The cores a ``local``, ``local[n]`` or ``local[*]`` master runs tasks on."""
+    match = re.match(r"local(?:\[(\d+|\*)(?:,\s*\d+)?\])?$", master.strip())
+    if match and match.group(1) and match.group(1) != "*":
+        return max(1, int(match.group(1)))
+    if match and match.group(1) is None:
+        return 1
+    return max(1, os.cpu_count() or 1)
+
+
+def repair_unformattable_error(error: BaseException) -> Optional[Exception]:
+    """The error PySpark meant to raise, where building it failed; None for any other error.
+
+    PySpark 4.0 turns a JVM error into its own exception class and, when the error points into
+    the SQL text (a query context), logs it with ``getMessage()``, which asks Spark's
+    ``SparkThrowableHelper`` to format the error class. Spark's helper knows only Spark's error
+    classes, not Delta's, so for an error such as ``DELTA_MERGE_UNRESOLVED_EXPRESSION`` that call
+    itself fails, and what reaches the caller is ``[INTERNAL_ERROR] Cannot find main error class
+    'DELTA_MERGE_UNRESOLVED_EXPRESSION'`` instead of Delta's message, which names the column.
+    Delta's own message is intact on the JVM exception: this rebuilds PySpark's exception from it.
+    """
+    from py4j.protocol import Py4JJavaError
+
+    if not isinstance(error, Py4JJavaError) or UNFORMATTABLE not in _java_message(error):
+        return None
+    original = error.__context__
+    while original is not None and not isinstance(original, Py4JJavaError):
+        original = original.__context__
+    if original is None:
+        return None
+    from py4j.java_gateway import is_instance_of
+    from pyspark import SparkContext
+    from pyspark.errors.exceptions.captured import (
+        AnalysisException,
+        ParseException,
+        UnknownException,
+    )
+
+    java = original.java_exception
+    gateway = SparkContext._gateway
+    message = _java_message(original)
+    trace = SparkContext._jvm.org.apache.spark.util.Utils.exceptionString(java) if SparkContext._jvm else ""
+    if gateway is not None and is_instance_of(
+        gateway, java, "org.apache.spark.sql.catalyst.parser.ParseException"
+    ):
+        return ParseException(desc=message, stackTrace=trace)
+    if gateway is not None and is_instance_of(gateway, java, "org.apache.spark.sql.AnalysisException"):
+        return AnalysisException(desc=message, stackTrace=trace)
+    return UnknownException(desc=message, stackTrace=trace)
+
+
+#: What Spark says when asked to format an error class it does not know (Delta's, for one).
+UNFORMATTABLE = "Cannot find main error class"
+
+
+def _java_message(error: BaseException) -> str:
+    try:
+        return str(error.java_exception.getMessage())  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - the JVM may be gone
+        return str(error)
+
+
 class JvmSparkEngine(Engine):
     """Classic PySpark on a JVM (``master`` local or a cluster) with Delta Lake."""
 
@@ -282,7 +359,13 @@ class JvmSparkEngine(Engine):
 
     @property
     def local(self) -> bool:
-        return self.master.startswith("local")
+        """The driver and its executors run on this machine: a ``local`` master, or a cluster
+        whose master listens on loopback (a standalone cluster started here). Then the driver
+        listens on 127.0.0.1 only and the catalog is the warehouse's own Derby metastore."""
+        if self.master.startswith("local"):
+            return True
+        host = urlparse(self.master).hostname if "://" in self.master else None
+        return host in LOOPBACK_HOSTS
 
     def conf(self) -> Dict[str, str]:
         """The Spark configuration this engine starts with (validated; the user's wins last)."""
@@ -298,15 +381,19 @@ class JvmSparkEngine(Engine):
             **DELTA_CONF,
         }
         if self.local:
-            # A local driver listens on this machine only; a cluster's executors must reach it.
+            # A driver whose executors run here listens on this machine only; a remote
+            # cluster's executors must reach it.
             conf["spark.driver.bindAddress"] = "127.0.0.1"
             conf["spark.driver.host"] = "127.0.0.1"
             metastore = self.warehouse.root / METASTORE_DIR
-            conf["spark.hadoop.javax.jdo.option.ConnectionURL"] = (
-                f"jdbc:derby:;databaseName={metastore / 'metastore_db'};create=true"
-            )
+            conf[JDO_URL] = self._derby_url(create=True)
             # Derby writes derby.log into its home, which defaults to the working directory.
             conf["spark.driver.extraJavaOptions"] = f"-Dderby.system.home={metastore}"
+        if self.master.startswith("local"):
+            # Delta rebuilds a table version's file list with a Spark job of this many tasks,
+            # at every version a refresh reads; its default (50) is sized for clusters. Sized to
+            # the local cores, an incremental refresh of a two-table join ran 77 tasks, not 413.
+            conf["spark.databricks.delta.snapshotPartitions"] = str(_local_cores(self.master))
         if self.spark_jars is not None:
             conf["spark.jars"] = ",".join(str(jar) for jar in delta_jars(self.spark_jars.expanduser()))
         else:
@@ -358,8 +445,16 @@ class JvmSparkEngine(Engine):
             if self.local:
                 (self.warehouse.root / METASTORE_DIR).mkdir(exist_ok=True)
             context = SparkContext(conf=spark_conf, gateway=self._gateway)
+            if self.local and "PYSPARK_PYTHON" not in os.environ:
+                # Python UDFs run in worker processes Spark starts with `python3` from PATH, not
+                # the interpreter running dbt: a UDF needing the project's packages failed to
+                # unpickle there. On this machine the workers can run this very interpreter.
+                context.pythonExec = conf.get("spark.pyspark.python", sys.executable)
             self._spark = SparkSession(context)
             self._check_catalog()
+            if self.local and conf.get(JDO_URL) == self._derby_url(create=True):
+                self._widen_view_text_columns()
+            registered = self._register_found_tables()
         except EngineError:
             self.stop()
             raise
@@ -372,8 +467,133 @@ class JvmSparkEngine(Engine):
                 f"Spark started but its session failed: {reason}. Check `master` and `spark_conf`."
                 "\nSpark said:\n" + "\n".join(output.splitlines()[-15:])
             ) from exc
-        logger.debug("dyntable: session engine started on %s, warehouse %s", self.master, self.warehouse.root)
+        logger.debug(
+            "dyntable: session engine started on %s, warehouse %s; registered %s tables found there",
+            self.master,
+            self.warehouse.root,
+            registered,
+        )
         return self
+
+    def _derby_url(self, create: bool = False) -> str:
+        database = self.warehouse.root / METASTORE_DIR / "metastore_db"
+        return f"jdbc:derby:;databaseName={database}" + (";create=true" if create else "")
+
+    def _widen_view_text_columns(self) -> None:
+        """Let the local metastore hold views of any length.
+
+        Hive's metastore schema for Derby (as DataNucleus creates it) stores a view's SQL in two
+        LONG VARCHAR columns of TBLS, which Derby caps at 32,700 characters: a longer view (dbt
+        compiles some to well over that) failed with "A truncation error was encountered trying
+        to shrink LONG VARCHAR ... to length 32700". Derby cannot change a column's type in
+        place, so each becomes a CLOB column with the same name and contents, in one
+        transaction, once per metastore. The metastore reads and writes them as strings still.
+        """
+        assert self._spark is not None
+        self._spark.sql("SHOW TABLES IN default").collect()  # DataNucleus creates TBLS on first use
+        jvm: Any = self._spark._jvm
+        connection = jvm.java.sql.DriverManager.getConnection(self._derby_url())
+        try:
+            columns = connection.getMetaData().getColumns(None, "APP", "TBLS", None)
+            types = {}
+            while columns.next():
+                types[columns.getString("COLUMN_NAME")] = columns.getString("TYPE_NAME")
+            narrow = [c for c in VIEW_TEXT_COLUMNS if types.get(c) == "LONG VARCHAR"]
+            if not narrow:
+                return
+            connection.setAutoCommit(False)
+            statement = connection.createStatement()
+            for column in narrow:
+                for sql in (
+                    f"ALTER TABLE APP.TBLS ADD COLUMN {column}_CLOB CLOB",
+                    f"UPDATE APP.TBLS SET {column}_CLOB = CAST({column} AS CLOB)",
+                    f"ALTER TABLE APP.TBLS DROP COLUMN {column}",
+                    f"RENAME COLUMN APP.TBLS.{column}_CLOB TO {column}",
+                ):
+                    statement.executeUpdate(sql)
+            connection.commit()
+            logger.debug("dyntable: widened the local metastore's view text columns %s to CLOB", narrow)
+        finally:
+            connection.close()
+
+    def _register_found_tables(self) -> int:
+        """Register the Delta tables under the warehouse that the catalog does not know.
+
+        Tables written outside Spark (an ingest job using the `deltalake` package, the shop's
+        generator) sit at ``<warehouse>/<schema>/<table>`` as the embedded engine's do; a dbt
+        source naming them must find them here too. Tables are registered at their location
+        (external), so Delta reads their schema and history from their log.
+        """
+        assert self._spark is not None
+        registered = 0
+        for schema in self.warehouse.schemas():
+            if "." in schema:
+                continue  # Spark's own `<schema>.db` folders of schemas made before this layout
+            self.execute(f"CREATE SCHEMA IF NOT EXISTS {quote(schema)}")
+            known = {
+                row["tableName"].lower()
+                for row in self._spark.sql(f"SHOW TABLES IN {quote(schema)}").collect()
+            }
+            for table in self.warehouse.tables(schema):
+                if table.name in known:
+                    continue
+                self._spark.sql(
+                    f"CREATE TABLE IF NOT EXISTS {quote(schema)}.{quote(table.name)} USING delta "
+                    f"LOCATION {sql_string(str(table.location))}"
+                )
+                registered += 1
+        return registered
+
+    # -- statements ------------------------------------------------------------------------------
+
+    def _run(self, statement: str) -> "DataFrame":
+        """Statements run as written, except two DDL adaptations that keep the warehouse's layout
+        the embedded engine's: a schema without LOCATION gets ``<warehouse>/<schema>`` (Spark
+        would pick ``<warehouse>/<schema>.db``), and dropping a table whose files lie in the
+        warehouse deletes them, as dropping a managed table does (otherwise the table would be
+        registered again from its files at the next start)."""
+        ddl = parse_ddl(statement)
+        kind = ddl_kind(ddl) if ddl is not None else ""
+        if (
+            isinstance(ddl, exp.Create)
+            and kind in ("SCHEMA", "DATABASE")
+            and not ddl.find(exp.LocationProperty)
+        ):
+            name = ddl.this.db or ddl.this.name
+            if name and name.lower() != "default":
+                statement = with_location(ddl, self.warehouse.schema_path(name))
+        elif isinstance(ddl, exp.Drop) and kind == "TABLE" and len(ddl.args.get("tables") or []) == 1:
+            target = ddl.args["tables"][0]
+            schema = target.db or self.spark.catalog.currentDatabase()
+            entry = self.catalog_entry(schema, target.name)
+            result = self._sql(statement)
+            location = self._local_path(entry.get("Location"))
+            if entry.get("Type") == "EXTERNAL" and location is not None and self.warehouse.contains(location):
+                self.warehouse.drop_table(location)
+            return result
+        return self._sql(statement)
+
+    def _sql(self, statement: str) -> "DataFrame":
+        try:
+            return self.spark.sql(statement)
+        except Exception as exc:  # noqa: BLE001 - re-raised, repaired where PySpark broke it
+            repaired = repair_unformattable_error(exc)
+            if repaired is None:
+                raise
+            raise repaired from None
+
+    def explain_failure(self, error: Exception) -> str:
+        repaired = repair_unformattable_error(error)
+        return str(repaired if repaired is not None else error).strip()
+
+    @staticmethod
+    def _local_path(location: Optional[str]) -> Optional[Path]:
+        if not location:
+            return None
+        if location.startswith("file:"):
+            location = location.removeprefix("file:")
+            location = "/" + location.lstrip("/")
+        return Path(location) if location.startswith("/") else None
 
     def _check_catalog(self) -> None:
         """Touch the catalog now, so Delta and metastore problems surface at start, not mid-run."""

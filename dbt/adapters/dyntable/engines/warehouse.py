@@ -1,33 +1,72 @@
-"""The embedded engine's warehouse: every table and view persisted in one directory.
-
-Sail keeps its catalog in memory per Spark Connect session, so whatever a dbt invocation creates
-must be found again by the next process. The warehouse gives every object a self-describing place:
+"""The warehouse directory: where every engine keeps its tables, in one layout.
 
     <warehouse>/<schema>/<table>/_delta_log/...     a Delta table
-    <warehouse>/<schema>/.views/<view>.sql          a view's CREATE statement
+    <warehouse>/<schema>/.views/<view>.sql          a view's CREATE statement (embedded engine)
 
-and :meth:`Warehouse.attach` re-creates the catalog entries from it when an engine starts.
+Sail keeps its catalog in memory per Spark Connect session, so whatever a dbt invocation creates
+must be found again by the next process: :meth:`Warehouse.attach` re-creates the embedded engine's
+catalog entries from the directory when it starts. The JVM engine keeps its catalog in a metastore,
+gives every schema its folder here (Spark would pick ``<schema>.db``), and registers the Delta
+tables it finds here that its catalog does not know (tables written outside Spark, e.g. with the
+`deltalake` package), so both engines see the same tables at the same places.
 Identifiers are stored lower-cased because Spark resolves them case-insensitively.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import tempfile
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Dict, Iterator, List, Optional, Tuple, Union
 
+import sqlglot
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
+from sqlglot import exp
 
 from dbt.adapters.dyntable.engines.base import EngineError
-from dbt.adapters.dyntable.vocabulary import first_line, quote, sql_string
+from dbt.adapters.dyntable.vocabulary import DIALECT, first_line, quote, sql_string
+
+logger = logging.getLogger(__name__)
 
 VIEWS_DIR = ".views"
 DELTA_LOG = "_delta_log"
+DDL_PREFIXES = ("create", "drop")
+
+
+def parse_ddl(statement: str) -> Optional[Union[exp.Create, exp.Drop]]:
+    """A CREATE or DROP statement parsed, for the engines that adapt DDL; None for anything else
+    (or DDL sqlglot does not understand, which then runs as written)."""
+    head = statement.lstrip().lower()
+    while head.startswith("--") or head.startswith("/*"):
+        end = head.find("\n") + 1 if head.startswith("--") else head.find("*/") + 2
+        head = head[end:].lstrip() if end > 1 else ""
+    if not head.startswith(DDL_PREFIXES):
+        return None
+    try:
+        parsed = sqlglot.parse_one(statement, read=DIALECT)
+    except sqlglot.errors.ParseError:
+        logger.debug("dyntable: DDL not understood, run as written: %s", statement[:200])
+        return None
+    return parsed if isinstance(parsed, (exp.Create, exp.Drop)) else None
+
+
+def ddl_kind(ddl: exp.Expression) -> str:
+    """TABLE, VIEW, SCHEMA, DATABASE, ... of a parsed CREATE or DROP."""
+    return str(ddl.args.get("kind") or "").upper()
+
+
+def with_location(create: exp.Create, location: Path) -> str:
+    """``create`` with a LOCATION clause added, as Spark SQL."""
+    create = create.copy()
+    props = create.args.get("properties") or exp.Properties(expressions=[])
+    props.append("expressions", exp.LocationProperty(this=exp.Literal.string(str(location))))
+    create.set("properties", props)
+    return create.sql(dialect=DIALECT)
 
 
 @dataclass(frozen=True)
@@ -82,7 +121,13 @@ class Warehouse:
     def schemas(self) -> List[str]:
         if not self.root.is_dir():
             return []
-        return sorted(p.name for p in self.root.iterdir() if p.is_dir() and not p.name.startswith("."))
+        # A folder holding a Delta log is a table, not a schema: JVM Spark keeps the tables of
+        # the `default` schema directly in the warehouse.
+        return sorted(
+            p.name
+            for p in self.root.iterdir()
+            if p.is_dir() and not p.name.startswith(".") and not (p / DELTA_LOG).is_dir()
+        )
 
     def tables(self, schema: str) -> Iterator[PersistedTable]:
         for path in sorted(self.schema_path(schema).iterdir()):
