@@ -34,6 +34,10 @@ logger = AdapterLogger("dyntable")
 
 #: `Provider: DELTA` as Sail writes it; dbt-spark looks for `Provider: delta`.
 _PROVIDER_LINE = re.compile(r"^(Provider: )(\S+)$", re.MULTILINE)
+#: A top-level column of the `Schema:` tree JVM Spark prints for a view, whose integral types
+#: carry Spark's internal names (`long`) where DESCRIBE and Sail say `bigint`.
+_SCHEMA_TREE_COLUMN = re.compile(r"^( \|-- .*: )(long|integer|short|byte)( \(nullable = )", re.MULTILINE)
+_SQL_TYPE_NAMES = {"long": "bigint", "integer": "int", "short": "smallint", "byte": "tinyint"}
 
 
 @dataclass
@@ -67,7 +71,7 @@ class DyntableAdapter(SparkAdapter):
         return "dyntable"
 
     def _get_relation_information(self, row: "agate.Row") -> Any:
-        """`SHOW TABLE EXTENDED` information with the provider lower-cased.
+        """`SHOW TABLE EXTENDED` information with the provider lower-cased and SQL type names.
 
         Table formats are case-insensitive names; Sail reports `DELTA` where Spark says `delta`,
         and dbt-spark's case-sensitive check then took Delta tables for another format (snapshots
@@ -75,6 +79,11 @@ class DyntableAdapter(SparkAdapter):
         """
         schema, name, information = super()._get_relation_information(row)
         information = _PROVIDER_LINE.sub(lambda m: m.group(1) + m.group(2).lower(), information or "")
+        # dbt-spark reads a view's column types from that tree: `dbt docs` showed a view's
+        # bigint column as `long` on JVM Spark, and the same column of a table as `bigint`.
+        information = _SCHEMA_TREE_COLUMN.sub(
+            lambda m: m.group(1) + _SQL_TYPE_NAMES[m.group(2)] + m.group(3), information
+        )
         return schema, name, information
 
     def get_columns_in_relation(self, relation: BaseRelation) -> List[SparkColumn]:
