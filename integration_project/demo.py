@@ -6,7 +6,10 @@
 4. `dyntable status`, then every dynamic table checked against its query at its data timestamp;
 5. `dyntable report`: the lag chart.
 
-Exits non-zero if any step or check fails.
+Exits non-zero if any step or check fails. ``--target`` picks the profile's target (profiles.yml):
+``embedded`` (the default), ``session`` (JVM Spark with Delta: set DYNTABLE_SPARK_JARS to a folder of
+Delta's jars where Maven cannot be reached) or ``cluster`` (a Spark standalone cluster at
+DYNTABLE_SPARK_MASTER).
 """
 
 from __future__ import annotations
@@ -39,19 +42,22 @@ def run(*command: str, **kwargs) -> None:
         sys.exit(completed.returncode or 1)
 
 
-def dyntable(*args: str) -> list:
-    return [str(BIN / "dyntable"), *args, "--project-dir", str(HERE), "--profiles-dir", str(HERE)]
+def dyntable(target: str, *args: str) -> list:
+    return [str(BIN / "dyntable"), *args, "--project-dir", str(HERE), "--profiles-dir", str(HERE),
+            "--target", target]
 
 
-def check_every_dynamic_table() -> bool:
-    """The semantics contract, on a fresh engine over the warehouse the pipeline wrote."""
-    from dbt.adapters.dyntable.dynamic_table.metadata import MetadataStore
+def check_every_dynamic_table(target: str) -> bool:
+    """The semantics contract, on a fresh engine of the profile's target over the warehouse the
+    pipeline wrote."""
+    from dbt.adapters.dyntable.connections import EngineRegistry
     from dbt.adapters.dyntable.dynamic_table.verify import check_dvs
-    from dbt.adapters.dyntable.engines.embedded import EmbeddedEngine
+    from dbt.adapters.dyntable.runner.project import ProjectOptions, load_project
 
-    store = MetadataStore(WAREHOUSE / "dyntable_meta", "dyntable_meta")
-    engine = EmbeddedEngine(WAREHOUSE).start()
+    project = load_project(ProjectOptions(HERE, HERE, target))
+    store = project.metadata()
     try:
+        engine = project.engine()
         table = Table("dynamic table", "data timestamp", "rows", "equals its query", "detail")
         ok = True
         for name in sorted(store.frontiers()):
@@ -62,7 +68,7 @@ def check_every_dynamic_table() -> bool:
         console.print(table)
         return ok
     finally:
-        engine.stop()
+        EngineRegistry.stop_all()
 
 
 def main() -> None:
@@ -70,6 +76,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=120, help="how long data streams in")
     parser.add_argument("--time-scale", type=float, default=0.0625,
                         help="shrinks the runner's canonical period (48 s) for the demo")
+    parser.add_argument("--target", default="embedded",
+                        help="the profiles.yml target to run on: embedded, session or cluster")
     args = parser.parse_args()
 
     step("1. a fresh warehouse with raw data")
@@ -77,11 +85,11 @@ def main() -> None:
     run(sys.executable, "generator.py", "init", "--warehouse", str(WAREHOUSE))
 
     step("2. dbt build")
-    run(str(BIN / "dbt"), "build", "--profiles-dir", ".")
+    run(str(BIN / "dbt"), "build", "--profiles-dir", ".", "--target", args.target)
 
     step(f"3. the runner keeps the dynamic tables fresh while data streams in for {args.seconds:.0f} s")
     runner = subprocess.Popen(
-        dyntable("run", "--for", f"{args.seconds + 20:.0f}s", "--time-scale", str(args.time_scale)),
+        dyntable(args.target, "run", "--for", f"{args.seconds + 20:.0f}s", "--time-scale", str(args.time_scale)),
         cwd=HERE,
     )
     try:
@@ -97,11 +105,11 @@ def main() -> None:
             runner.wait()
 
     step("4. status, and every dynamic table against its query at its data timestamp")
-    run(*dyntable("status"))
-    ok = check_every_dynamic_table()
+    run(*dyntable(args.target, "status"))
+    ok = check_every_dynamic_table(args.target)
 
     step("5. the lag report")
-    run(*dyntable("report", "--output", str(HERE / "target" / "lag_report.html")))
+    run(*dyntable(args.target, "report", "--output", str(HERE / "target" / "lag_report.html")))
     console.print(f"report: {HERE / 'target' / 'lag_report.html'}")
     if not ok:
         console.print("[red bold]some dynamic tables differ from their query")
