@@ -1,4 +1,8 @@
-"""Shared fixtures: one embedded engine per test session, on a temporary warehouse."""
+"""The ``--profile`` option and markers; the embedded engine for the embedded engine's own tests.
+
+The engine every functional test uses is the ``engine`` fixture of tests/functional/conftest.py,
+the one ``--profile`` names.
+"""
 
 from __future__ import annotations
 
@@ -40,13 +44,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.fixture(scope="session")
-def embedded_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedEngine]:
-    """A running embedded engine (Sail in-process on 127.0.0.1), stopped after the session."""
+def embedded_engine(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedEngine]:
+    """A running embedded engine (Sail in-process on 127.0.0.1) of its own, for the embedded
+    engine's own tests; stopped after the session. Not in a JVM process: a Spark Connect session
+    would turn the whole process to Spark Connect, beside which the JVM engine cannot run."""
+    if request.config.getoption("--profile") != "embedded":
+        pytest.skip("tests the embedded engine itself: runs in the embedded profile's process")
     engine = EmbeddedEngine(Path(tmp_path_factory.mktemp("warehouse"))).start()
     yield engine
     engine.stop()
-
-
-@pytest.fixture(scope="session")
-def spark(embedded_engine: EmbeddedEngine):
-    return embedded_engine.spark

@@ -1,13 +1,20 @@
-"""Functional tests: dbt itself, run in this process on a dyntable profile.
+"""Functional tests: dbt itself and the engine, on the engine ``--profile`` names.
 
 The profile comes from ``--profile`` (registered in ``tests/conftest.py``):
 
-* ``embedded`` (default): Sail in-process. Every test uses ONE warehouse directory for the whole
-  pytest session, so the adapter's engine registry starts a single engine for all of them; the
-  fixture below stops it when the session ends.
-* ``spark_session``: JVM Spark with delta-spark. Delta's jars come from Maven, or from the folder
-  named by the environment variable ``DYNTABLE_SPARK_JARS``; where neither works, every test using
-  the profile is skipped with the reason.
+* ``embedded`` (default): Sail in-process.
+* ``spark_session``: JVM Spark with delta-spark. Delta's jars come from the folder named by the
+  environment variable ``DYNTABLE_SPARK_JARS``, or from Maven; where neither works, every test is
+  skipped with the reason.
+
+A pytest process tests ONE engine, and every test in it uses that engine: the ``engine`` fixture
+starts it through the adapter's engine registry with the credentials of the dbt profile the
+functional tests run on (``dbt_profile_target``), so dbt's connections and the tests that drive
+the engine directly share it. One engine per process is also what the engines need: PySpark cannot
+open a classic JVM session in a process that opened a Spark Connect one, and the JVM engine's local
+metastore (embedded Derby in ``<warehouse>/.metastore``) serves one process at a time. Tests that
+run dbt in subprocesses write the same engine's target into their own profiles.yml, on a
+warehouse of their own (``tests/functional/profiles.py``).
 
 Tests mark themselves ``@pytest.mark.skip_profile("spark_session", reason=...)`` as dbt-spark's own
 functional tests do, and ``@pytest.mark.xfail_profile("embedded", reason=...)`` where an engine
@@ -16,7 +23,6 @@ lacks what a test needs (a strict xfail: it fails once the engine gains the feat
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any, Dict, Iterator
 
@@ -26,8 +32,15 @@ import pytest
 # a `pytest_plugins` here would not be allowed, as this is not the top-level conftest.
 from dbt.tests.fixtures.project import *  # noqa: F401,F403
 
-SPARK_JARS_ENV = "DYNTABLE_SPARK_JARS"
-PROFILE_METHODS = {"embedded": "embedded", "spark_session": "session"}
+from tests.functional.profiles import SPARK_JARS_ENV, credentials, engine_target, spark_jars_folder
+
+#: Why the JVM engine's tests skip where Delta's jars cannot be had (scripts/test prints it too).
+NO_DELTA_JARS = (
+    "spark_session profile: Delta Lake's JVM jars are not available: "
+    f"{SPARK_JARS_ENV} is not set and Maven cannot be reached from this machine. Set "
+    f"{SPARK_JARS_ENV} to a folder holding delta-spark_2.13-<version>.jar and "
+    "delta-storage-<version>.jar to run them"
+)
 
 
 @pytest.fixture(scope="session")
@@ -37,7 +50,7 @@ def dyntable_profile(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture(scope="session")
 def dyntable_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """The session's one warehouse directory (absolute); stops the engine dbt started on it."""
+    """The session's one warehouse directory (absolute); stops the engine started on it."""
     from dbt.adapters.dyntable.connections import EngineRegistry
 
     warehouse = tmp_path_factory.mktemp("dbt_warehouse").resolve()
@@ -45,60 +58,45 @@ def dyntable_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pat
     EngineRegistry.stop_all()
 
 
-def spark_jars_folder() -> Path | None:
-    """The folder of Delta jars named by DYNTABLE_SPARK_JARS, checked; None when unset."""
-    from dbt.adapters.dyntable.engines.base import EngineError
-    from dbt.adapters.dyntable.engines.jvm import delta_jars
+@pytest.fixture(scope="session")
+def engine_profile_target(dyntable_profile: str, dyntable_warehouse: Path) -> Dict[str, Any]:
+    """The dbt target of the engine under test, on the session's warehouse."""
+    if dyntable_profile == "spark_session":
+        jars = spark_jars_folder()
+        if jars is not None:
+            from dbt.adapters.dyntable.engines.base import EngineError
+            from dbt.adapters.dyntable.engines.jvm import delta_jars
 
-    value = os.environ.get(SPARK_JARS_ENV)
-    if not value:
-        return None
-    folder = Path(value).expanduser().resolve()
-    try:
-        delta_jars(folder)
-    except EngineError as exc:
-        # Set but wrong is a mistake to report, not a reason to skip quietly.
-        raise pytest.UsageError(f"{SPARK_JARS_ENV}={value}: {exc}") from exc
-    return folder
-
-
-def check_delta_jars_resolve(warehouse: Path, jars: Path | None) -> None:
-    """Start JVM Spark with Delta once; skip the session's tests if Delta's jars cannot be had."""
-    from dbt.adapters.dyntable.engines.base import EngineError
-    from dbt.adapters.dyntable.engines.jvm import JvmSparkEngine
-
-    try:
-        engine = JvmSparkEngine(warehouse, spark_jars=jars).start()
-    except EngineError as exc:
-        message = str(exc)
-        if jars is None and "could not be resolved from Maven" in message:
-            pytest.skip(
-                "spark_session profile: Delta Lake's JVM jars cannot be resolved (Maven is not "
-                f"reachable from this machine and {SPARK_JARS_ENV} is not set to a local folder "
-                "holding delta-spark_2.13-<version>.jar and delta-storage-<version>.jar)"
-            )
-        raise
-    engine.stop()
+            try:
+                delta_jars(jars)
+            except EngineError as exc:
+                # Set but wrong is a mistake to report, not a reason to skip quietly.
+                raise pytest.UsageError(f"{SPARK_JARS_ENV}={jars}: {exc}") from exc
+    return engine_target(dyntable_profile, dyntable_warehouse)
 
 
 @pytest.fixture(scope="session")
-def dbt_profile_target(
-    dyntable_profile: str, dyntable_warehouse: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Dict[str, Any]:
-    target: Dict[str, Any] = {
-        "type": "dyntable",
-        "method": PROFILE_METHODS[dyntable_profile],
-        # dbt's `project` fixture replaces this with the test's unique schema.
-        "schema": "dyntable_functional",
-        "threads": 1,
-        "warehouse": str(dyntable_warehouse),
-    }
-    if dyntable_profile == "spark_session":
-        jars = spark_jars_folder()
-        check_delta_jars_resolve(tmp_path_factory.mktemp("jvm_probe"), jars)
-        if jars is not None:
-            target["spark_jars"] = str(jars)
-    return target
+def engine(engine_profile_target: Dict[str, Any]):
+    """The session's one engine: the one dbt's connections use (same credentials, same registry
+    key), started before dbt's first connection. Skips the session's tests with the reason where
+    the JVM engine cannot get Delta's jars."""
+    from dbt.adapters.dyntable.connections import EngineRegistry
+    from dbt.adapters.dyntable.engines.base import EngineError
+
+    try:
+        return EngineRegistry.get(credentials(engine_profile_target), Path.cwd()).engine
+    except EngineError as exc:
+        message = str(exc)
+        maven = "could not be resolved from Maven" in message or "did not start within" in message
+        if engine_profile_target["method"] == "session" and "spark_jars" not in engine_profile_target and maven:
+            pytest.skip(f"{NO_DELTA_JARS} (the engine said: {message.splitlines()[0]})")
+        raise
+
+
+@pytest.fixture(scope="session")
+def dbt_profile_target(engine: Any, engine_profile_target: Dict[str, Any]) -> Dict[str, Any]:
+    """dbt's functional-test profile (dbt's ``project`` fixture sets the test's unique schema)."""
+    return dict(engine_profile_target)
 
 
 @pytest.fixture(autouse=True)

@@ -26,6 +26,15 @@ from dbt.adapters.dyntable.engines.connect import ConnectEngine
 from dbt.adapters.dyntable.engines.embedded import EmbeddedEngine
 from dbt.adapters.dyntable.engines.jvm import JvmSparkEngine, delta_version
 
+pytestmark = pytest.mark.jvm_ci
+
+#: Tests that open a Spark Connect session in this process (an embedded engine, a connect client):
+#: PySpark then turns the whole process to Spark Connect, beside which the JVM engine cannot run,
+#: so they run in the embedded profile's pytest process only.
+in_connect_process = pytest.mark.skip_profile(
+    "spark_session", reason="opens a Spark Connect session in the test process: runs in the embedded profile's process"
+)
+
 # -- factory ------------------------------------------------------------------------------------
 
 
@@ -41,6 +50,7 @@ def test_connect_without_url_names_connect_url(tmp_path: Path) -> None:
         start_engine("connect", warehouse=tmp_path)
 
 
+@in_connect_process
 def test_factory_starts_the_embedded_engine(tmp_path: Path) -> None:
     engine = start_engine("embedded", warehouse=tmp_path / "wh")
     try:
@@ -71,6 +81,7 @@ def test_embedded_port_taken_names_port(tmp_path: Path) -> None:
             EmbeddedEngine(tmp_path / "wh", port=port).start()
 
 
+@in_connect_process
 def test_embedded_listens_on_loopback_only(tmp_path: Path) -> None:
     engine = EmbeddedEngine(tmp_path / "wh").start()
     try:
@@ -79,6 +90,7 @@ def test_embedded_listens_on_loopback_only(tmp_path: Path) -> None:
         engine.stop()
 
 
+@in_connect_process
 def test_two_embedded_engines_in_one_process_keep_their_own_sessions(tmp_path: Path) -> None:
     first = EmbeddedEngine(tmp_path / "one").start()
     second = EmbeddedEngine(tmp_path / "two").start()
@@ -110,6 +122,7 @@ def _run_python(code: str) -> str:
     return done.stdout.strip().splitlines()[-1]
 
 
+@in_connect_process
 def test_a_server_that_dies_mid_run_fails_fast_with_one_clear_error(tmp_path: Path) -> None:
     from dbt_common.exceptions import DbtRuntimeError
 
@@ -220,6 +233,7 @@ def connect_server() -> Iterator[str]:
     server.stop()
 
 
+@in_connect_process
 def test_connect_engine_runs_queries(connect_server: str, tmp_path: Path) -> None:
     engine = start_engine("connect", warehouse=tmp_path, connect_url=connect_server)
     try:

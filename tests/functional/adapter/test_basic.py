@@ -1,7 +1,6 @@
 """dbt-tests-adapter's basic suites, configured as dbt-spark configures them, on Delta tables."""
 
 import pytest
-
 from dbt.tests.adapter.basic.test_adapter_methods import BaseAdapterMethod
 from dbt.tests.adapter.basic.test_base import BaseSimpleMaterializations
 from dbt.tests.adapter.basic.test_empty import BaseEmpty
@@ -17,6 +16,7 @@ from dbt.tests.adapter.basic.test_validate_connection import BaseValidateConnect
 from tests.functional.adapter.delta import delta_project
 
 
+@pytest.mark.jvm_ci
 class TestSimpleMaterializations(BaseSimpleMaterializations):
     @pytest.fixture(scope="class")
     def project_config_update(self):
@@ -47,6 +47,7 @@ class TestEphemeral(BaseEphemeral):
         return delta_project("ephemeral")
 
 
+@pytest.mark.jvm_ci
 class TestIncremental(BaseIncremental):
     @pytest.fixture(scope="class")
     def project_config_update(self):
@@ -65,6 +66,7 @@ class TestSnapshotCheckCols(BaseSnapshotCheckCols):
         return delta_project("snapshot_strategy_check_cols")
 
 
+@pytest.mark.jvm_ci
 class TestSnapshotTimestamp(BaseSnapshotTimestamp):
     @pytest.fixture(scope="class")
     def project_config_update(self):

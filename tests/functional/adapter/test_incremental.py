@@ -1,7 +1,6 @@
 """dbt-tests-adapter's incremental suites, configured as dbt-spark configures its Delta runs."""
 
 import pytest
-
 from dbt.tests.adapter.incremental.test_incremental_merge_exclude_columns import (
     BaseMergeExcludeColumns,
 )
@@ -16,6 +15,7 @@ from dbt.tests.util import run_dbt
 from tests.functional.adapter.delta import delta_project
 
 
+@pytest.mark.jvm_ci
 class TestIncrementalUniqueKey(BaseIncrementalUniqueKey):
     @pytest.fixture(scope="class")
     def project_config_update(self):
@@ -105,6 +105,7 @@ class TestAppendOnSchemaChange(IncrementalOnSchemaChangeIgnoreFail):
         return delta_project(models={"+incremental_strategy": "append"})
 
 
+@pytest.mark.jvm_ci
 class TestDeltaOnSchemaChange(IncrementalOnSchemaChangeIgnoreFail):
     @pytest.fixture(scope="class")
     def project_config_update(self):

@@ -1,7 +1,6 @@
 """Seed cells reach the table as the values they are: NULLs, booleans, quotes and backslashes."""
 
 import pytest
-
 from dbt.tests.adapter.simple_seed.test_seed import BaseTestEmptySeed
 from dbt.tests.util import run_dbt
 
@@ -15,6 +14,7 @@ seed_csv = """id,label,flag,amount
 """
 
 
+@pytest.mark.jvm_ci
 class TestSeedValues:
     @pytest.fixture(scope="class")
     def project_config_update(self):

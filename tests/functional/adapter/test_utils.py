@@ -6,7 +6,6 @@ which no Spark engine parses (dbt-spark does not run it either).
 """
 
 import pytest
-
 from dbt.tests.adapter.utils.fixture_listagg import models__test_listagg_yml
 from dbt.tests.adapter.utils.test_any_value import BaseAnyValue
 from dbt.tests.adapter.utils.test_bool_or import BaseBoolOr
@@ -92,6 +91,7 @@ class TestDateAdd(BaseDateAdd):
         )
 
 
+@pytest.mark.jvm_ci
 class TestDateDiff(Delta, BaseDateDiff):
     pass
 

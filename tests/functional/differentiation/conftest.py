@@ -14,7 +14,7 @@ import os
 import pytest
 from hypothesis import HealthCheck, settings
 
-from dbt.adapters.dyntable.engines.embedded import EmbeddedEngine
+from dbt.adapters.dyntable.engines.base import Engine
 from tests.functional.differentiation.harness import Warehouse
 
 _COMMON = dict(
@@ -32,6 +32,6 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.fixture
-def wh(embedded_engine: EmbeddedEngine) -> Warehouse:
-    """A fresh schema on the session's embedded engine."""
-    return Warehouse(embedded_engine)
+def wh(engine: Engine) -> Warehouse:
+    """A fresh schema on the session's engine."""
+    return Warehouse(engine)

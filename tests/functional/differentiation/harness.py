@@ -1,4 +1,4 @@
-"""Check a derivative on the embedded engine: state(v0) ⊎ Δ == Q(v1) as multisets.
+"""Check a derivative on the engine under test: state(v0) ⊎ Δ == Q(v1) as multisets.
 
 A scenario creates Delta tables with rows at v0, evaluates the query (the engine's own answer,
 never the differentiation engine's rendering), commits DML to reach v1, evaluates the query
@@ -24,7 +24,7 @@ from dbt.adapters.dyntable.differentiation import (
     differentiate,
     plan_query,
 )
-from dbt.adapters.dyntable.engines.embedded import EmbeddedEngine
+from dbt.adapters.dyntable.engines.base import Engine
 
 WEIGHT = "_dyn_weight"
 
@@ -71,9 +71,9 @@ class Outcome:
 
 @dataclass
 class Warehouse:
-    """One schema of Delta tables on the embedded engine, unique per test."""
+    """One schema of Delta tables on the engine under test, unique per test."""
 
-    engine: EmbeddedEngine
+    engine: Engine
     schema: str = field(default_factory=lambda: f"dd_{uuid.uuid4().hex[:10]}")
 
     def __post_init__(self) -> None:
@@ -167,7 +167,7 @@ class Warehouse:
             for table in plan.sources:
                 schema, name = table.split(".")
                 logs[table] = (DeltaLog(self.engine.table_location(schema, name)), start[table], end[table])
-            with FileSetResolver(self.engine.spark, logs) as file_sets:
+            with FileSetResolver(self.engine.spark, logs, capabilities=self.engine.capabilities) as file_sets:
                 delta = differentiate(plan, file_sets, stored_relation)
                 return delta, self.engine.execute(delta.sql).collect()
         columns = None

@@ -1,4 +1,4 @@
-"""Every operator's derivative on the embedded engine: state(v0) ⊎ Δ == Q(v1) as multisets."""
+"""Every operator's derivative on the engine under test: state(v0) ⊎ Δ == Q(v1) as multisets."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import pytest
 from tests.functional.differentiation.harness import Outcome, Warehouse
 
 
+@pytest.mark.jvm_ci
 def test_projection_and_filter_with_moves_in_and_out(wh: Warehouse) -> None:
     t = wh.table("t", "id bigint, v string, d date", [
         "(1, 'apple', date'2024-01-01')", "(2, 'banana', date'2024-02-01')", "(2, 'banana', date'2024-02-01')",
@@ -80,6 +81,7 @@ def test_full_outer_join(wh: Warehouse) -> None:
     )
 
 
+@pytest.mark.jvm_ci
 def test_full_outer_join_file_set_resolver(wh: Warehouse) -> None:
     orders, customers = _orders_customers(wh)
     wh.check(
@@ -107,6 +109,7 @@ def test_non_equi_left_join(wh: Warehouse) -> None:
     )
 
 
+@pytest.mark.jvm_ci
 def test_several_joins_and_self_join(wh: Warehouse) -> None:
     orders, customers = _orders_customers(wh)
     wh.check(
@@ -154,6 +157,7 @@ def test_not_exists(wh: Warehouse) -> None:
     )
 
 
+@pytest.mark.jvm_ci
 def test_not_in_with_nulls(wh: Warehouse) -> None:
     """NOT IN is three-valued: a NULL in the subquery empties the result; it comes back when
     the NULL row is deleted."""
@@ -179,6 +183,7 @@ def test_semi_join_insert_only_specialisation(wh: Warehouse) -> None:
     )
 
 
+@pytest.mark.jvm_ci
 def test_union_all_and_union(wh: Warehouse) -> None:
     orders, customers = _orders_customers(wh)
     dml = _join_dml(orders, customers)
@@ -195,6 +200,7 @@ def test_union_distinct(wh: Warehouse) -> None:
     wh.check(f"select cid as k from {orders} union select id as k from {customers}", _join_dml(orders, customers))
 
 
+@pytest.mark.jvm_ci
 def test_group_by_aggregates(wh: Warehouse) -> None:
     orders, customers = _orders_customers(wh)
     outcome = wh.check(
@@ -236,6 +242,7 @@ GROUPED = """select k, count(*) as n, count(distinct x) as dx, sum(x) as sx, avg
 
 
 @pytest.mark.parametrize("resolver", ["except-all", "grouped-counts", "file-sets"])
+@pytest.mark.jvm_ci
 def test_deletes_and_updates_read_the_old_groups_from_the_stored_rows(wh: Warehouse, resolver: str) -> None:
     """Deletes and updates under a stored GROUP BY delete the DT's rows of the touched groups and
     recompute those groups from the sources at v1 only: a group that vanishes, one that appears,
@@ -309,6 +316,7 @@ def test_global_aggregates_over_empty_input(wh: Warehouse) -> None:
     wh.check(f"select count(*) as n, sum(v) as s, max(v) as m from {t}", [f"delete from {t} where id >= 1"])
 
 
+@pytest.mark.jvm_ci
 def test_distinct(wh: Warehouse) -> None:
     orders, customers = _orders_customers(wh)
     wh.check(
@@ -327,6 +335,7 @@ def test_distinct_insert_only(wh: Warehouse) -> None:
     assert outcome.delta.insert_only
 
 
+@pytest.mark.jvm_ci
 def test_windows_recompute_touched_partitions(wh: Warehouse) -> None:
     orders, customers = _orders_customers(wh)
     wh.check(
@@ -412,6 +421,7 @@ def test_inserts_fold_into_the_stored_first_rows(wh: Warehouse, resolver: str) -
 
 
 @pytest.mark.parametrize("resolver", ["except-all", "grouped-counts", "file-sets"])
+@pytest.mark.jvm_ci
 def test_deletes_and_updates_read_the_old_first_rows_from_the_stored_rows(wh: Warehouse, resolver: str) -> None:
     """Deletes of a partition's first row (the runner-up takes over, or the partition vanishes)
     and updates moving rows between partitions (taking the lead of the new one, or not): the old
@@ -446,6 +456,7 @@ def test_rank_recomputes_first_rows_even_with_stored_rows(wh: Warehouse) -> None
     assert "stored_" not in outcome.delta.sql
 
 
+@pytest.mark.jvm_ci
 def test_ctes_subqueries_and_nested_views(wh: Warehouse) -> None:
     orders, customers = _orders_customers(wh)
     big = wh.view("big_orders", f"select oid, cid, amount from {orders} where amount >= 50")
@@ -550,6 +561,7 @@ def test_correlated_in_and_windows_over_aggregates(wh: Warehouse) -> None:
     )
 
 
+@pytest.mark.jvm_ci
 def test_intersect_and_except(wh: Warehouse) -> None:
     orders, customers = _orders_customers(wh)
     dml = [*_join_dml(orders, customers), f"insert into {customers} values (null, 'again', 'fr')"]

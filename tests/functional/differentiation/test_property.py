@@ -24,7 +24,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dbt.adapters.dyntable.engines.embedded import EmbeddedEngine
+from dbt.adapters.dyntable.engines.base import Engine
 from tests.functional.differentiation.harness import Warehouse
 
 TABLES = ("t0", "t1", "t2", "t3")
@@ -244,8 +244,8 @@ SCHEMA = f"dd_prop_{uuid.uuid4().hex[:8]}"
 
 
 @pytest.fixture(scope="module")
-def property_warehouse(embedded_engine: EmbeddedEngine) -> Warehouse:
-    warehouse = Warehouse(embedded_engine, schema=SCHEMA)
+def property_warehouse(engine: Engine) -> Warehouse:
+    warehouse = Warehouse(engine, schema=SCHEMA)
     for table in TABLES:
         create_source(warehouse, table)
     for view, sql in view_definitions(SCHEMA).items():

@@ -1,4 +1,5 @@
-"""Applying Z-set deltas to a DT: bag semantics and the production validations (docs/ARCHITECTURE.md, "Applying")."""
+"""Applying Z-set deltas to a DT: bag semantics and the production validations
+(docs/ARCHITECTURE.md, "Applying"), on the engine under test."""
 
 from __future__ import annotations
 
@@ -7,24 +8,26 @@ from collections import Counter
 import pytest
 from deltalake import DeltaTable
 
-from dbt.adapters.dyntable.dynamic_table.refresh.apply import DeltaApplier, DeltaValidationError
 from dbt.adapters.dyntable.dynamic_table.config import DynamicTableConfig
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
+from dbt.adapters.dyntable.dynamic_table.refresh.apply import DeltaApplier, DeltaValidationError
+
+pytestmark = pytest.mark.jvm_ci
 
 COLUMNS = ["k", "v"]
 
 
 @pytest.fixture
-def dt(embedded_engine, request):
+def dt(engine, request):
     schema = "apply_" + request.node.name.lower().replace("[", "_").replace("]", "").replace("-", "_")[:40]
-    embedded_engine.execute(f"create schema if not exists {schema}")
-    embedded_engine.execute(f"create table {schema}.dt (k bigint, v string) using delta")
-    embedded_engine.execute(
+    engine.execute(f"create schema if not exists {schema}")
+    engine.execute(f"create table {schema}.dt (k bigint, v string) using delta")
+    engine.execute(
         f"insert into {schema}.dt values (1, 'a'), (1, 'a'), (2, null), (3, 'c')"
     )
     table = DynamicTable(schema, "dt", "select 1", DynamicTableConfig.from_model("dt", {"target_lag": "1 minute"}))
     yield table
-    embedded_engine.execute(f"drop schema {schema} cascade")
+    engine.execute(f"drop schema {schema} cascade")
 
 
 def contents(engine, dt):
@@ -40,53 +43,53 @@ def delta_sql(rows):
     return f"select k, v, _dyn_weight from values {values} as d(k, v, _dyn_weight)"
 
 
-def test_bag_semantics_delete_one_of_two_copies_and_insert_duplicates(embedded_engine, dt):
-    applier = DeltaApplier(embedded_engine, dt)
+def test_bag_semantics_delete_one_of_two_copies_and_insert_duplicates(engine, dt):
+    applier = DeltaApplier(engine, dt)
     prepared = applier.prepare(delta_sql([(1, "a", -1), (2, None, 1), (4, "d", 2)]), COLUMNS)
     assert applier.apply(prepared) == (3, 1)
-    assert contents(embedded_engine, dt) == Counter(
+    assert contents(engine, dt) == Counter(
         {(1, "a"): 1, (2, None): 2, (3, "c"): 1, (4, "d"): 2}
     )
 
 
-def test_insert_only_delta_is_one_commit(embedded_engine, dt):
-    applier = DeltaApplier(embedded_engine, dt)
-    before = version(embedded_engine, dt)
+def test_insert_only_delta_is_one_commit(engine, dt):
+    applier = DeltaApplier(engine, dt)
+    before = version(engine, dt)
     applier.apply(applier.prepare(delta_sql([(5, "e", 1), (1, "a", 1)]), COLUMNS))
-    assert version(embedded_engine, dt) == before + 1
-    assert contents(embedded_engine, dt)[(1, "a")] == 3
+    assert version(engine, dt) == before + 1
+    assert contents(engine, dt)[(1, "a")] == 3
 
 
-def test_deleting_a_row_that_is_not_there_fails_and_leaves_the_dt(embedded_engine, dt):
-    applier = DeltaApplier(embedded_engine, dt)
-    before = (version(embedded_engine, dt), contents(embedded_engine, dt))
+def test_deleting_a_row_that_is_not_there_fails_and_leaves_the_dt(engine, dt):
+    applier = DeltaApplier(engine, dt)
+    before = (version(engine, dt), contents(engine, dt))
     with pytest.raises(DeltaValidationError, match="deletes rows the table does not hold"):
         applier.prepare(delta_sql([(3, "c", -2)]), COLUMNS)
     with pytest.raises(DeltaValidationError, match="deletes rows the table does not hold"):
         applier.prepare(delta_sql([(9, "z", -1), (4, "d", 1)]), COLUMNS)
-    assert (version(embedded_engine, dt), contents(embedded_engine, dt)) == before
+    assert (version(engine, dt), contents(engine, dt)) == before
 
 
-def test_unconsolidated_delta_fails_and_leaves_the_dt(embedded_engine, dt):
-    applier = DeltaApplier(embedded_engine, dt)
-    before = (version(embedded_engine, dt), contents(embedded_engine, dt))
+def test_unconsolidated_delta_fails_and_leaves_the_dt(engine, dt):
+    applier = DeltaApplier(engine, dt)
+    before = (version(engine, dt), contents(engine, dt))
     with pytest.raises(DeltaValidationError, match="more than once"):
         applier.prepare(delta_sql([(4, "d", 1), (4, "d", 1)]), COLUMNS)
     with pytest.raises(DeltaValidationError, match="weight 0"):
         applier.prepare(delta_sql([(4, "d", 0)]), COLUMNS)
-    assert (version(embedded_engine, dt), contents(embedded_engine, dt)) == before
+    assert (version(engine, dt), contents(engine, dt)) == before
 
 
 @pytest.fixture
-def keyed_dt(embedded_engine, request):
+def keyed_dt(engine, request):
     """An aggregate's DT: one row per group key, a sum of doubles stored as the engine added it."""
     schema = "apply_keyed_" + request.node.name.lower()[-30:]
-    embedded_engine.execute(f"create schema if not exists {schema}")
-    embedded_engine.execute(f"create table {schema}.dt (k bigint, total double) using delta")
-    embedded_engine.execute(f"insert into {schema}.dt values (1, 0.1D + 0.2D), (2, 5.0D), (null, 7.0D)")
+    engine.execute(f"create schema if not exists {schema}")
+    engine.execute(f"create table {schema}.dt (k bigint, total double) using delta")
+    engine.execute(f"insert into {schema}.dt values (1, 0.1D + 0.2D), (2, 5.0D), (null, 7.0D)")
     table = DynamicTable(schema, "dt", "select 1", DynamicTableConfig.from_model("dt", {"target_lag": "1 minute"}))
     yield table
-    embedded_engine.execute(f"drop schema {schema} cascade")
+    engine.execute(f"drop schema {schema} cascade")
 
 
 def keyed_delta_sql(rows):
@@ -94,42 +97,42 @@ def keyed_delta_sql(rows):
     return f"select k, total, _dyn_weight from values {values} as d(k, total, _dyn_weight)"
 
 
-def test_keyed_delta_replaces_the_row_under_its_key_despite_float_rounding(embedded_engine, keyed_dt):
+def test_keyed_delta_replaces_the_row_under_its_key_despite_float_rounding(engine, keyed_dt):
     """The recomputed old sum (0.3) differs in its last bits from the stored one (0.1 + 0.2):
     matched on the whole row the delete would miss; matched on the group key it replaces it."""
-    applier = DeltaApplier(embedded_engine, keyed_dt)
+    applier = DeltaApplier(engine, keyed_dt)
     changes = keyed_delta_sql([(1, 0.3, -1), (1, 0.5, 1), (None, 7.0, -1), (3, 1.0, 1)])
     with pytest.raises(DeltaValidationError, match="deletes rows the table does not hold"):
         applier.prepare(changes, ["k", "total"])
     prepared = applier.prepare(changes, ["k", "total"], key=["k"])
     assert applier.apply(prepared) == (2, 2)
-    assert Counter(map(tuple, embedded_engine.execute(f"select k, total from {keyed_dt.relation}").collect())) == \
+    assert Counter(map(tuple, engine.execute(f"select k, total from {keyed_dt.relation}").collect())) == \
         Counter({(1, 0.5): 1, (2, 5.0): 1, (3, 1.0): 1})
 
 
-def test_keyed_delta_that_would_store_a_key_twice_fails_and_leaves_the_dt(embedded_engine, keyed_dt):
-    applier = DeltaApplier(embedded_engine, keyed_dt)
-    before = version(embedded_engine, keyed_dt)
+def test_keyed_delta_that_would_store_a_key_twice_fails_and_leaves_the_dt(engine, keyed_dt):
+    applier = DeltaApplier(engine, keyed_dt)
+    before = version(engine, keyed_dt)
     with pytest.raises(DeltaValidationError, match=r"1 key\(s\) of \(k\) would hold two rows"):
         applier.prepare(keyed_delta_sql([(2, 6.0, 1)]), ["k", "total"], key=["k"])
     with pytest.raises(DeltaValidationError, match="deletes rows the table does not hold"):
         applier.prepare(keyed_delta_sql([(9, 1.0, -1)]), ["k", "total"], key=["k"])
-    assert version(embedded_engine, keyed_dt) == before
+    assert version(engine, keyed_dt) == before
 
 
-def test_a_key_the_dt_already_breaks_is_never_matched_on(embedded_engine, keyed_dt):
+def test_a_key_the_dt_already_breaks_is_never_matched_on(engine, keyed_dt):
     """Two stored rows under k = 2: a keyed MERGE deleting one of them would delete both. A key
     the plan proves fails the refresh; a declared one (a unique test the data breaks) falls back to
     whole-row matching, which is right for any multiset, and says so."""
-    embedded_engine.execute(f"insert into {keyed_dt.relation} values (2, 8.0D)")
-    applier = DeltaApplier(embedded_engine, keyed_dt)
-    before = version(embedded_engine, keyed_dt)
+    engine.execute(f"insert into {keyed_dt.relation} values (2, 8.0D)")
+    applier = DeltaApplier(engine, keyed_dt)
+    before = version(engine, keyed_dt)
     changes = keyed_delta_sql([(2, 8.0, -1), (2, 9.0, 1)])
     with pytest.raises(DeltaValidationError, match="would hold two rows"):
         applier.prepare(changes, ["k", "total"], key=["k"])
-    assert version(embedded_engine, keyed_dt) == before
+    assert version(engine, keyed_dt) == before
     prepared = applier.prepare(changes, ["k", "total"], key=["k"], declared_by="a unique test on k")
     assert prepared.key is None and "declared by a unique test on k, is not unique" in prepared.warning
     assert applier.apply(prepared) == (1, 1)
-    assert Counter(map(tuple, embedded_engine.execute(f"select k, total from {keyed_dt.relation}").collect())) == \
+    assert Counter(map(tuple, engine.execute(f"select k, total from {keyed_dt.relation}").collect())) == \
         Counter({(1, 0.1 + 0.2): 1, (2, 5.0): 1, (2, 9.0): 1, (None, 7.0): 1})

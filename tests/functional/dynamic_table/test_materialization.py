@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from dbt.tests.util import run_dbt, run_dbt_and_capture, write_file
 
-from tests.functional.dynamic_table.dvs import assert_dvs, history
+from tests.functional.dynamic_table.dvs import assert_dvs, history, project_engine
 
 ORDERS_DT = """
 {{ config(materialized='dynamic_table', target_lag='1 minute', refresh_mode='incremental') }}
@@ -85,6 +85,7 @@ def last_actions(warehouse, project):
     }
 
 
+@pytest.mark.jvm_ci
 class TestDynamicTableChain:
     def test_create_then_changes_then_no_data(self, project, raw, dyntable_warehouse):
         results = run_dbt(["run"])
@@ -117,7 +118,6 @@ class TestDynamicTableChain:
         from dbt.adapters.dyntable.dynamic_table.lifecycle import RefreshRequest, Trigger
         from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
         from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
-        from tests.functional.dynamic_table.dvs import project_engine
 
         run_dbt(["run"])
         engine = project_engine(project)
@@ -183,6 +183,7 @@ class TestDynamicTableChain:
         assert catalog.nodes["model.test.big_dt"].stats["target_lag"].value == "5 minutes"
 
 
+@pytest.mark.jvm_ci
 class TestConfigurationChanges:
     @pytest.fixture(scope="class")
     def models(self):
@@ -267,3 +268,59 @@ class TestInitializeOnSchedule:
         assert (last.refresh_action, last.reason) == ("REINITIALIZE", "first refresh (initialize: on_schedule)")
         assert_dvs(project, dyntable_warehouse, "orders_dt")
         assert project.run_sql(f"select count(*) from {name}", fetch="one")[0] > 0
+
+
+@pytest.mark.skip_profile("embedded", reason="the embedded engine has no change data feed")
+@pytest.mark.jvm_ci
+class TestChangeDataFeedSources:
+    """Sources with Delta's change data feed on: an engine that has the feed reads rewrites
+    (updates, deletes) from it instead of diffing the rewritten files, and the DTs stay equal to
+    their queries."""
+
+    @pytest.fixture(scope="class")
+    def raw(self, project):
+        schema = f"{project.test_schema}_raw"
+        feed = "tblproperties (delta.enableChangeDataFeed = true)"
+        project.run_sql(f"create schema if not exists {schema}")
+        project.run_sql(f"create table {schema}.customers (customer_id bigint, name string, country string) using delta {feed}")
+        project.run_sql(f"create table {schema}.orders (order_id bigint, customer_id bigint, amount double) using delta {feed}")
+        project.run_sql(f"insert into {schema}.customers values (1, 'ada', 'GB'), (2, 'grace', 'US'), (3, 'edsger', 'NL')")
+        project.run_sql(f"insert into {schema}.orders values (10, 1, 50.0), (11, 1, 70.0), (12, 2, 30.0), (13, 3, 200.0)")
+        yield schema
+        project.run_sql(f"drop schema if exists {schema} cascade")
+
+    @pytest.fixture
+    def feed_reads(self, monkeypatch):
+        """The (source, interval) pairs refreshes read from a change data feed: the real reads,
+        recorded on their way through."""
+        from dbt.adapters.dyntable import changes
+
+        reads = []
+        original = changes.register_changes_from_cdf
+
+        def recording(spark, capabilities, log, v0, v1, view_name):
+            reads.append((log.location.rstrip("/").rsplit("/", 1)[-1], v0, v1))
+            return original(spark, capabilities, log, v0, v1, view_name)
+
+        monkeypatch.setattr(changes, "register_changes_from_cdf", recording)
+        return reads
+
+    def test_updates_and_deletes_come_from_the_feed(self, project, raw, dyntable_warehouse, feed_reads):
+        assert project_engine(project).capabilities.change_data_feed
+        run_dbt(["run"])
+        assert feed_reads == []  # creation reads the sources whole
+        project.run_sql(f"update {raw}.customers set country = 'GB' where customer_id = 2")
+        project.run_sql(f"delete from {raw}.orders where order_id = 11")
+        project.run_sql(f"update {raw}.orders set amount = 80.0 where order_id = 12")
+        run_dbt(["run"])
+        actions = last_actions(dyntable_warehouse, project)
+        assert actions["orders_dt"] == actions["revenue_dt"] == "INCREMENTAL"
+        assert_all_dvs(project, dyntable_warehouse)
+        assert {table for table, _, _ in feed_reads} == {"customers", "orders"}
+
+        feed_reads.clear()
+        project.run_sql(f"insert into {raw}.orders values (14, 3, 5.0)")
+        run_dbt(["run"])
+        assert last_actions(dyntable_warehouse, project)["orders_dt"] == "INCREMENTAL"
+        assert_all_dvs(project, dyntable_warehouse)
+        assert feed_reads == []  # an append is read from its added files

@@ -7,8 +7,11 @@ would fail its first `dbt run` instead of silently refreshing FULL.
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 from dbt.tests.util import get_manifest, run_dbt, run_dbt_and_capture
+from pyspark import cloudpickle
 
 from dbt.adapters.dyntable.dynamic_table.declared_keys import declared_keys
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
@@ -74,7 +77,13 @@ def raw(project):
         f"insert into {schema}.orders values (10, 1, 50.0), (11, 1, 5.0), (12, 2, 30.0), (13, 3, 20.0)"
     )
     # A Python UDF in the engine's session, as a project would register one in its own code.
-    project_engine(project).spark.udf.register("plus_one", plus_one, "bigint")
+    # Pickled by value: JVM Spark runs it in worker processes, which cannot import this test
+    # module (pytest put its folder on the test process's path only).
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    try:
+        project_engine(project).spark.udf.register("plus_one", plus_one, "bigint")
+    finally:
+        cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
     yield schema
     project.run_sql(f"drop schema if exists {schema} cascade")
 
@@ -83,6 +92,7 @@ def last(warehouse, project, model):
     return history(warehouse, f"{project.test_schema}.{model}")[-1]
 
 
+@pytest.mark.jvm_ci
 class TestPlanningInputs:
     @pytest.fixture(scope="class")
     def models(self):

@@ -1,0 +1,72 @@
+"""The dbt profile of the engine under test, for in-process dbt and for dbt in subprocesses.
+
+``--profile`` (see tests/conftest.py) names the engine a pytest process tests: ``embedded`` (Sail
+in-process) or ``spark_session`` (JVM Spark with delta-spark). Every functional test reaches its
+engine through the target built here, so one pytest process tests one engine:
+
+* in-process dbt (dbt's ``project`` fixture) and the tests that drive an engine directly share the
+  session's one engine (the ``engine`` fixture in tests/functional/conftest.py);
+* tests that run dbt, the ``dyntable`` CLI or the demo in subprocesses write this target into
+  the project's profiles.yml, on a warehouse of their own.
+
+Delta's jars for the JVM engine come from the folder named by ``DYNTABLE_SPARK_JARS`` or, where it
+is unset, from Maven.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Dict, Optional
+
+import yaml
+
+SPARK_JARS_ENV = "DYNTABLE_SPARK_JARS"
+PROFILE_METHODS = {"embedded": "embedded", "spark_session": "session"}
+
+#: Spark settings of the JVM engine under test: an INSERT ... VALUES writes one file, as it does
+#: on the embedded engine, instead of one per core. Tests that build a file layout (an update
+#: rewriting a file that holds other rows, a delete leaving a deletion vector) then get the same
+#: layout on both engines, whatever the machine's core count.
+JVM_TEST_CONF = {"spark.sql.leafNodeDefaultParallelism": "1"}
+
+
+def spark_jars_folder() -> Optional[Path]:
+    """The folder DYNTABLE_SPARK_JARS names (absolute), or None when it is unset."""
+    value = os.environ.get(SPARK_JARS_ENV)
+    return Path(value).expanduser().resolve() if value else None
+
+
+def engine_target(
+    profile: str, warehouse: Path, schema: str = "dyntable_functional", threads: int = 1
+) -> Dict[str, Any]:
+    """A dyntable profile target for the engine ``profile`` names, on ``warehouse``."""
+    target: Dict[str, Any] = {
+        "type": "dyntable",
+        "method": PROFILE_METHODS[profile],
+        "schema": schema,
+        "threads": threads,
+        "warehouse": str(warehouse),
+    }
+    if profile == "spark_session":
+        jars = spark_jars_folder()
+        if jars is not None:
+            target["spark_jars"] = str(jars)
+        target["server_side_parameters"] = dict(JVM_TEST_CONF)
+    return target
+
+
+def write_profiles(
+    directory: Path, profile_name: str, target: Dict[str, Any], target_name: str = "dev"
+) -> Path:
+    """Write ``profiles.yml`` with one profile of one target into ``directory``."""
+    path = directory / "profiles.yml"
+    path.write_text(yaml.safe_dump({profile_name: {"target": target_name, "outputs": {target_name: target}}}))
+    return path
+
+
+def credentials(target: Dict[str, Any]):
+    """The adapter's credentials for a target, as dbt builds them from profiles.yml."""
+    from dbt.adapters.dyntable.connections import DyntableCredentials
+
+    return DyntableCredentials.from_dict({k: v for k, v in target.items() if k not in ("type", "threads")})
