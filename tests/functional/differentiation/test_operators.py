@@ -109,7 +109,6 @@ def test_non_equi_left_join(wh: Warehouse) -> None:
     )
 
 
-@pytest.mark.jvm_ci
 def test_several_joins_and_self_join(wh: Warehouse) -> None:
     orders, customers = _orders_customers(wh)
     wh.check(
@@ -242,7 +241,6 @@ GROUPED = """select k, count(*) as n, count(distinct x) as dx, sum(x) as sx, avg
 
 
 @pytest.mark.parametrize("resolver", ["except-all", "grouped-counts", "file-sets"])
-@pytest.mark.jvm_ci
 def test_deletes_and_updates_read_the_old_groups_from_the_stored_rows(wh: Warehouse, resolver: str) -> None:
     """Deletes and updates under a stored GROUP BY delete the DT's rows of the touched groups and
     recompute those groups from the sources at v1 only: a group that vanishes, one that appears,
@@ -421,7 +419,6 @@ def test_inserts_fold_into_the_stored_first_rows(wh: Warehouse, resolver: str) -
 
 
 @pytest.mark.parametrize("resolver", ["except-all", "grouped-counts", "file-sets"])
-@pytest.mark.jvm_ci
 def test_deletes_and_updates_read_the_old_first_rows_from_the_stored_rows(wh: Warehouse, resolver: str) -> None:
     """Deletes of a partition's first row (the runner-up takes over, or the partition vanishes)
     and updates moving rows between partitions (taking the lead of the new one, or not): the old
@@ -456,7 +453,6 @@ def test_rank_recomputes_first_rows_even_with_stored_rows(wh: Warehouse) -> None
     assert "stored_" not in outcome.delta.sql
 
 
-@pytest.mark.jvm_ci
 def test_ctes_subqueries_and_nested_views(wh: Warehouse) -> None:
     orders, customers = _orders_customers(wh)
     big = wh.view("big_orders", f"select oid, cid, amount from {orders} where amount >= 50")
