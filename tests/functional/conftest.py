@@ -99,16 +99,16 @@ def dbt_profile_target(engine: Any, engine_profile_target: Dict[str, Any]) -> Di
     return dict(engine_profile_target)
 
 
-@pytest.fixture(autouse=True)
-def skip_by_profile_type(request: pytest.FixtureRequest) -> None:
-    """Apply `skip_profile` / `xfail_profile` markers for the profile this session runs on."""
-    profile = request.config.getoption("--profile")
-    marker = request.node.get_closest_marker("skip_profile")
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Apply `skip_profile` / `xfail_profile` markers for the profile this session runs on, before
+    any fixture is set up (a class's fixtures may use what the skipped engine lacks)."""
+    profile = item.config.getoption("--profile")
+    marker = item.get_closest_marker("skip_profile")
     if marker is not None and profile in marker.args:
         reason = marker.kwargs.get("reason")
         pytest.skip(f"skipped on the '{profile}' profile" + (f": {reason}" if reason else ""))
-    for marker in request.node.iter_markers("xfail_profile"):
+    for marker in item.iter_markers("xfail_profile"):
         if profile in marker.args:
             # strict: when the engine gains the feature, the test says so by failing.
-            request.node.add_marker(pytest.mark.xfail(reason=marker.kwargs["reason"], strict=True))
+            item.add_marker(pytest.mark.xfail(reason=marker.kwargs["reason"], strict=True))
             break
