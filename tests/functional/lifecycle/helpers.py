@@ -48,15 +48,22 @@ def drop_last_commits(table: Path, count: int) -> None:
     would: their JSON files, checkpoints after what remains, and the pointer to those."""
     log = table / "_delta_log"
     for commit in commits(table)[-count:]:
-        commit.unlink()
+        remove_with_checksum(commit)
     kept = int(commits(table)[-1].name.split(".")[0])
-    for checkpoint in log.glob("*.checkpoint*"):
+    for checkpoint in log.glob("[0-9]*.checkpoint*"):
         if int(checkpoint.name.split(".")[0]) > kept:
-            checkpoint.unlink()
+            remove_with_checksum(checkpoint)
     # A backup holds the pointer of its own time: none past what remains.
     pointer = log / "_last_checkpoint"
     if pointer.exists() and json.loads(pointer.read_text())["version"] > kept:
-        pointer.unlink()
+        remove_with_checksum(pointer)
+
+
+def remove_with_checksum(path: Path) -> None:
+    """Remove a log file and the checksum JVM Spark's Hadoop file system keeps beside it
+    (``.<name>.crc``), which would otherwise reject the next file written under that name."""
+    path.unlink()
+    path.with_name(f".{path.name}.crc").unlink(missing_ok=True)
 
 
 def restore(table: Path, version: int) -> None:
