@@ -61,6 +61,7 @@ class TestChangeFuse:
         name = f"{project.test_schema}.{model}"
         return metadata(warehouse).graph(name)[name]
 
+    @pytest.mark.jvm_ci
     def test_a_large_change_is_stopped_until_accepted(self, project, raw, dyntable_warehouse):
         run_dbt(["run", "--select", "by_ratio"])  # a first build is not guarded
         project.run_sql(f"insert into {raw}.orders values (10, 1.0), (11, 2.0)")

@@ -74,6 +74,7 @@ class TestConsistentReads:
     def last_refresh(self, warehouse, project, model):
         return history(warehouse, f"{project.test_schema}.{model}")[-1]
 
+    @pytest.mark.jvm_ci
     def test_a_reader_sees_both_tables_at_one_data_timestamp(self, project, raw, dyntable_warehouse):
         run_dbt(["run"])
         first = self.last_refresh(dyntable_warehouse, project, "revenue")

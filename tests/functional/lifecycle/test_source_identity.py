@@ -89,6 +89,7 @@ class TestSourceIdentity:
         for model in MODELS:
             assert_refreshed(project, warehouse, model, "REINITIALIZE")
 
+    @pytest.mark.jvm_ci
     def test_a_reloaded_seed_is_a_new_table_even_at_the_same_version(self, project, raw, dyntable_warehouse):
         self.build(project, raw, dyntable_warehouse)
         seed = location(project, f"{project.test_schema}.customers")
