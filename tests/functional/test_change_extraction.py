@@ -249,6 +249,7 @@ def test_empty_interval_is_an_empty_view_with_the_columns(engine: Engine) -> Non
     assert check_interval(engine, table, log, 0, 0) == Counter()  # the table was still empty
 
 
+@pytest.mark.jvm_ci
 def test_deletion_vectors_are_read_as_the_rows_they_mask(engine: Engine) -> None:
     """A DELETE or UPDATE through deletion vectors re-adds a file under its path with more rows
     masked: those rows are the deletes, read from that file alone."""

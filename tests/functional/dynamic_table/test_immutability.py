@@ -86,6 +86,7 @@ def assert_mutable_region_is_the_query(project: Any, warehouse: Any, model: str)
     assert check.rows > 0
 
 
+@pytest.mark.jvm_ci
 class TestImmutableWhere:
     @pytest.fixture(scope="class")
     def project_config_update(self):

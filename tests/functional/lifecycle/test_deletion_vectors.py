@@ -46,6 +46,7 @@ def raw(project):
     project.run_sql(f"drop schema if exists {schema} cascade")
 
 
+@pytest.mark.jvm_ci
 class TestDeletionVectorSources:
     @pytest.fixture(scope="class")
     def project_config_update(self):
