@@ -78,8 +78,6 @@ class DvsCheck:
     detail: str
     frontier: Optional[Frontier]
     compared: bool = True
-    #: The query's rows (in the sample, for a sampled check), beside ``rows``, the DT's.
-    query_rows: int = 0
 
 
 def check_dvs(
@@ -95,7 +93,7 @@ def check_dvs(
         mutable = _mutable(immutable_where, frontier)
         actual = multiset(engine.execute(f"SELECT * FROM {quoted_table(name)} AS t{mutable}").collect())
         expected = multiset(engine.execute(f"SELECT * FROM ({expected_sql}) AS q{mutable}").collect())
-    rows, query_rows = sum(actual.values()), sum(expected.values())
+    rows = sum(actual.values())
     if actual != expected:
         missing, extra = expected - actual, actual - expected
         return DvsCheck(
@@ -105,9 +103,8 @@ def check_dvs(
             f"{sum(extra.values())} rows only in the DT (e.g. {list(extra)[:2]}), "
             f"{sum(missing.values())} only in the query (e.g. {list(missing)[:2]})",
             frontier,
-            query_rows=query_rows,
         )
-    return DvsCheck(name, True, rows, "equal", frontier, query_rows=query_rows)
+    return DvsCheck(name, True, rows, "equal", frontier)
 
 
 #: ``verify: sample`` compares the rows whose key (or, without one, whole row) hashes to one of
@@ -167,7 +164,7 @@ def verify(
         ).collect()[0]
     rows, query_rows = int(both["dt_rows"]), int(both["query_rows"])
     if (rows, both["dt_hash"]) == (query_rows, both["query_hash"]):
-        return DvsCheck(name, True, rows, f"equal ({scope}, {rows:,} rows)", frontier, query_rows=query_rows)
+        return DvsCheck(name, True, rows, f"equal ({scope}, {rows:,} rows)", frontier)
     differ = "the same number of rows with different contents" if rows == query_rows else "different rows"
     return DvsCheck(
         name,
@@ -175,7 +172,6 @@ def verify(
         rows,
         f"MISMATCH ({scope}): the table holds {rows:,} rows, its query {query_rows:,} ({differ})",
         frontier,
-        query_rows=query_rows,
     )
 
 
