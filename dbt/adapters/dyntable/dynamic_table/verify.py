@@ -207,14 +207,17 @@ def _pinned(engine: Engine, metadata: MetadataStore, name: str) -> Iterator[Any]
 def _hashed(fields: Sequence[StructField]) -> str:
     """The arguments of a row's hash: per column whether it is NULL (Spark's hash skips NULLs, so
     ``(1, NULL)`` and ``(NULL, 1)`` would collide) and its value, as :func:`comparable` reads it:
-    floating point at :data:`FLOAT_DIGITS` significant digits (``+ 0.0`` makes -0.0 0.0); a value
-    holding a map as JSON (Spark hashes no maps)."""
+    floating point at :data:`FLOAT_DIGITS` significant digits, zero (and -0.0) as ``0``, which the
+    embedded engine formats wrongly (docs/ARCHITECTURE.md, "Verifying"); a value holding a map as
+    JSON (Spark hashes no maps)."""
     parts: List[str] = []
     for field in fields:
         column = quote(field.name)
         value = column
         if isinstance(field.dataType, (DoubleType, FloatType)):
-            value = f"format_string('%.{FLOAT_DIGITS - 1}e', CAST({column} AS DOUBLE) + 0.0D)"
+            double = f"CAST({column} AS DOUBLE)"
+            formatted = f"format_string('%.{FLOAT_DIGITS - 1}e', {double})"
+            value = f"CASE WHEN {double} = 0 THEN '0' ELSE {formatted} END"
         elif _holds_map(field.dataType):
             value = f"to_json({column})"
         parts += [f"isnull({column})", value]
