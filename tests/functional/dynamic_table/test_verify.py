@@ -120,19 +120,29 @@ class TestVerify:
         row = last(project, dyntable_warehouse, "random_warns")
         assert row.state == "SUCCEEDED" and row.verified.startswith("MISMATCH (full)")
 
+    def test_the_runner_verifies_too(self, project, raw, dyntable_warehouse):
+        project.run_sql(f"insert into {raw}.orders values (50, 5.0)")
+        refreshed = dyntable(project, "refresh", "random")
+        assert refreshed.exit_code == 1, refreshed.output
+        row = last(project, dyntable_warehouse, "random")
+        assert row.refresh_trigger == "MANUAL" and row.state == "FAILED"
+        assert row.verified.startswith("MISMATCH (full)")
+        assert dyntable(project, "refresh", "checked").exit_code == 0
+        assert last(project, dyntable_warehouse, "checked").verified == "equal (full, 42 rows)"
+
     def test_dyntable_verify_and_the_generic_test(self, project, raw, dyntable_warehouse):
         run_dbt(["run", "--select", "unchecked", "sampled"])
         assert last(project, dyntable_warehouse, "unchecked").verified is None  # verify is opt-in
         ok = dyntable(project, "verify", "unchecked")
         assert ok.exit_code == 0, ok.output
-        assert "equals its query" in ok.output and "equal (full, 41 rows)" in flat(ok.output)
+        assert "equals its query" in ok.output and "equal (full, 42 rows)" in flat(ok.output)
         run_dbt(["test", "--select", "unchecked", "sampled"])
 
         # Rows written behind dbt-dyntable's back: the table no longer equals its query.
         project.run_sql(f"insert into {project.test_schema}.unchecked values (1000, 1.0)")
         bad = dyntable(project, "verify", "unchecked")
         assert bad.exit_code == 1
-        assert "MISMATCH (full): the table holds 42 rows, its query 41 (different rows)" in flat(bad.output)
+        assert "MISMATCH (full): the table holds 43 rows, its query 42 (different rows)" in flat(bad.output)
         assert "Run `dbt run --full-refresh -s unchecked` to rebuild it." in flat(bad.output)
         sample = dyntable(project, "verify", "unchecked", "--mode", "sample")
         # The sample is one bucket of rows by row key: it catches the foreign row when it falls in it.
