@@ -189,3 +189,50 @@ class TestBadVerifyConfig:
         text = flat(log)
         assert "Model 'bad_verify': verify 'always' is not valid. Use sample | full." in text, text
         assert "Model 'bad_failure': verify_failure 'ignore' is not valid. Use error | warn." in text, text
+
+
+IMMUTABLE = """
+{{ config(materialized='dynamic_table', target_lag='1 minute', verify='full',
+          immutable_where="day < current_date() - interval 2 days") }}
+select day, count(*) as n from {{ source('raw', 'events') }} group by day
+"""
+
+
+class TestVerifyImmutable:
+    """With `immutable_where` the table keeps rows its query no longer gives: verify compares the
+    mutable region, as the contract says (docs/ARCHITECTURE.md, "Immutable rows")."""
+
+    @pytest.fixture(scope="class")
+    def project_config_update(self):
+        return delta_project()
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"kept.sql": IMMUTABLE, "schema.yml": SCHEMA.replace("orders", "events").split("models:")[0]}
+
+    @pytest.fixture(scope="class")
+    def events(self, project):
+        schema = f"{project.test_schema}_raw"
+        project.run_sql(f"create schema if not exists {schema}")
+        project.run_sql(f"create table {schema}.events (id bigint, day date) using delta")
+        project.run_sql(
+            f"insert into {schema}.events values (1, current_date() - interval 10 days), "
+            f"(2, current_date() - interval 10 days), (3, current_date())"
+        )
+        yield schema
+        project.run_sql(f"drop schema if exists {schema} cascade")
+
+    def test_verify_compares_the_mutable_region(self, project, events, dyntable_warehouse):
+        run_dbt(["run", "--select", "kept"])
+        assert last(project, dyntable_warehouse, "kept").verified == "equal (full, mutable rows, 1 rows)"
+        # The source drops its old day: the table keeps it, and still verifies equal.
+        project.run_sql(f"delete from {events}.events where id < 3")
+        project.run_sql(f"insert into {events}.events values (4, current_date())")
+        run_dbt(["run", "--select", "kept"])
+        row = last(project, dyntable_warehouse, "kept")
+        assert row.state == "SUCCEEDED" and row.verified == "equal (full, mutable rows, 1 rows)", row
+        old = project.run_sql(
+            f"select n from {project.test_schema}.kept where day < current_date() - interval 2 days", fetch="all"
+        )
+        assert [tuple(r) for r in old] == [(2,)]
+        assert dyntable(project, "verify", "kept").exit_code == 0
