@@ -534,3 +534,60 @@ def test_table_statements(
 ) -> None:
     embedded_lacks(request, engine, construct)
     engine.spark.sql(statement.format(t=people)).collect()
+
+
+# -- table features and verify (docs/ARCHITECTURE.md, "Table features", "Verifying") -------------
+
+
+@pytest.mark.parametrize(
+    "construct, statement",
+    [
+        ("Delta liquid clustering (CREATE TABLE ... CLUSTER BY)", "CREATE TABLE {t}_c (c INT) USING delta CLUSTER BY (c)"),
+        ("COMMENT ON TABLE", "COMMENT ON TABLE {t} IS 'people'"),
+        ("ALTER TABLE ... ALTER COLUMN ... COMMENT", "ALTER TABLE {t} ALTER COLUMN name COMMENT 'their name'"),
+    ],
+)
+def test_table_feature_statements(
+    request: pytest.FixtureRequest, engine: Engine, people: str, construct: str, statement: str
+) -> None:
+    # table_features.py asks the running engine and warns, naming it, where these are refused.
+    embedded_lacks(request, engine, construct)
+    engine.execute(statement.format(t=people))
+
+
+def test_comments_in_create_table(engine: Engine) -> None:
+    engine.execute("CREATE SCHEMA IF NOT EXISTS conformance")
+    name = f"conformance.{fresh('commented')}"
+    engine.execute(f"CREATE TABLE {name} (a INT COMMENT 'the a') USING delta COMMENT 'a table'")
+    log = engine.delta_log(name)
+    assert log is not None
+    snapshot = log.snapshot(log.latest_version())
+    assert snapshot.description == "a table"
+    assert snapshot.schema.fields[0].metadata.get("comment") == "the a"
+
+
+def test_verify_hash_constructs(engine: Engine) -> None:
+    # verify.verify's row hash: the NULL flag, doubles at 15 significant digits (zero apart: below),
+    # the 64-bit hash summed as DECIMAL(38, 0), and the sample's bucket.
+    values = [0.1, -3.25, 1e300, 2.5]
+    got = rows(
+        engine,
+        "SELECT format_string('%.14e', CAST(x AS DOUBLE)), isnull(x) FROM VALUES "
+        + ", ".join(f"({v!r}D)" for v in values)
+        + ", (NULL) AS v(x)",
+    )
+    assert got[:4] == [("%.14e" % v, False) for v in values]
+    assert got[4][1] is True
+    assert rows(engine, "SELECT pmod(-7L, 16), pmod(xxhash64(1), 16) >= 0") == [(9, True)]
+    total = rows(
+        engine,
+        "SELECT CAST(sum(CAST(xxhash64(x) AS DECIMAL(38, 0))) AS STRING) FROM VALUES (1), (2), (3) AS v(x)",
+    )[0][0]
+    single = [rows(engine, f"SELECT xxhash64({x})")[0][0] for x in (1, 2, 3)]
+    assert int(total) == sum(single)
+
+
+def test_format_string_of_zero(request: pytest.FixtureRequest, engine: Engine) -> None:
+    # Sail 0.7 formats 0.0 as 'NaNe-2147483648': verify's row hash writes zero as '0' itself.
+    embedded_lacks(request, engine, "format_string('%.14e') of 0.0")
+    assert rows(engine, "SELECT format_string('%.14e', -0.0D + 0.0D)") == [("0.00000000000000e+00",)]

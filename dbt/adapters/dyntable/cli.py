@@ -4,6 +4,7 @@
     dyntable refresh MODEL                                    a manual refresh (upstream DTs too)
     dyntable suspend|resume MODEL
     dyntable status | graph | history MODEL | explain MODEL | report
+    dyntable verify MODEL [--mode full|sample]                the table against its query
     dyntable snapshot MODEL...                                the DTs' latest common data timestamp
     dyntable repair                                           rebuild damaged metadata tables
 
@@ -34,9 +35,10 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 from rich.table import Table
 from typing_extensions import Annotated
 
-from dbt.adapters.dyntable.dynamic_table.config import TargetLag
+from dbt.adapters.dyntable.dynamic_table.config import VERIFY_MODES, TargetLag
 from dbt.adapters.dyntable.dynamic_table.lifecycle import SchedulingState, State, Trigger
 from dbt.adapters.dyntable.dynamic_table.metadata import GraphRow, HistoryRow, MetadataDamaged, MetadataStore
+from dbt.adapters.dyntable.dynamic_table.refresh.apply import FULL_REFRESH_FIX
 from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
 from dbt.adapters.dyntable.dynamic_table.snapshot import NoCommonSnapshot, common_snapshot
 from dbt.adapters.dyntable.runner.backend import ServiceBackend
@@ -223,6 +225,17 @@ def failures_text(graph: DynamicTableGraph, name: str, row: Optional[GraphRow]) 
     if retry is None or retry <= time.time() * 1000:
         return str(row.consecutive_failures)
     return f"{row.consecutive_failures} (next try {clock_text(from_ms(retry))})"
+
+
+def verify_text(mode: Optional[str], last: Optional[HistoryRow]) -> str:
+    """A DT's ``verify`` mode and how its latest verified refresh compared (docs/ARCHITECTURE.md,
+    "Verifying"): ``full: equal``, ``sample: MISMATCH``, ``off``."""
+    outcome = ""
+    if last is not None and last.verified:
+        word = last.verified.split(" (", 1)[0].split(":", 1)[0]
+        color = "green" if word == "equal" else "red" if word == "MISMATCH" else "yellow"
+        outcome = f": [{color}]{word}[/] at {clock_text(last.data_timestamp)}"
+    return f"{mode or 'off'}{outcome}"
 
 
 def period_text(graph: DynamicTableGraph, name: str) -> str:
@@ -461,7 +474,9 @@ def status(
     metadata = loaded.metadata()
     frontiers = metadata.frontiers()
     graph_rows = metadata.graph()
-    latest = _latest_history(metadata.history())
+    everything = metadata.history()
+    latest = _latest_history(everything)
+    checked = _latest_history([row for row in everything if row.verified])
     now = datetime.now(timezone.utc)
     table = titled_table(
         "Dynamic tables",
@@ -473,6 +488,7 @@ def status(
             "current lag",
             "state",
             "last action",
+            "verify",
             "failures",
         ),
         TIMES_IN_UTC,
@@ -497,6 +513,7 @@ def status(
             lag_cell if frontier else "[dim]not initialized[/]",
             styled(row.scheduling_state if row else SchedulingState.ACTIVE),
             last_cell,
+            verify_text(graph.nodes[name].dt.config.verify, checked.get(name)),
             failures_text(graph, name, row),
         )
     if not graph.nodes:
@@ -535,7 +552,8 @@ def history(
     )
     for row in rows:
         seconds = (row.refresh_end_time - row.refresh_start_time).total_seconds()
-        detail = "; ".join(t for t in (row.reason, row.state_message) if t)
+        verified = f"verify: {row.verified}" if row.verified else ""
+        detail = "; ".join(t for t in (row.reason, row.state_message, verified) if t)
         table.add_row(
             clock_text(row.refresh_start_time),
             str(row.refresh_trigger),
@@ -685,6 +703,37 @@ def explain(
     except Exception as exc:  # noqa: BLE001 - one clear error naming the model
         fail(f"{node.model}: {exc}")
     console.print(report_text, markup=False, highlight=False)
+
+
+@app.command()
+@metadata_checked
+def verify(
+    model: Annotated[str, typer.Argument(help="The dynamic table.")],
+    project_dir: ProjectDir = Path("."),
+    profiles_dir: ProfilesDir = None,
+    target: Target = None,
+    mode: Annotated[
+        Optional[str],
+        typer.Option("--mode", help="full (every row) or sample; default: its verify config, else full."),
+    ] = None,
+) -> None:
+    """Compare a dynamic table with its query at its data timestamp (an order-independent hash of
+    its rows); exit 1 when they differ or cannot be compared."""
+    if mode is not None and mode not in VERIFY_MODES:
+        fail(f"--mode {mode!r} is not one of {', '.join(VERIFY_MODES)}.")
+    _, node, service = model_in_service(model, project_dir, profiles_dir, target)
+    chosen = mode or node.dt.config.verify or "full"
+    with console.status(f"Verifying {node.model} ({chosen})…"):
+        try:
+            check = service.verify(node.dt, chosen)
+        except Exception as exc:  # noqa: BLE001 - one clear error naming the model
+            fail(f"{node.model}: {exc}", EXIT_FAILED)
+    at = f" at {clock_text(check.frontier.data_timestamp)} UTC" if check.frontier else ""
+    if check.ok:
+        console.print(f"{node.model} ({node.name}) equals its query{at}: {escape(check.detail)}.")
+        return
+    fix = f" {FULL_REFRESH_FIX.replace('<model>', node.model)}" if check.compared else ""
+    fail(f"{node.model} ({node.name}){at}: {check.detail}.{fix}", EXIT_FAILED)
 
 
 @app.command()

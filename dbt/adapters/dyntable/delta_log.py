@@ -101,6 +101,10 @@ class Snapshot:
     deleted_rows: Mapping[str, "np.ndarray[Any, Any]"] = field(default_factory=dict)
     """Per :attr:`DataFile.path` of a file with a deletion vector: the positions of the rows it
     masks (docs/ARCHITECTURE.md, "Reading sources")."""
+    description: Optional[str] = None
+    """The table's comment."""
+    writer_features: Tuple[str, ...] = ()
+    """The protocol's writer table features (``clustering``, ``deletionVectors``, ...)."""
 
     @property
     def schema(self) -> StructType:
@@ -379,6 +383,8 @@ class DeltaLog:
             configuration=dict(metadata.configuration),
             files=files,
             deleted_rows=deleted_rows,
+            description=metadata.description or None,
+            writer_features=tuple(table.protocol().writer_features or ()),
         )
 
     @staticmethod
@@ -569,14 +575,14 @@ class DeltaLog:
                 f"column mapping (mode {before.column_mapping_mode}) stores physical column "
                 "names in the data files, which file-set change extraction does not translate"
             )
-        schema = json.loads(before.schema_json)
+        schema = without_comments(json.loads(before.schema_json))
         for commit in commits:
             meta = commit.metadata
             if meta is None:
                 continue
             if meta.get("id") != before.table_id:
                 return f"table was re-created at version {commit.version} (table id changed)"
-            changed = json.loads(meta.get("schemaString") or "{}")
+            changed = without_comments(json.loads(meta.get("schemaString") or "{}"))
             if changed != schema:
                 return f"schema changed at version {commit.version} ({schema_change(schema, changed)})"
             if tuple(meta.get("partitionColumns") or ()) != before.partition_columns:
@@ -639,6 +645,23 @@ class DeltaLog:
         except HistoryUnavailable:
             return False
         return enabled
+
+
+def without_comments(schema: Any) -> Any:
+    """A Delta schema (JSON) without its columns' comments: documentation (``persist_docs``)
+    changes no row, so a comment changed on a source is no schema change.
+
+    >>> without_comments({"fields": [{"name": "a", "metadata": {"comment": "x", "k": 1}}]})
+    {'fields': [{'name': 'a', 'metadata': {'k': 1}}]}
+    """
+    if isinstance(schema, list):
+        return [without_comments(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    kept = {key: without_comments(value) for key, value in schema.items()}
+    if isinstance(kept.get("metadata"), dict):
+        kept["metadata"] = {k: v for k, v in kept["metadata"].items() if k != "comment"}
+    return kept
 
 
 def schema_change(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:

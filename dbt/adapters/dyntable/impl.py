@@ -19,13 +19,14 @@ from dbt_common.invocation import get_invocation_started_at
 
 from dbt.adapters.dyntable.changes import VersionedRelations
 from dbt.adapters.dyntable.connections import SPARK_METHODS, DyntableConnectionManager, warehouse_of
-from dbt.adapters.dyntable.dynamic_table.config import DynamicTableConfigError
+from dbt.adapters.dyntable.dynamic_table.config import VERIFY_MODES, DynamicTableConfigError
 from dbt.adapters.dyntable.dynamic_table.lifecycle import RefreshRequest, Trigger
 from dbt.adapters.dyntable.dynamic_table.metadata import GRAPH_HISTORY, MetadataDamaged, MetadataStore
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable, built_tables
 from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
 from dbt.adapters.dyntable.dynamic_table.snapshot import NoCommonSnapshot, common_snapshot
-from dbt.adapters.dyntable.vocabulary import quoted_table, relation_name
+from dbt.adapters.dyntable.dynamic_table.table_features import grants_refusal, lacks
+from dbt.adapters.dyntable.vocabulary import quoted_table, relation_name, sql_string
 
 if TYPE_CHECKING:
     import agate
@@ -260,6 +261,55 @@ class DyntableAdapter(SparkAdapter):
             read.append(versioned.relation(quoted_table(name), log, snapshot.versions[name]))
         logger.info(f"dyntable_consistent: {', '.join(names)} as of {snapshot.data_timestamp.isoformat()}")
         return read
+
+    @available.parse(lambda *args, **kwargs: "select 1 as mismatch where 1 = 0")
+    def dynamic_table_test_sql(
+        self, relation: BaseRelation, mode: str = "full", graph: Optional[Mapping[str, Any]] = None
+    ) -> str:
+        """The ``dynamic_table_matches_query`` test: SQL returning one row naming the mismatch
+        when the dynamic table at ``relation`` does not equal its query at its data timestamp
+        (docs/ARCHITECTURE.md, "Verifying"), none when it does."""
+        if mode not in VERIFY_MODES:
+            raise CompilationError(
+                f"dynamic_table_matches_query on {relation}: mode {mode!r} is not one of "
+                f"{', '.join(VERIFY_MODES)}."
+            )
+        name = relation_name(relation.schema, relation.identifier or "")
+        node = next(
+            (
+                n
+                for n in (graph or {}).get("nodes", {}).values()
+                if n.get("resource_type") == "model"
+                and n.get("config", {}).get("materialized") == "dynamic_table"
+                and relation_name(n.get("schema") or "", n.get("alias") or n.get("name") or "") == name
+            ),
+            None,
+        )
+        if node is None:
+            raise CompilationError(
+                f"dynamic_table_matches_query: {name} is not a dynamic table of this project "
+                "(attach the test to a model with materialized='dynamic_table')."
+            )
+        dt = self.dynamic_table(node, graph)
+        check = self._service().verify(dt, mode)
+        if check.ok:
+            return f"select {sql_string(check.detail)} as mismatch where 1 = 0"
+        return f"select {sql_string(f'{dt.model}: {check.detail}')} as mismatch"
+
+    @available.parse(lambda *args, **kwargs: False)
+    def grants_apply(self, dt: DynamicTable) -> bool:
+        """Whether dbt's ``grants`` can be applied to ``dt`` on this engine; when not, a warning
+        naming the engine and the model says so (docs/ARCHITECTURE.md, "Table features")."""
+        service = self._service()
+        said = grants_refusal(service.engine, dt.relation)
+        if said is None:
+            return True
+        logger.warning(
+            f"Model '{dt.model}': its grants are not applied to dynamic table {dt.name}: "
+            f"{lacks(service.engine, 'grants (SHOW GRANTS / GRANT)', said)}. Run it on an engine "
+            "whose catalog has grants (JVM Spark with such a catalog) to apply them."
+        )
+        return False
 
     @available.parse(lambda *args, **kwargs: "")
     def explain_dynamic_table(self, dt: DynamicTable) -> str:

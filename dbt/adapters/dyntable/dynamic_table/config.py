@@ -24,6 +24,9 @@ from dbt.adapters.dyntable.vocabulary import fingerprint
 REFRESH_MODES = ("auto", "full", "incremental")
 INITIALIZE = ("on_create", "on_schedule")
 ON_CONFIGURATION_CHANGE = ("apply", "continue", "fail")
+#: How a refresh checks its result against the query (docs/ARCHITECTURE.md, "Verifying").
+VERIFY_MODES = ("sample", "full")
+VERIFY_FAILURE = ("error", "warn")
 FILE_FORMATS = ("delta",)
 UNITS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
 LAG_PATTERN = re.compile(r"^\s*(\d+)\s*(second|minute|hour|day)s?\s*$", re.IGNORECASE)
@@ -86,6 +89,13 @@ class DynamicTableConfig:
     #: build copies instead of computing them.
     immutable_where: Optional[str] = None
     backfill_from: Optional[str] = None
+    #: Check the DT against its query after each refresh that writes it: ``sample``, ``full`` or
+    #: None (off); on a mismatch fail the refresh (``error``) or warn (docs/ARCHITECTURE.md,
+    #: "Verifying").
+    verify: Optional[str] = None
+    verify_failure: str = "error"
+    #: Delta liquid clustering columns (docs/ARCHITECTURE.md, "Table features").
+    cluster_by: Tuple[str, ...] = ()
 
     @classmethod
     def from_model(cls, model: str, config: Mapping[str, Any]) -> "DynamicTableConfig":
@@ -127,20 +137,36 @@ class DynamicTableConfig:
         if file_format not in FILE_FORMATS:
             raise fail("file_format", file_format, "'delta' (dynamic tables are Delta tables)")
         immutable_where, backfill_from = _immutability(model, config)
+        partition_by, cluster_by = _layout(model, names("partition_by"), names("cluster_by"))
+        verify = config.get("verify")
         return cls(
             target_lag=_target_lag(model, config.get("target_lag")),
             refresh_mode=choice("refresh_mode", REFRESH_MODES, "auto"),
             initialize=choice("initialize", INITIALIZE, "on_create"),
             on_configuration_change=choice("on_configuration_change", ON_CONFIGURATION_CHANGE, "apply"),
             unique_key=names("unique_key"),
-            partition_by=names("partition_by"),
+            partition_by=partition_by,
             deterministic_functions=tuple(f.lower() for f in names("deterministic_functions", "function")),
             full_refresh=None if config.get("full_refresh") is None else bool(config.get("full_refresh")),
             max_change_ratio=positive("max_change_ratio", float, "0.5: half the table's rows"),
             max_change_rows=positive("max_change_rows", int, "100000"),
             immutable_where=immutable_where,
             backfill_from=backfill_from,
+            verify=None if verify is None or verify is False else choice("verify", VERIFY_MODES, ""),
+            verify_failure=choice("verify_failure", VERIFY_FAILURE, "error"),
+            cluster_by=cluster_by,
         )
+
+
+def _layout(
+    model: str, partition_by: Tuple[str, ...], cluster_by: Tuple[str, ...]
+) -> Tuple[Tuple[str, ...], Tuple[str, ...]]:
+    if partition_by and cluster_by:
+        raise DynamicTableConfigError(
+            f"Model '{model}': cluster_by and partition_by are both set. Delta liquid clustering "
+            "replaces partitioning: keep one of them."
+        )
+    return partition_by, cluster_by
 
 
 def _target_lag(model: str, lag: Any) -> TargetLag:

@@ -78,6 +78,7 @@ SCHEMAS: Dict[str, pa.Schema] = {
             ("dt_version", pa.int64()),
             ("dt_commit", pa.string()),
             ("immutable_rows_ignored", pa.int64()),
+            ("verified", pa.string()),
         ]
     ),
     GRAPH_HISTORY: pa.schema(
@@ -330,6 +331,9 @@ class HistoryRow(_Row):
     dt_commit: Optional[str] = None
     #: Row changes left out for being in the immutable region (docs/ARCHITECTURE.md, "Immutable rows").
     immutable_rows_ignored: int = 0
+    #: How the refreshed DT compared with its query: ``equal (...)``, ``MISMATCH (...): ...``,
+    #: ``not verified: ...``; None when not checked (docs/ARCHITECTURE.md, "Verifying").
+    verified: Optional[str] = None
 
 
 @dataclass(frozen=True)

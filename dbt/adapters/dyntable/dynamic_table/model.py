@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, FrozenSet, Iterable, Mapping, Optional
+from typing import Any, Dict, FrozenSet, Iterable, Mapping, Optional
 
 from dbt.adapters.dyntable.dynamic_table.config import DynamicTableConfig, DynamicTableConfigError
 from dbt.adapters.dyntable.dynamic_table.declared_keys import KeysByRelation, declared_keys, node_field
@@ -29,6 +29,30 @@ class RefreshError(RuntimeError):
     """A refresh failed; the DT keeps its last good version. The message names the DT and the fix."""
 
 
+@dataclass(frozen=True)
+class Docs:
+    """The comments dbt's ``persist_docs`` asks for on the DT (docs/ARCHITECTURE.md, "Table
+    features"): the table's (None: none asked), and each documented column's, by name."""
+
+    table: Optional[str] = None
+    columns: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of_node(cls, get: Any, config: Mapping[str, Any]) -> "Docs":
+        """What ``persist_docs`` (``relation``, ``columns``) asks for on the node read by ``get``."""
+        persist = config.get("persist_docs") or {}
+        if not isinstance(persist, Mapping):
+            return cls()
+        table = (get("description") or None) if persist.get("relation") else None
+        columns: Dict[str, str] = {}
+        if persist.get("columns"):
+            for name, column in (get("columns") or {}).items():
+                description = node_field(column)("description")
+                if description:
+                    columns[name] = description
+        return cls(table, columns)
+
+
 def refresh_boundaries(sql: str) -> FrozenSet[str]:
     """Relations (``schema.table``) ``sql`` reads across a refresh boundary."""
     return frozenset(name.lower() for name in REFRESH_BOUNDARY_MARKER.findall(sql))
@@ -45,6 +69,8 @@ class DynamicTable:
     #: Unique keys the dbt project declares on this table and the relations it reads
     #: (declared_keys.py): ``{schema.table: [key, ...]}``.
     declared_keys: KeysByRelation = field(default_factory=dict, compare=False)
+    #: The comments ``persist_docs`` asks for (written when the DT is created).
+    docs: Docs = field(default_factory=Docs, compare=False)
 
     @property
     def name(self) -> str:
@@ -87,6 +113,7 @@ class DynamicTable:
             config=DynamicTableConfig.from_model(name, config),
             model=name,
             declared_keys=keys,
+            docs=Docs.of_node(get, config),
         )
 
 

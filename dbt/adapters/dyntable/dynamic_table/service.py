@@ -12,6 +12,7 @@ from typing import Optional
 from dbt.adapters.dyntable.dynamic_table.metadata import MetadataStore
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
 from dbt.adapters.dyntable.dynamic_table.refresh import RefreshPipeline, RefreshRequest, RefreshResult
+from dbt.adapters.dyntable.dynamic_table.verify import DvsCheck
 from dbt.adapters.dyntable.engines.base import Engine
 from dbt.adapters.dyntable.engines.warehouse import PersistedTable
 from dbt.adapters.dyntable.vocabulary import quote
@@ -43,3 +44,6 @@ class DynamicTableService:
 
     def explain(self, dt: DynamicTable) -> str:
         return self.pipeline.explain(dt)
+
+    def verify(self, dt: DynamicTable, mode: str) -> DvsCheck:
+        return self.pipeline.verify(dt, mode)

@@ -33,6 +33,7 @@ from pyspark.sql.types import NullType, StructType
 
 from dbt.adapters.dyntable.dynamic_table.lifecycle import Action
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable, RefreshError
+from dbt.adapters.dyntable.dynamic_table.table_features import TableFeatures
 from dbt.adapters.dyntable.engines.base import Engine
 from dbt.adapters.dyntable.vocabulary import WEIGHT, null_safe_match, quote
 
@@ -92,7 +93,7 @@ class DeltaApplier:
 
     def check_output(self, query: str) -> None:
         """Refuse, before anything is written, a query whose output no Delta table can hold or
-        that does not have the columns the model's ``unique_key`` names."""
+        that does not have the columns the model's ``unique_key`` or ``cluster_by`` names."""
         fields = self.engine.schema_of(query).fields
         model = self.dt.model or self.dt.name
         for field in fields:
@@ -102,23 +103,27 @@ class DeltaApplier:
                     f"table cannot store. Cast it, e.g. cast(null as string) as {field.name}."
                 )
         names = {f.name.lower() for f in fields}
-        missing = [c for c in self.dt.config.unique_key if c.lower() not in names]
-        if missing:
-            raise RefreshError(
-                f"Model '{model}': unique_key {', '.join(missing)} is not a column of its query "
-                f"(its columns: {', '.join(f.name for f in fields)}). Fix unique_key or the query."
-            )
+        config = self.dt.config
+        for key, listed in (("unique_key", config.unique_key), ("cluster_by", config.cluster_by)):
+            missing = [c for c in listed if c.lower() not in names]
+            if missing:
+                raise RefreshError(
+                    f"Model '{model}': {key} {', '.join(missing)} is not a column of its query "
+                    f"(its columns: {', '.join(f.name for f in fields)}). Fix {key} or the query."
+                )
 
-    def create_empty(self, query: str) -> None:
-        """Create the DT empty, with the query's columns nullable (as Spark's CTAS keeps them)."""
+    def create_empty(self, query: str) -> List[str]:
+        """Create the DT empty, with the query's columns nullable (as Spark's CTAS keeps them),
+        its partitioning or clustering and its comments (docs/ARCHITECTURE.md, "Table features");
+        returns the warnings about what its engine cannot do."""
+        features = TableFeatures(self.engine, self.dt)
         fields = self.engine.schema_of(query).fields
-        columns = ", ".join(f"{quote(f.name)} {f.dataType.simpleString()}" for f in fields)
-        partitioned = (
-            f" PARTITIONED BY ({', '.join(quote(c) for c in self.dt.config.partition_by)})"
-            if self.dt.config.partition_by
-            else ""
+        columns = ", ".join(
+            f"{quote(f.name)} {f.dataType.simpleString()}{features.column_comment(f.name)}" for f in fields
         )
-        self.engine.execute(f"CREATE TABLE {self.dt.relation} ({columns}) USING delta{partitioned}")
+        clauses, warnings = features.create_clauses()
+        self.engine.execute(f"CREATE TABLE {self.dt.relation} ({columns}) USING delta{clauses}")
+        return warnings
 
     def overwrite(self, query: str) -> Tuple[int, int]:
         """Replace the DT's rows with the query's in one commit, its schema and partitioning too

@@ -55,7 +55,7 @@ def pinned_query(
 def explain(dt: DynamicTable, planned: Union[PlannedQuery, NotPlanned]) -> str:
     """How ``dt`` refreshes: the plan, the formula at each node, the row key and the delta SQL
     its refreshes run, or why it refreshes FULL."""
-    fuse = _fuse(dt) + _immutable(dt)
+    fuse = _fuse(dt) + _immutable(dt) + _verify(dt)
     if isinstance(planned, NotPlanned):
         if planned.cause is None:
             return (
@@ -92,3 +92,11 @@ def _immutable(dt: DynamicTable) -> str:
         f"\nimmutable where: {dt.config.immutable_where} (at the data timestamp; refreshes never "
         f"change rows there{backfill})"
     )
+
+
+def _verify(dt: DynamicTable) -> str:
+    """The ``verify`` config, as a line of the report (docs/ARCHITECTURE.md, "Verifying")."""
+    if dt.config.verify is None:
+        return ""
+    on_mismatch = "the refresh fails" if dt.config.verify_failure == "error" else "a warning"
+    return f"\nverify: {dt.config.verify} after each refresh that writes it (on a mismatch: {on_mismatch})"

@@ -9,6 +9,10 @@ Under the DT's cross-process lock, after resolving what a crashed refresh left:
 3. **derive** (``derive.py``): the delta query, or the query pinned at the sources' versions;
 4. **apply** (``apply.py``): validate, then exactly one Delta commit on the DT;
 5. **record** (``record.py``): intent before the commit, frontier and history after.
+
+Before its history row is written, a refresh keeps the DT's table features (clustering, comments)
+and, with the ``verify`` config, compares the DT with its query (docs/ARCHITECTURE.md, "Table
+features" and "Verifying").
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import contextlib
 import uuid
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
 from dbt.adapters.dyntable.delta_log import DeltaLog
 from dbt.adapters.dyntable.dynamic_table.failpoints import failpoint
@@ -37,11 +41,19 @@ from dbt.adapters.dyntable.dynamic_table.metadata import (
     utcnow,
 )
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
+from dbt.adapters.dyntable.dynamic_table.pinning import read_views
 from dbt.adapters.dyntable.dynamic_table.refresh import decide, derive, guard, immutable, plan
-from dbt.adapters.dyntable.dynamic_table.refresh.apply import DeltaApplier, DeltaValidationError
+from dbt.adapters.dyntable.dynamic_table.refresh.apply import (
+    FULL_REFRESH_FIX,
+    DeltaApplier,
+    DeltaValidationError,
+)
 from dbt.adapters.dyntable.dynamic_table.refresh.decide import Decision, Definition, Observation
 from dbt.adapters.dyntable.dynamic_table.refresh.record import Recorder, RefreshResult
+from dbt.adapters.dyntable.dynamic_table.table_features import TableFeatures
+from dbt.adapters.dyntable.dynamic_table.verify import DvsCheck, VerifyFailed, verify
 from dbt.adapters.dyntable.engines.base import Engine
+from dbt.adapters.dyntable.vocabulary import first_line
 
 
 @dataclass(frozen=True)
@@ -121,8 +133,20 @@ class RefreshPipeline:
                 with contextlib.suppress(MetadataDamaged):
                     self.recorder.refreshed(dt, refresh_id, request.trigger, started, failed)
                 raise
+            planned = decided[0].planned if decided else None
+            self._finish(dt, result, planned.key.columns if planned else None)
             self.recorder.refreshed(dt, refresh_id, request.trigger, started, result)
+            if result.state is State.FAILED:
+                raise VerifyFailed(result.message)
             return result
+
+    def verify(self, dt: DynamicTable, mode: str, key: Optional[Sequence[str]] = None) -> DvsCheck:
+        """Compare ``dt`` with its query at its data timestamp (``dyntable verify``, the
+        ``dynamic_table_matches_query`` test, the ``verify`` config), sampling by ``key``, else by
+        the row key its query proves or its ``unique_key``, else by whole rows."""
+        if key is None and mode == "sample":
+            key = self._row_key(dt)
+        return verify(self.engine, self.metadata, dt.name, mode, key, dt.config.immutable_where)
 
     def explain(self, dt: DynamicTable) -> str:
         """How ``dt`` refreshes as of its sources' latest versions (what ``dyntable explain``
@@ -130,7 +154,63 @@ class RefreshPipeline:
         definition = Definition(dt.sql, "")
         request = RefreshRequest(utcnow(), Trigger.MANUAL)
         observed = decide.observe(self.engine, self.metadata, dt, definition, None, request)
-        return derive.explain(dt, self._plan(dt, definition, observed))
+        report = derive.explain(dt, self._plan(dt, definition, observed))
+        features = TableFeatures(self.engine, dt).describe(self._dt_log(dt))
+        return f"{report}\ntable features: {features}"
+
+    # -- after a refresh -------------------------------------------------------------------------
+
+    def _finish(self, dt: DynamicTable, result: RefreshResult, key: Optional[Sequence[str]]) -> None:
+        """Keep the table features of a DT a refresh left in place (clustering after it was
+        written, comments always), then verify it when its config asks; a mismatch makes the
+        result FAILED (``verify_failure: error``) or warns."""
+        if result.state is not State.SUCCEEDED or result.action is None:
+            return
+        wrote = result.action is not Action.NO_DATA
+        features = TableFeatures(self.engine, dt)
+        if wrote or dt.docs.table or dt.docs.columns:
+            log = self._dt_log(dt)
+            assert log is not None  # the refresh succeeded with an action: the DT exists
+            result.warnings += features.align_clustering(log) if wrote else []
+            result.warnings += features.align_comments(log) if dt.docs.table or dt.docs.columns else []
+        if not wrote or dt.config.verify is None:
+            return
+        try:
+            check = self.verify(dt, dt.config.verify, key or dt.config.unique_key or None)
+        except Exception as exc:  # noqa: BLE001 - a check that cannot run does not undo the refresh
+            check = DvsCheck(dt.name, False, 0, f"not verified: {first_line(exc)}", None, compared=False)
+        result.verified = check.detail
+        if check.ok:
+            return
+        if not check.compared:
+            result.warnings.append(f"Model '{dt.model}': dynamic table {dt.name} was {check.detail}.")
+            return
+        fix = FULL_REFRESH_FIX.replace("<model>", dt.model or dt.name)
+        message = (
+            f"Model '{dt.model}': dynamic table {dt.name} does not equal its query at its data timestamp "
+            f"{result.data_timestamp:%Y-%m-%d %H:%M:%S} UTC: {check.detail}. Its {result.action} refresh "
+            f"committed version {result.dt_version}. {fix}"
+        )
+        if dt.config.verify_failure == "warn":
+            result.warnings.append(message)
+        else:
+            result.state, result.message = State.FAILED, message
+
+    def _row_key(self, dt: DynamicTable) -> Optional[Sequence[str]]:
+        """The row key of the definition ``dt``'s frontier maintains, planned over its sources'
+        columns at the versions consumed; else its ``unique_key``."""
+        frontier = self.metadata.frontier(dt.name)
+        if frontier is not None:
+            columns = {}
+            for name, version in frontier.source_versions.items():
+                log = self.engine.delta_log(name)
+                if log is not None:
+                    columns[name] = log.schema_at(version).fieldNames()
+            views = read_views(self.engine, frontier.definition, dt.schema)
+            planned = plan.plan(dt, frontier.definition, views, columns)
+            if isinstance(planned, plan.PlannedQuery) and planned.key.columns:
+                return planned.key.columns
+        return dt.config.unique_key or None
 
     # -- the stages ------------------------------------------------------------------------------
 
@@ -144,13 +224,14 @@ class RefreshPipeline:
     ) -> RefreshResult:
         dt_log = self._dt_log(dt)
         if decide.creates_empty(dt, dt_log is not None, request):
-            DeltaApplier(self.engine, dt).create_empty(dt.sql)  # only its schema is read
+            warnings = DeltaApplier(self.engine, dt).create_empty(dt.sql)  # only its schema is read
             return RefreshResult(
                 dt.name,
                 None,
                 State.SKIPPED,
                 "initialize is 'on_schedule': created empty; the first scheduled refresh fills it",
                 request.data_timestamp,
+                warnings=warnings,
             )
         definition = decide.maintained_definition(dt, frontier, dt_log is not None, request)
         try:
@@ -219,13 +300,16 @@ class RefreshPipeline:
                 held, computed = applier.row_count(), applier.rows_of(f"({pinned})")
                 change = guard.Change(held, max(computed - held, 0), max(held - computed, 0))
                 guard.check(dt, refresh.decision.action, change)
+            warnings: List[str] = []
             if dt_log is None:
-                applier.create_empty(pinned)
+                warnings = applier.create_empty(pinned)
                 dt_log = self._dt_log(dt)
                 assert dt_log is not None
                 self.recorder.forget(dt)
             current = self.metadata.frontier(dt.name)
-            return self._commit(refresh, dt_log, current, lambda: applier.overwrite(pinned))
+            result = self._commit(refresh, dt_log, current, lambda: applier.overwrite(pinned))
+        result.warnings += warnings
+        return result
 
     def _incremental(self, refresh: _Refresh, dt_log: DeltaLog) -> RefreshResult:
         dt, planned = refresh.dt, refresh.decision.planned

@@ -51,6 +51,8 @@ class RefreshResult:
     dt_commit: Optional[str] = None
     #: Row changes left out for being in the immutable region (docs/ARCHITECTURE.md, "Immutable rows").
     immutable_rows_ignored: int = 0
+    #: The verification's outcome, as history records it (docs/ARCHITECTURE.md, "Verifying").
+    verified: Optional[str] = None
 
 
 class Recorder:
@@ -141,6 +143,7 @@ class Recorder:
                 dt_version=result.dt_version,
                 dt_commit=result.dt_commit,
                 immutable_rows_ignored=result.immutable_rows_ignored,
+                verified=result.verified,
             )
         )
         if result.state is not State.FAILED:

@@ -2,7 +2,8 @@
   The dynamic_table materialization. The model's config is validated before anything runs; the
   decision between create, reinitialize, apply a lag change, continue with the old definition or
   fail (dbt-snowflake's switch) is taken in Python by the refresh's decide stage, from the DT's
-  frontier, definition hash and sources (docs/ARCHITECTURE.md).
+  frontier, definition hash and sources (docs/ARCHITECTURE.md). The refresh also writes the
+  comments persist_docs asks for; grants are dbt's, where the engine has them ("Table features").
 #}
 {% materialization dynamic_table, adapter='dyntable' %}
   {%- set target_relation = this.incorporate(type='table') -%}
@@ -16,7 +17,11 @@
     -- {{ result['action'] }}: {{ result['reason'] }}
   {% endcall %}
 
+  {%- set grant_config = config.get('grants') -%}
+  {% if grant_config and adapter.grants_apply(dynamic_table) %}
+    {% do apply_grants(target_relation, grant_config, should_revoke=True) %}
+  {% endif %}
+
   {{ run_hooks(post_hooks) }}
-  {% do persist_docs(target_relation, model) %}
   {{ return({'relations': [target_relation]}) }}
 {% endmaterialization %}
