@@ -43,8 +43,16 @@ def run(*command: str, **kwargs) -> None:
 
 
 def dyntable(target: str, *args: str) -> list:
-    return [str(BIN / "dyntable"), *args, "--project-dir", str(HERE), "--profiles-dir", str(HERE),
-            "--target", target]
+    return [
+        str(BIN / "dyntable"),
+        *args,
+        "--project-dir",
+        str(HERE),
+        "--profiles-dir",
+        str(HERE),
+        "--target",
+        target,
+    ]
 
 
 def check_every_dynamic_table(target: str) -> bool:
@@ -72,12 +80,19 @@ def check_every_dynamic_table(target: str) -> bool:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--seconds", type=float, default=120, help="how long data streams in")
-    parser.add_argument("--time-scale", type=float, default=0.0625,
-                        help="shrinks the runner's canonical period (48 s) for the demo")
-    parser.add_argument("--target", default="embedded",
-                        help="the profiles.yml target to run on: embedded, session or cluster")
+    parser.add_argument(
+        "--time-scale",
+        type=float,
+        default=0.0625,
+        help="shrinks the runner's canonical period (48 s) for the demo",
+    )
+    parser.add_argument(
+        "--target", default="embedded", help="the profiles.yml target to run on: embedded, session or cluster"
+    )
     args = parser.parse_args()
 
     step("1. a fresh warehouse with raw data")
@@ -89,13 +104,22 @@ def main() -> None:
 
     step(f"3. the runner keeps the dynamic tables fresh while data streams in for {args.seconds:.0f} s")
     runner = subprocess.Popen(
-        dyntable(args.target, "run", "--for", f"{args.seconds + 20:.0f}s", "--time-scale", str(args.time_scale)),
+        dyntable(
+            args.target, "run", "--for", f"{args.seconds + 20:.0f}s", "--time-scale", str(args.time_scale)
+        ),
         cwd=HERE,
     )
     try:
         time.sleep(2)
-        run(sys.executable, "generator.py", "stream", "--warehouse", str(WAREHOUSE),
-            "--seconds", str(args.seconds))
+        run(
+            sys.executable,
+            "generator.py",
+            "stream",
+            "--warehouse",
+            str(WAREHOUSE),
+            "--seconds",
+            str(args.seconds),
+        )
         if runner.wait(timeout=args.seconds + 300) != 0:
             console.print("[red]the runner failed")
             sys.exit(1)

@@ -44,7 +44,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.fixture(scope="session")
-def embedded_engine(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedEngine]:
+def embedded_engine(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[EmbeddedEngine]:
     """A running embedded engine (Sail in-process on 127.0.0.1) of its own, for the embedded
     engine's own tests; stopped after the session. Not in a JVM process: a Spark Connect session
     would turn the whole process to Spark Connect, beside which the JVM engine cannot run."""

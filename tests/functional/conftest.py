@@ -88,7 +88,11 @@ def engine(engine_profile_target: Dict[str, Any]):
     except EngineError as exc:
         message = str(exc)
         maven = "could not be resolved from Maven" in message or "did not start within" in message
-        if engine_profile_target["method"] == "session" and "spark_jars" not in engine_profile_target and maven:
+        if (
+            engine_profile_target["method"] == "session"
+            and "spark_jars" not in engine_profile_target
+            and maven
+        ):
             pytest.skip(f"{NO_DELTA_JARS} (the engine said: {message.splitlines()[0]})")
         raise
 

@@ -32,8 +32,12 @@ from dbt.adapters.dyntable.engines.base import Capabilities, Engine
 
 SCHEMA = "chx"
 Row = Tuple[object, ...]
-NO_FEED = Capabilities(change_data_feed=False, truncate=False, alter_table_columns=False, persistent_catalog=False)
-WITH_FEED = Capabilities(change_data_feed=True, truncate=False, alter_table_columns=False, persistent_catalog=False)
+NO_FEED = Capabilities(
+    change_data_feed=False, truncate=False, alter_table_columns=False, persistent_catalog=False
+)
+WITH_FEED = Capabilities(
+    change_data_feed=True, truncate=False, alter_table_columns=False, persistent_catalog=False
+)
 
 
 @pytest.fixture(scope="module")
@@ -254,10 +258,13 @@ def test_deletion_vectors_are_read_as_the_rows_they_mask(engine: Engine) -> None
     """A DELETE or UPDATE through deletion vectors re-adds a file under its path with more rows
     masked: those rows are the deletes, read from that file alone."""
     table, log = new_table(
-        engine, "id int, part string, v string",
+        engine,
+        "id int, part string, v string",
         "partitioned by (part) tblproperties ('delta.enableDeletionVectors' = 'true')",
     )
-    engine.execute(f"insert into {table} values " + ", ".join(f"({i}, 'p{i % 2}', 'v{i}')" for i in range(20)))
+    engine.execute(
+        f"insert into {table} values " + ", ".join(f"({i}, 'p{i % 2}', 'v{i}')" for i in range(20))
+    )
     engine.execute(f"delete from {table} where id in (2, 3, 11)")
     engine.execute(f"update {table} set v = 'changed' where id = 5")
     engine.execute(f"delete from {table} where id in (4, 5)")  # the same files' vectors grow
@@ -342,12 +349,17 @@ def test_resolver_reports_undifferentiable_sources(engine: Engine) -> None:
 
 
 @pytest.mark.jvm_ci
-def test_change_data_feed_needs_the_engine_and_the_table(engine: Engine, feed_reads: List[Tuple[int, int]]) -> None:
+def test_change_data_feed_needs_the_engine_and_the_table(
+    engine: Engine, feed_reads: List[Tuple[int, int]]
+) -> None:
     # Sail cannot write tables with the feed enabled; deltalake can, and every engine reads them.
     name = f"t_{uuid.uuid4().hex[:8]}"
     location = engine.warehouse.table_location(SCHEMA, name)
-    write_deltalake(location, pa.table({"id": pa.array([1, 2], pa.int32())}),
-                    configuration={"delta.enableChangeDataFeed": "true"})
+    write_deltalake(
+        location,
+        pa.table({"id": pa.array([1, 2], pa.int32())}),
+        configuration={"delta.enableChangeDataFeed": "true"},
+    )
     DeltaTable(location).update(updates={"id": "3"}, predicate="id = 2")
     table, log = f"{SCHEMA}.{name}", DeltaLog(location)
     engine.execute(f"create table {table} (id int) using delta location '{location}'")
@@ -372,7 +384,8 @@ def test_change_data_feed_and_file_sets_agree(engine: Engine, feed_reads: List[T
     sets and the truth; the resolver reads rewrites (updates, deletes) from the feed."""
     assert engine.capabilities.change_data_feed
     table, log = new_table(
-        engine, "id int, v string, day date",
+        engine,
+        "id int, v string, day date",
         "partitioned by (day) tblproperties (delta.enableChangeDataFeed = true)",
     )
     engine.execute(f"insert into {table} values (1, 'a', date'2024-01-01'), (2, 'b', date'2024-01-02')")
@@ -390,7 +403,9 @@ def test_change_data_feed_and_file_sets_agree(engine: Engine, feed_reads: List[T
     assert log.interval(latest - 1, latest).kind is IntervalKind.ADDED_ONLY
     with FileSetResolver(engine.spark, {table: (log, 2, latest)}, capabilities=engine.capabilities) as r:
         assert net(view_rows(engine, r.changes(table))) == truth(engine, table, 2, latest)
-    with FileSetResolver(engine.spark, {table: (log, latest - 1, latest)}, capabilities=engine.capabilities) as r:
+    with FileSetResolver(
+        engine.spark, {table: (log, latest - 1, latest)}, capabilities=engine.capabilities
+    ) as r:
         assert net(view_rows(engine, r.changes(table))) == truth(engine, table, latest - 1, latest)
     # The rewrite came from the feed; the append was read from its added files.
     assert feed_reads == [(2, latest)]
@@ -417,6 +432,7 @@ def test_every_version_reads_right_behind_checkpoints(engine: Engine) -> None:
             relation = relations.relation(table, log, version)
             got = Counter(tuple(r) for r in engine.spark.sql(f"select id, p from {relation}").collect())
             expected = Counter(
-                (r["id"], r["p"]) for r in DeltaTable(log.location, version=version).to_pyarrow_table().to_pylist()
+                (r["id"], r["p"])
+                for r in DeltaTable(log.location, version=version).to_pyarrow_table().to_pylist()
             )
             assert got == expected, f"version {version}"

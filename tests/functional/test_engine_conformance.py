@@ -90,7 +90,9 @@ def test_ctas_run_directly_keeps_columns_nullable(
         request, engine, "nullable columns from a CTAS sent to spark.sql directly (use Engine.execute)"
     )
     name = fresh()
-    engine.spark.sql(f"CREATE TABLE {name} USING delta LOCATION '{tmp_path / name}' AS SELECT 1 AS a").collect()
+    engine.spark.sql(
+        f"CREATE TABLE {name} USING delta LOCATION '{tmp_path / name}' AS SELECT 1 AS a"
+    ).collect()
     assert [f.nullable for f in engine.spark.table(name).schema.fields] == [True]
 
 
@@ -146,7 +148,10 @@ def test_merge_delete_update_insert_with_conditions(engine: Engine, people: str)
         WHEN NOT MATCHED AND s.op = 'i' THEN INSERT (id, name, dept, pay) VALUES (s.id, s.name, 'c', s.pay)"""
     ).collect()
     assert sorted_rows(engine, f"SELECT id, name, dept, pay FROM {people}") == [
-        (2, "bo", "a", 25), (3, "cy", "b", 30), (4, "di", None, None), (5, "ed", "c", 50),
+        (2, "bo", "a", 25),
+        (3, "cy", "b", 30),
+        (4, "di", None, None),
+        (5, "ed", "c", 50),
     ]
 
 
@@ -170,8 +175,7 @@ def test_merge_null_safe_key(engine: Engine) -> None:
     engine.spark.sql(f"INSERT INTO {target} VALUES (NULL, 1), ('x', 1)").collect()
     engine.spark.sql(f"INSERT INTO {source} VALUES (NULL, 5)").collect()
     engine.spark.sql(
-        f"MERGE INTO {target} t USING {source} s ON t.k <=> s.k "
-        "WHEN MATCHED THEN UPDATE SET n = t.n + s.n"
+        f"MERGE INTO {target} t USING {source} s ON t.k <=> s.k WHEN MATCHED THEN UPDATE SET n = t.n + s.n"
     ).collect()
     assert sorted_rows(engine, f"SELECT k, n FROM {target}") == [("x", 1), (None, 6)]
 
@@ -218,7 +222,10 @@ def commit_millis(engine: Engine, table: str) -> List[int]:
     location = Path(str(engine.table_location(engine.spark.catalog.currentDatabase(), table)))
     history = sorted(DeltaTable(str(location)).history(), key=lambda entry: entry["version"])
     return [
-        max(entry["timestamp"], int((location / "_delta_log" / f"{entry['version']:020d}.json").stat().st_mtime * 1000))
+        max(
+            entry["timestamp"],
+            int((location / "_delta_log" / f"{entry['version']:020d}.json").stat().st_mtime * 1000),
+        )
         for entry in history
     ]
 
@@ -252,7 +259,9 @@ def test_version_as_of_behind_the_latest_checkpoint(request: pytest.FixtureReque
     engine.execute(f"CREATE TABLE {name} (k INT) USING delta")
     for k in range(22):  # checkpoints at versions 10 and 20
         engine.execute(f"INSERT INTO {name} VALUES ({k})")
-    assert [rows(engine, f"SELECT count(*) AS n FROM {name} VERSION AS OF {v}")[0][0] for v in (5, 15, 21)] == [5, 15, 21]
+    assert [
+        rows(engine, f"SELECT count(*) AS n FROM {name} VERSION AS OF {v}")[0][0] for v in (5, 15, 21)
+    ] == [5, 15, 21]
 
 
 def test_describe_history(request: pytest.FixtureRequest, engine: Engine, people: str) -> None:
@@ -366,23 +375,30 @@ RIGHT = "VALUES (2, 'Y'), (3, 'Z'), (4, 'W') AS r(k, w)"
     ],
 )
 def test_outer_and_inner_joins(engine: Engine, join: str, expected: List[tuple]) -> None:
-    assert sorted_rows(engine, f"SELECT l.k AS lk, r.k AS rk FROM {LEFT} {join} {RIGHT} ON l.k = r.k") == sorted(
-        expected, key=repr
-    )
+    assert sorted_rows(
+        engine, f"SELECT l.k AS lk, r.k AS rk FROM {LEFT} {join} {RIGHT} ON l.k = r.k"
+    ) == sorted(expected, key=repr)
 
 
 def test_semi_anti_cross_and_non_equi_joins(engine: Engine) -> None:
-    assert sorted_rows(engine, f"SELECT l.k AS k FROM {LEFT} LEFT SEMI JOIN {RIGHT} ON l.k = r.k") == [(2,), (3,)]
+    assert sorted_rows(engine, f"SELECT l.k AS k FROM {LEFT} LEFT SEMI JOIN {RIGHT} ON l.k = r.k") == [
+        (2,),
+        (3,),
+    ]
     assert rows(engine, f"SELECT l.k AS k FROM {LEFT} LEFT ANTI JOIN {RIGHT} ON l.k = r.k") == [(1,)]
     assert rows(engine, f"SELECT count(*) AS n FROM {LEFT} CROSS JOIN {RIGHT}") == [(9,)]
-    assert sorted_rows(engine, f"SELECT l.k AS lk, r.k AS rk FROM {LEFT} JOIN {RIGHT} ON l.k > r.k") == [(3, 2)]
+    assert sorted_rows(engine, f"SELECT l.k AS lk, r.k AS rk FROM {LEFT} JOIN {RIGHT} ON l.k > r.k") == [
+        (3, 2)
+    ]
 
 
 def test_null_safe_equality(engine: Engine) -> None:
     assert rows(engine, "SELECT 1 <=> 1 AS a, NULL <=> NULL AS b, 1 <=> NULL AS c, NULL = NULL AS d") == [
         (True, True, False, None)
     ]
-    assert rows(engine, f"SELECT count(*) AS n FROM {LEFT} JOIN VALUES (NULL) AS z(v) ON l.v <=> z.v") == [(1,)]
+    assert rows(engine, f"SELECT count(*) AS n FROM {LEFT} JOIN VALUES (NULL) AS z(v) ON l.v <=> z.v") == [
+        (1,)
+    ]
 
 
 def test_set_operations(engine: Engine) -> None:
@@ -398,7 +414,8 @@ def test_set_operations(engine: Engine) -> None:
 def test_intersect_all(request: pytest.FixtureRequest, engine: Engine) -> None:
     embedded_lacks(request, engine, "a correct INTERSECT ALL (keeps the left side's duplicates)")
     got = sorted_rows(
-        engine, "SELECT x FROM VALUES (1), (1), (2), (3) AS t(x) INTERSECT ALL SELECT x FROM VALUES (1), (3) AS t(x)"
+        engine,
+        "SELECT x FROM VALUES (1), (1), (2), (3) AS t(x) INTERSECT ALL SELECT x FROM VALUES (1), (3) AS t(x)",
     )
     assert got == [(1,), (3,)]
 
@@ -428,11 +445,19 @@ def test_row_id_hashes_match_spark(engine: Engine) -> None:
         "xxhash64(DATE'2024-01-02') AS d, hash('a') AS e, hash(1, 'a') AS f, hash(CAST(NULL AS STRING)) AS g, "
         "md5('a') AS h, sha2('a', 256) AS i",
     )
-    assert got == [(
-        -8582455328737087284, 8205864924878002737, -7001672635703045582, 2483697508354006915,
-        1485273170, -936062819, 42, "0cc175b9c0f1b6a831c399e269772661",
-        "ca978112ca1bbdcafac231b39a23dc4da786eff8147c4e72b9807785afee48bb",
-    )]
+    assert got == [
+        (
+            -8582455328737087284,
+            8205864924878002737,
+            -7001672635703045582,
+            2483697508354006915,
+            1485273170,
+            -936062819,
+            42,
+            "0cc175b9c0f1b6a831c399e269772661",
+            "ca978112ca1bbdcafac231b39a23dc4da786eff8147c4e72b9807785afee48bb",
+        )
+    ]
 
 
 def test_concat_ws_coalesce_and_casts(engine: Engine) -> None:
@@ -462,9 +487,17 @@ def test_date_functions(engine: Engine) -> None:
         "add_months(DATE'2024-01-31', 1) AS m, to_date('2024-01-02') AS d, "
         "date_format(TIMESTAMP'2024-01-02 03:04:05', 'yyyy-MM') AS f",
     )
-    assert got == [(
-        dt.date(2024, 2, 1), 29, dt.datetime(2024, 2, 1), 2024, dt.date(2024, 2, 29), dt.date(2024, 1, 2), "2024-01",
-    )]
+    assert got == [
+        (
+            dt.date(2024, 2, 1),
+            29,
+            dt.datetime(2024, 2, 1),
+            2024,
+            dt.date(2024, 2, 29),
+            dt.date(2024, 1, 2),
+            "2024-01",
+        )
+    ]
 
 
 def test_to_timestamp_on_strings(engine: Engine) -> None:
@@ -482,7 +515,9 @@ def test_epoch_seconds_to_timestamp(engine: Engine) -> None:
 
 
 def test_to_timestamp_on_integers(request: pytest.FixtureRequest, engine: Engine) -> None:
-    embedded_lacks(request, engine, "a correct to_timestamp(<integer>) (silently wrong; use timestamp_seconds)")
+    embedded_lacks(
+        request, engine, "a correct to_timestamp(<integer>) (silently wrong; use timestamp_seconds)"
+    )
     assert rows(engine, "SELECT to_timestamp(1700000000) AS t") == [(dt.datetime(2023, 11, 14, 22, 13, 20),)]
 
 
@@ -542,9 +577,15 @@ def test_table_statements(
 @pytest.mark.parametrize(
     "construct, statement",
     [
-        ("Delta liquid clustering (CREATE TABLE ... CLUSTER BY)", "CREATE TABLE {t}_c (c INT) USING delta CLUSTER BY (c)"),
+        (
+            "Delta liquid clustering (CREATE TABLE ... CLUSTER BY)",
+            "CREATE TABLE {t}_c (c INT) USING delta CLUSTER BY (c)",
+        ),
         ("COMMENT ON TABLE", "COMMENT ON TABLE {t} IS 'people'"),
-        ("ALTER TABLE ... ALTER COLUMN ... COMMENT", "ALTER TABLE {t} ALTER COLUMN name COMMENT 'their name'"),
+        (
+            "ALTER TABLE ... ALTER COLUMN ... COMMENT",
+            "ALTER TABLE {t} ALTER COLUMN name COMMENT 'their name'",
+        ),
     ],
 )
 def test_table_feature_statements(

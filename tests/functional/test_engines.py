@@ -32,7 +32,8 @@ pytestmark = pytest.mark.jvm_ci
 #: PySpark then turns the whole process to Spark Connect, beside which the JVM engine cannot run,
 #: so they run in the embedded profile's pytest process only.
 in_connect_process = pytest.mark.skip_profile(
-    "spark_session", reason="opens a Spark Connect session in the test process: runs in the embedded profile's process"
+    "spark_session",
+    reason="opens a Spark Connect session in the test process: runs in the embedded profile's process",
 )
 
 # -- factory ------------------------------------------------------------------------------------
@@ -116,7 +117,11 @@ def _run_python(code: str) -> str:
     env = {k: v for k, v in os.environ.items() if k not in CONNECT_MODE_VARIABLES}
     done = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)],
-        capture_output=True, text=True, timeout=120, cwd=ROOT, env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        env=env,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout.strip().splitlines()[-1]
@@ -277,7 +282,9 @@ def spark_drivers() -> List[int]:
     return pids
 
 
-needs_proc = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc to see child JVMs")
+needs_proc = pytest.mark.skipif(
+    not Path("/proc/self/stat").exists(), reason="needs Linux /proc to see child JVMs"
+)
 
 
 def test_jvm_without_java_says_install_java_or_set_java_home(
@@ -365,7 +372,9 @@ def test_jvm_jars_that_are_not_delta_fail_at_start_and_leave_no_jvm(tmp_path: Pa
     assert outcome["pyspark_reset"]
 
 
-def test_jvm_refuses_to_share_a_process_with_spark_connect(embedded_engine: EmbeddedEngine, tmp_path: Path) -> None:
+def test_jvm_refuses_to_share_a_process_with_spark_connect(
+    embedded_engine: EmbeddedEngine, tmp_path: Path
+) -> None:
     assert embedded_engine.spark.sql("SELECT 1 AS one").collect()
     with pytest.raises(EngineError, match="process of its own"):
         JvmSparkEngine(tmp_path / "wh", spark_jars=None).start()
@@ -379,7 +388,7 @@ def _ivy_settings(tmp_path: Path, repository_root: str) -> Path:
     settings.write_text(
         f"""<ivysettings>
   <settings defaultResolver="only"/>
-  <caches defaultCacheDir="{tmp_path / 'ivy-cache'}"/>
+  <caches defaultCacheDir="{tmp_path / "ivy-cache"}"/>
   <resolvers><ibiblio name="only" m2compatible="true" root="{repository_root}"/></resolvers>
 </ivysettings>"""
     )

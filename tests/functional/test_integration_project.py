@@ -59,7 +59,10 @@ def check_every_dynamic_table(project: Path) -> List[Dict[str, Any]]:
     engine (the JVM engine's metastore serves one process at a time)."""
     done = subprocess.run(
         [sys.executable, "-m", "tests.functional.project_check", str(project), project_target(project)],
-        cwd=REPO, capture_output=True, text=True, timeout=DBT_TIMEOUT_SECS,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=DBT_TIMEOUT_SECS,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -77,18 +80,23 @@ def build(project: Path) -> List[Dict[str, Any]]:
 def show(project: Path, sql: str) -> List[Dict[str, Any]]:
     done = dbt(project, "--quiet", "show", "--inline", sql, "--output", "json")
     assert done.returncode == 0, f"dbt show failed:\n{done.stdout[-4000:]}\n{done.stderr[-2000:]}"
-    return json.loads(done.stdout[done.stdout.index("{"):])["show"]
+    return json.loads(done.stdout[done.stdout.index("{") :])["show"]
 
 
 def history(table: Path) -> List[str]:
     """The table's commit operations, oldest first."""
-    return [entry["operation"] for entry in sorted(DeltaTable(str(table)).history(), key=lambda e: e["version"])]
+    return [
+        entry["operation"] for entry in sorted(DeltaTable(str(table)).history(), key=lambda e: e["version"])
+    ]
 
 
 def generator(project: Path, *args: str) -> None:
     done = subprocess.run(
         [sys.executable, "generator.py", *args, "--warehouse", str(project / ".dyntable" / "warehouse")],
-        cwd=project, capture_output=True, text=True, timeout=DBT_TIMEOUT_SECS,
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=DBT_TIMEOUT_SECS,
     )
     assert done.returncode == 0, done.stderr[-3000:]
 
@@ -107,7 +115,11 @@ def test_two_builds_in_two_processes_share_the_warehouse(project: Path) -> None:
 
     first = build(project)
     assert {r["unique_id"].split(".")[-1] for r in first} >= {
-        "raw_customers", "raw_orders", "customer_orders", "orders_daily", "customers_snapshot",
+        "raw_customers",
+        "raw_orders",
+        "customer_orders",
+        "orders_daily",
+        "customers_snapshot",
     }
     orders_daily_v1 = DeltaTable(str(shop / "orders_daily")).version()
     customer_orders_v1 = DeltaTable(str(shop / "customer_orders")).version()
@@ -125,7 +137,7 @@ def test_two_builds_in_two_processes_share_the_warehouse(project: Path) -> None:
     # The incremental model was merged into, not re-created: its first-run history is still there.
     ops_after_second = history(shop / "orders_daily")
     assert ops_after_second[: len(ops_after_first)] == ops_after_first
-    assert ops_after_second[len(ops_after_first):] == ["MERGE"]
+    assert ops_after_second[len(ops_after_first) :] == ["MERGE"]
     daily = DeltaTable(str(shop / "orders_daily")).to_pyarrow_table().to_pylist()
     by_day = {str(row["order_date"]): row for row in daily}
     assert by_day["2024-03-09"]["order_count"] == 1
@@ -148,7 +160,9 @@ def test_empty_seed_cells_load_as_null(project: Path) -> None:
     shop = project / ".dyntable" / "warehouse" / "shop"
     if not (shop / "raw_customers").is_dir():
         build(project)
-    customers = {r["customer_id"]: r for r in DeltaTable(str(shop / "raw_customers")).to_pyarrow_table().to_pylist()}
+    customers = {
+        r["customer_id"]: r for r in DeltaTable(str(shop / "raw_customers")).to_pyarrow_table().to_pylist()
+    }
     orders = {r["order_id"]: r for r in DeltaTable(str(shop / "raw_orders")).to_pyarrow_table().to_pylist()}
     assert customers[3]["email"] is None
     assert customers[1]["email"] == "ada@example.com"

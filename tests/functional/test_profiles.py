@@ -11,14 +11,12 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, List
 
 import pytest
 import yaml
 
-pytestmark = pytest.mark.skip_profile(
-    "spark_session", reason="these profiles configure the embedded engine"
-)
+pytestmark = pytest.mark.skip_profile("spark_session", reason="these profiles configure the embedded engine")
 
 DBT = Path(sys.executable).with_name("dbt")
 DBT_TIMEOUT_SECS = 300
@@ -57,7 +55,11 @@ def dbt_build(project: Path) -> subprocess.CompletedProcess:
     env.pop("DBT_LOG_PATH", None)
     return subprocess.run(
         [str(DBT), "build", "--profiles-dir", str(project)],
-        cwd=project, env=env, capture_output=True, text=True, timeout=DBT_TIMEOUT_SECS,
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=DBT_TIMEOUT_SECS,
     )
 
 
@@ -144,7 +146,6 @@ def test_failing_model_leaves_no_table_behind(tmp_path: Path) -> None:
     assert delta_tables(warehouse) == [warehouse / "letters", warehouse / "numbers"]
 
 
-
 @pytest.mark.parametrize(
     "setting, value, named",
     [
@@ -152,7 +153,9 @@ def test_failing_model_leaves_no_table_behind(tmp_path: Path) -> None:
         ("spark.sql.session.timeZone", "Europe/Paris", "sets itself"),  # the engine's own
     ],
 )
-def test_a_bad_server_side_parameter_names_itself(tmp_path: Path, setting: str, value: str, named: str) -> None:
+def test_a_bad_server_side_parameter_names_itself(
+    tmp_path: Path, setting: str, value: str, named: str
+) -> None:
     project = make_project(tmp_path, server_side_parameters={setting: value})
     done = dbt_build(project)
     message = assert_failed_naming(done, "server_side_parameters")

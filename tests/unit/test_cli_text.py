@@ -21,11 +21,30 @@ def test_a_status_row_stays_on_one_line_when_piped(monkeypatch):
     monkeypatch.delenv("COLUMNS", raising=False)
     console = cli._console()  # pytest captures stdout: not a terminal
     assert console.width == cli.PIPED_WIDTH
-    table = cli.titled_table("Dynamic tables", ("dynamic table", "target lag", "period", "data timestamp",
-                                                "current lag", "state", "last action", "failures"),
-                             cli.TIMES_IN_UTC)
-    table.add_row("latest_order_per_customer", "downstream → 2 minutes", "48.0 s", "19:12:48",
-                  "35.3 s", "ACTIVE", "INCREMENTAL SUCCEEDED", "0")
+    table = cli.titled_table(
+        "Dynamic tables",
+        (
+            "dynamic table",
+            "target lag",
+            "period",
+            "data timestamp",
+            "current lag",
+            "state",
+            "last action",
+            "failures",
+        ),
+        cli.TIMES_IN_UTC,
+    )
+    table.add_row(
+        "latest_order_per_customer",
+        "downstream → 2 minutes",
+        "48.0 s",
+        "19:12:48",
+        "35.3 s",
+        "ACTIVE",
+        "INCREMENTAL SUCCEEDED",
+        "0",
+    )
     render = Console(width=console.width, record=True)
     render.print(table)
     lines = render.export_text().splitlines()

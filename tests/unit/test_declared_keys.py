@@ -9,15 +9,35 @@ from dbt.adapters.dyntable.dynamic_table.declared_keys import declared_keys, rel
 
 def model(uid: str, parents: List[str], **extra: Any) -> Dict[str, Any]:
     name = uid.split(".")[-1]
-    return {"unique_id": uid, "resource_type": "model", "schema": "s", "alias": name, "name": name,
-            "depends_on": {"nodes": parents}, "columns": {}, **extra}
+    return {
+        "unique_id": uid,
+        "resource_type": "model",
+        "schema": "s",
+        "alias": name,
+        "name": name,
+        "depends_on": {"nodes": parents},
+        "columns": {},
+        **extra,
+    }
 
 
-def generic_test(uid: str, tested: List[str], name: str, column: Optional[str] = None, namespace=None,
-         kwargs=None, **config: Any) -> Dict[str, Any]:
-    return {"unique_id": uid, "resource_type": "test", "column_name": column,
-            "test_metadata": {"name": name, "namespace": namespace, "kwargs": kwargs or {}},
-            "config": {"severity": "ERROR", "where": None, **config}, "depends_on": {"nodes": tested}}
+def generic_test(
+    uid: str,
+    tested: List[str],
+    name: str,
+    column: Optional[str] = None,
+    namespace=None,
+    kwargs=None,
+    **config: Any,
+) -> Dict[str, Any]:
+    return {
+        "unique_id": uid,
+        "resource_type": "test",
+        "column_name": column,
+        "test_metadata": {"name": name, "namespace": namespace, "kwargs": kwargs or {}},
+        "config": {"severity": "ERROR", "where": None, **config},
+        "depends_on": {"nodes": tested},
+    }
 
 
 SOURCE = {"resource_type": "source", "schema": "raw", "identifier": "orders", "name": "orders", "columns": {}}
@@ -30,11 +50,20 @@ def graph(*nodes: Dict[str, Any]) -> Dict[str, Any]:
 def test_tests_and_constraints_through_views_to_sources() -> None:
     flat = graph(
         model("model.p.v", ["source.p.raw.orders"]),  # a view the DT reads: its source counts
-        model("model.p.dt", ["model.p.v"], constraints=[{"type": "primary_key", "columns": ["id"]}],
-              columns={"email": {"name": "email", "constraints": [{"type": "unique"}]}}),
+        model(
+            "model.p.dt",
+            ["model.p.v"],
+            constraints=[{"type": "primary_key", "columns": ["id"]}],
+            columns={"email": {"name": "email", "constraints": [{"type": "unique"}]}},
+        ),
         generic_test("test.p.u1", ["source.p.raw.orders"], "unique", "order_id"),
-        generic_test("test.p.u2", ["source.p.raw.orders"], "unique_combination_of_columns", namespace="dbt_utils",
-             kwargs={"combination_of_columns": ["day", "Region"]}),
+        generic_test(
+            "test.p.u2",
+            ["source.p.raw.orders"],
+            "unique_combination_of_columns",
+            namespace="dbt_utils",
+            kwargs={"combination_of_columns": ["day", "Region"]},
+        ),
         generic_test("test.p.nn", ["source.p.raw.orders"], "not_null", "order_id"),
     )
     assert declared_keys(flat, "model.p.dt") == {

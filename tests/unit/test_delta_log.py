@@ -259,13 +259,26 @@ def test_an_unreadable_deletion_vector_is_undifferentiable(table: Path) -> None:
     the same path with one) on a table without the deletionVectors feature: the vector cannot be
     read, so the rows it masks are unknown."""
     live = DeltaLog(table).files_at(4)[0]
-    vector = {"storageType": "u", "pathOrInlineDv": "ab^-aqEH.-t@S}K{vb[*k^", "offset": 1,
-              "sizeInBytes": 36, "cardinality": 1}
+    vector = {
+        "storageType": "u",
+        "pathOrInlineDv": "ab^-aqEH.-t@S}K{vb[*k^",
+        "offset": 1,
+        "sizeInBytes": 36,
+        "cardinality": 1,
+    }
     actions = [
         {"commitInfo": {"timestamp": 1, "operation": "DELETE"}},
         {"remove": {"path": live.path, "dataChange": True, "deletionTimestamp": 1, "size": live.size_bytes}},
-        {"add": {"path": live.path, "partitionValues": {}, "size": live.size_bytes, "modificationTime": 1,
-                 "dataChange": True, "deletionVector": vector}},
+        {
+            "add": {
+                "path": live.path,
+                "partitionValues": {},
+                "size": live.size_bytes,
+                "modificationTime": 1,
+                "dataChange": True,
+                "deletionVector": vector,
+            }
+        },
     ]
     commit_file(table, 5).write_text("\n".join(json.dumps(a) for a in actions) + "\n")
     reason = DeltaLog(table).interval(3, 5).undifferentiable_reason

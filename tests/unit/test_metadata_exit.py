@@ -38,7 +38,9 @@ def test_process_using_the_store_exits_with_zero(tmp_path):
     for attempt in range(4):  # the abort was not certain on every run
         run = subprocess.run(
             [sys.executable, "-c", SCRIPT, str(tmp_path / f"meta{attempt}")],
-            capture_output=True, text=True, timeout=300,
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
         assert run.returncode == 0, run.stderr[-2000:]
         assert run.stdout.strip() == "done"

@@ -58,17 +58,19 @@ class TestDocsGenerate(DeltaDocsProject, BaseDocsGenerate):
 class TestDocsGenReferences(DeltaDocsProject, BaseDocsGenReferences):
     @pytest.fixture(scope="class")
     def expected_catalog(self, project, table_owner):
-        return zero_based_column_indexes(expected_catalog.expected_references_catalog(
-            project,
-            role=table_owner,
-            id_type="bigint",
-            text_type="string",
-            time_type="timestamp",
-            bigint_type="bigint",
-            view_type="view",
-            table_type="table",
-            model_stats=expected_catalog.no_stats(),
-        ))
+        return zero_based_column_indexes(
+            expected_catalog.expected_references_catalog(
+                project,
+                role=table_owner,
+                id_type="bigint",
+                text_type="string",
+                time_type="timestamp",
+                bigint_type="bigint",
+                view_type="view",
+                table_type="table",
+                model_stats=expected_catalog.no_stats(),
+            )
+        )
 
 
 incremental_sql = """

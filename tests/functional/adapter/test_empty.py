@@ -6,7 +6,6 @@ support dropping columns from tables" at compile time, on every Spark engine).
 """
 
 import pytest
-
 from dbt.tests.adapter.empty.test_empty import (
     BaseTestEmpty,
     BaseTestEmptyInlineSourceRef,

@@ -6,7 +6,6 @@ compiled SQL with Postgres' `create view "db"."schema"...` text).
 """
 
 import pytest
-
 from dbt.tests.adapter.dbt_show.test_dbt_show import (
     BaseShowDoesNotHandleDoubleLimit,
     BaseShowLimit,

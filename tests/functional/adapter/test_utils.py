@@ -82,11 +82,7 @@ class TestDateAdd(BaseDateAdd):
         return delta_project(
             "test",
             seeds={
-                "test": {
-                    "data_dateadd": {
-                        "+column_types": {"from_time": "timestamp", "result": "timestamp"}
-                    }
-                }
+                "test": {"data_dateadd": {"+column_types": {"from_time": "timestamp", "result": "timestamp"}}}
             },
         )
 

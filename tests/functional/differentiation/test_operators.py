@@ -11,31 +11,56 @@ from tests.functional.differentiation.harness import Outcome, Warehouse
 
 @pytest.mark.jvm_ci
 def test_projection_and_filter_with_moves_in_and_out(wh: Warehouse) -> None:
-    t = wh.table("t", "id bigint, v string, d date", [
-        "(1, 'apple', date'2024-01-01')", "(2, 'banana', date'2024-02-01')", "(2, 'banana', date'2024-02-01')",
-        "(null, 'cherry', null)", "(5, null, date'2024-03-03')",
-    ])
+    t = wh.table(
+        "t",
+        "id bigint, v string, d date",
+        [
+            "(1, 'apple', date'2024-01-01')",
+            "(2, 'banana', date'2024-02-01')",
+            "(2, 'banana', date'2024-02-01')",
+            "(null, 'cherry', null)",
+            "(5, null, date'2024-03-03')",
+        ],
+    )
     wh.check(
         f"""select id, upper(v) as uv, case when id > 1 then 'big' else 'small' end as size,
                    cast(id as double) as id_d, date_add(d, 1) as next_day, length(v) as len,
                    coalesce(v, 'none') as v2
             from {t}
             where (id is null or id in (1, 2, 3, 5)) and (v like '%an%' or v is null or id between 1 and 1)""",
-        [f"insert into {t} values (3, 'mango', date'2024-04-04'), (2, 'banana', date'2024-02-01')",
-         f"update {t} set v = 'pear' where id = 1",  # moves out of the filter
-         f"update {t} set v = 'candy' where id is null",  # moves into it
-         f"delete from {t} where id = 5"],
+        [
+            f"insert into {t} values (3, 'mango', date'2024-04-04'), (2, 'banana', date'2024-02-01')",
+            f"update {t} set v = 'pear' where id = 1",  # moves out of the filter
+            f"update {t} set v = 'candy' where id is null",  # moves into it
+            f"delete from {t} where id = 5",
+        ],
     )
 
 
 def _orders_customers(wh: Warehouse) -> tuple[str, str]:
-    customers = wh.table("customers", "id bigint, name string, country string", [
-        "(1, 'ann', 'fr')", "(2, 'bob', 'de')", "(3, 'cy', null)", "(null, 'nobody', 'fr')",
-    ])
-    orders = wh.table("orders", "oid bigint, cid bigint, amount bigint", [
-        "(10, 1, 100)", "(11, 1, 50)", "(12, 1, 50)", "(13, 2, 70)", "(14, null, 5)", "(15, 9, 1)",
-        "(11, 1, 50)",
-    ])
+    customers = wh.table(
+        "customers",
+        "id bigint, name string, country string",
+        [
+            "(1, 'ann', 'fr')",
+            "(2, 'bob', 'de')",
+            "(3, 'cy', null)",
+            "(null, 'nobody', 'fr')",
+        ],
+    )
+    orders = wh.table(
+        "orders",
+        "oid bigint, cid bigint, amount bigint",
+        [
+            "(10, 1, 100)",
+            "(11, 1, 50)",
+            "(12, 1, 50)",
+            "(13, 2, 70)",
+            "(14, null, 5)",
+            "(15, 9, 1)",
+            "(11, 1, 50)",
+        ],
+    )
     return orders, customers
 
 
@@ -125,7 +150,10 @@ def test_inner_join_insert_only_specialisation(wh: Warehouse) -> None:
     orders, customers = _orders_customers(wh)
     outcome = wh.check(
         f"select o.oid, c.name from {orders} o join {customers} c on o.cid = c.id",
-        [f"insert into {orders} values (20, 1, 1), (20, 1, 1)", f"insert into {customers} values (1, 'ann2', 'fr')"],
+        [
+            f"insert into {orders} values (20, 1, 1), (20, 1, 1)",
+            f"insert into {customers} values (1, 'ann2', 'fr')",
+        ],
         insert_only={orders, customers},
     )
     assert outcome.delta.insert_only
@@ -165,7 +193,9 @@ def test_not_in_with_nulls(wh: Warehouse) -> None:
     first = wh.check(query, [f"delete from {orders} where cid is null"])
     assert first.before == {} and first.after != {}
     wh.check(query, [f"insert into {orders} values (30, null, 1)"])
-    wh.check(query, [f"delete from {orders} where cid is null", f"insert into {customers} values (null, 'x', 'y')"])
+    wh.check(
+        query, [f"delete from {orders} where cid is null", f"insert into {customers} values (null, 'x', 'y')"]
+    )
 
 
 def test_semi_join_insert_only_specialisation(wh: Warehouse) -> None:
@@ -196,7 +226,9 @@ def test_union_all_and_union(wh: Warehouse) -> None:
 
 def test_union_distinct(wh: Warehouse) -> None:
     orders, customers = _orders_customers(wh)
-    wh.check(f"select cid as k from {orders} union select id as k from {customers}", _join_dml(orders, customers))
+    wh.check(
+        f"select cid as k from {orders} union select id as k from {customers}", _join_dml(orders, customers)
+    )
 
 
 @pytest.mark.jvm_ci
@@ -216,16 +248,26 @@ def test_group_by_aggregates(wh: Warehouse) -> None:
 def test_inserts_fold_into_the_stored_aggregate(wh: Warehouse, resolver: str) -> None:
     """Insert-only changes under count/sum/min/max read the DT's stored rows, not the sources:
     new groups, NULL keys and values, duplicate rows, a group whose sum stays NULL."""
-    t = wh.table("t", "k string, x bigint, y double",
-                 ["('a', 1, 1.5)", "('a', null, null)", "(null, 2, null)", "('n', null, 2.0)"])
+    t = wh.table(
+        "t",
+        "k string, x bigint, y double",
+        ["('a', 1, 1.5)", "('a', null, null)", "(null, 2, null)", "('n', null, 2.0)"],
+    )
     sql = f"""select k, count(*) as n, count(x) as nx, sum(x) as sx, sum(y) as sy,
                      min(x) as lo, max(y) as hi
               from {t} group by k"""
-    dml = [f"insert into {t} values ('a', 5, 0.5), ('a', 5, 0.5), ('b', null, null), (null, 7, 1.0), ('n', null, null)"]
+    dml = [
+        f"insert into {t} values ('a', 5, 0.5), ('a', 5, 0.5), ('b', null, null), (null, 7, 1.0), ('n', null, null)"
+    ]
     outcome = wh.check(sql, dml, insert_only={t}, resolver=resolver, stored=True)
     assert "stored_" in outcome.delta.sql
-    wh.check(f"select count(*) as n, sum(x) as s, max(x) as m from {t}",
-             [f"insert into {t} values ('c', 3, 3.0)"], insert_only={t}, resolver=resolver, stored=True)
+    wh.check(
+        f"select count(*) as n, sum(x) as s, max(x) as m from {t}",
+        [f"insert into {t} values ('c', 3, 3.0)"],
+        insert_only={t},
+        resolver=resolver,
+        stored=True,
+    )
 
 
 def _reads_before(outcome: Outcome, table: str, v0: int) -> bool:
@@ -245,20 +287,36 @@ def test_deletes_and_updates_read_the_old_groups_from_the_stored_rows(wh: Wareho
     """Deletes and updates under a stored GROUP BY delete the DT's rows of the touched groups and
     recompute those groups from the sources at v1 only: a group that vanishes, one that appears,
     the NULL group, a group whose aggregates do not change, one losing its minimum."""
-    t = wh.table("t", "k string, x bigint, y double", [
-        "('a', 1, 1.5)", "('a', 2, 2.5)", "('a', 2, null)", "('b', 3, 0.5)", "(null, 4, 4.0)",
-        "(null, null, 1.0)", "('u', 5, 5.0)", "('u', 5, 5.0)", "('v', 7, 7.0)",
-    ])
+    t = wh.table(
+        "t",
+        "k string, x bigint, y double",
+        [
+            "('a', 1, 1.5)",
+            "('a', 2, 2.5)",
+            "('a', 2, null)",
+            "('b', 3, 0.5)",
+            "(null, 4, 4.0)",
+            "(null, null, 1.0)",
+            "('u', 5, 5.0)",
+            "('u', 5, 5.0)",
+            "('v', 7, 7.0)",
+        ],
+    )
     v0 = wh.version(t)
-    outcome = wh.check(GROUPED.format(t=t), [
-        f"delete from {t} where k = 'b'",  # vanishes
-        f"delete from {t} where x = 1",  # 'a' loses its minimum
-        f"update {t} set x = 9 where k is null and x = 4",  # the NULL group
-        f"update {t} set k = 'c' where k = 'v'",  # 'v' vanishes, 'c' appears
-        f"insert into {t} values ('u', 5, 5.0)",  # ...and delete one copy: 'u' is unchanged
-        f"delete from {t} where k = 'u' and x = 5",
-        f"insert into {t} values ('u', 5, 5.0), ('u', 5, 5.0), (null, 1, null)",
-    ], resolver=resolver, stored=True)
+    outcome = wh.check(
+        GROUPED.format(t=t),
+        [
+            f"delete from {t} where k = 'b'",  # vanishes
+            f"delete from {t} where x = 1",  # 'a' loses its minimum
+            f"update {t} set x = 9 where k is null and x = 4",  # the NULL group
+            f"update {t} set k = 'c' where k = 'v'",  # 'v' vanishes, 'c' appears
+            f"insert into {t} values ('u', 5, 5.0)",  # ...and delete one copy: 'u' is unchanged
+            f"delete from {t} where k = 'u' and x = 5",
+            f"insert into {t} values ('u', 5, 5.0), ('u', 5, 5.0), (null, 1, null)",
+        ],
+        resolver=resolver,
+        stored=True,
+    )
     assert "stored_" in outcome.delta.sql
     if resolver == "file-sets":
         assert not _reads_before(outcome, t, v0)
@@ -271,8 +329,12 @@ def test_global_aggregate_reads_its_one_stored_row(wh: Warehouse) -> None:
     v0 = wh.version(t)
     sql = f"""select count(*) as n, count(distinct x) as dx, sum(x) as sx, avg(y) as ay, min(x) as lo,
                      max(y) as hi, bool_or(x > 1) as big from {t}"""
-    outcome = wh.check(sql, [f"delete from {t} where x = 1", f"delete from {t} where x = 2"],
-                       resolver="file-sets", stored=True)
+    outcome = wh.check(
+        sql,
+        [f"delete from {t} where x = 1", f"delete from {t} where x = 2"],
+        resolver="file-sets",
+        stored=True,
+    )
     assert outcome.after == {(0, 0, None, None, None, None, None): 1}
     assert "stored_" in outcome.delta.sql and not _reads_before(outcome, t, v0)
     wh.check(sql, [f"insert into {t} values (5, 5.0)", f"update {t} set x = 6 where x = 5"], stored=True)
@@ -284,9 +346,13 @@ def test_global_aggregate_reads_its_one_stored_row(wh: Warehouse) -> None:
 def test_inserts_under_other_aggregates_read_the_stored_rows_too(wh: Warehouse) -> None:
     """count(distinct) cannot fold an insert, but the old groups still come from the DT."""
     t = wh.table("t", "k string, x bigint", ["('a', 1)", "('a', 2)", "('b', 3)"])
-    outcome = wh.check(f"select k, count(distinct x) as d from {t} group by k",
-                       [f"insert into {t} values ('a', 1), ('c', 1)"], insert_only={t},
-                       resolver="grouped-counts", stored=True)
+    outcome = wh.check(
+        f"select k, count(distinct x) as d from {t} group by k",
+        [f"insert into {t} values ('a', 1), ('c', 1)"],
+        insert_only={t},
+        resolver="grouped-counts",
+        stored=True,
+    )
     assert "stored_" in outcome.delta.sql
 
 
@@ -319,7 +385,11 @@ def test_distinct(wh: Warehouse) -> None:
     orders, customers = _orders_customers(wh)
     wh.check(
         f"select distinct cid, amount from {orders}",
-        [*_join_dml(orders, customers), f"delete from {orders} where oid = 11", f"insert into {orders} values (60, null, 5)"],
+        [
+            *_join_dml(orders, customers),
+            f"delete from {orders} where oid = 11",
+            f"insert into {orders} values (60, null, 5)",
+        ],
     )
 
 
@@ -360,10 +430,20 @@ def test_window_reads_the_old_partitions_from_the_stored_rows(wh: Warehouse, res
     """A DT storing a window's rows: -(DT ⋉p ΔQ) + ξp(Q|I1 ⋉p ΔQ), the partition expression
     evaluated on the stored rows. Deletes and updates within and across partitions, the NULL
     partition, one that vanishes, one that appears, duplicate rows, a partition left unchanged."""
-    t = wh.table("t", "k string, v bigint, y double", [
-        "('a', 1, 0.1)", "('a', 2, 0.2)", "('a', 2, 0.2)", "('b', 3, 0.3)", "(null, 4, 0.4)",
-        "(null, 5, null)", "('c', 6, 0.6)", "('d', 7, 0.7)",
-    ])
+    t = wh.table(
+        "t",
+        "k string, v bigint, y double",
+        [
+            "('a', 1, 0.1)",
+            "('a', 2, 0.2)",
+            "('a', 2, 0.2)",
+            "('b', 3, 0.3)",
+            "(null, 4, 0.4)",
+            "(null, 5, null)",
+            "('c', 6, 0.6)",
+            "('d', 7, 0.7)",
+        ],
+    )
     v0 = wh.version(t)
     outcome = wh.check(
         f"""select k, v, y, sum(y) over (partition by coalesce(k, 'z')) as sy,
@@ -379,7 +459,8 @@ def test_window_reads_the_old_partitions_from_the_stored_rows(wh: Warehouse, res
             f"update {t} set k = 'e' where k = 'd'",  # d vanishes, e appears
             f"insert into {t} values ('z', 8, 0.8)",  # joins the NULL partition: coalesce(k, 'z')
         ],
-        resolver=resolver, stored=True,
+        resolver=resolver,
+        stored=True,
     )
     assert "stored_" in outcome.delta.sql
     if resolver == "file-sets":
@@ -404,10 +485,15 @@ def test_inserts_fold_into_the_stored_first_rows(wh: Warehouse, resolver: str) -
     sources: a new partition, an insert that takes the lead, one that does not, a tie broken by
     the second ORDER BY key, a NULL partition, duplicate inserted rows; with and without ``rn``
     among the DT's columns."""
-    t = wh.table("t", "k string, v bigint, s string",
-                 ["('a', 5, 'x')", "('a', 7, 'y')", "('b', 3, 'z')", "(null, 4, 'n')"])
-    dml = [f"insert into {t} values ('a', 1, 'w'), ('b', 9, 'q'), ('b', 3, 'a'), ('c', 2, 'c'), "
-           "('c', 2, 'c'), (null, 1, 'm'), ('d', null, 'd')"]
+    t = wh.table(
+        "t",
+        "k string, v bigint, s string",
+        ["('a', 5, 'x')", "('a', 7, 'y')", "('b', 3, 'z')", "(null, 4, 'n')"],
+    )
+    dml = [
+        f"insert into {t} values ('a', 1, 'w'), ('b', 9, 'q'), ('b', 3, 'a'), ('c', 2, 'c'), "
+        "('c', 2, 'c'), (null, 1, 'm'), ('d', null, 'd')"
+    ]
     for keep_rn in (False, True):
         rn = ", rn" if keep_rn else ""
         sql = f"""select k, v, s{rn} from (
@@ -419,28 +505,46 @@ def test_inserts_fold_into_the_stored_first_rows(wh: Warehouse, resolver: str) -
 
 
 @pytest.mark.parametrize("resolver", ["except-all", "grouped-counts", "file-sets"])
-def test_deletes_and_updates_read_the_old_first_rows_from_the_stored_rows(wh: Warehouse, resolver: str) -> None:
+def test_deletes_and_updates_read_the_old_first_rows_from_the_stored_rows(
+    wh: Warehouse, resolver: str
+) -> None:
     """Deletes of a partition's first row (the runner-up takes over, or the partition vanishes)
     and updates moving rows between partitions (taking the lead of the new one, or not): the old
     first rows come from the DT, the new ones from the sources at v1; with and without ``rn``
     among the DT's columns."""
     for keep_rn in (False, True):
-        t = wh.table(f"t{int(keep_rn)}", "k string, v bigint, s string", [
-            "('a', 1, 'x')", "('a', 2, 'y')", "('a', 3, 'z')", "('b', 5, 'p')", "('c', 4, 'q')",
-            "(null, 6, 'n')", "(null, 7, 'm')", "('d', 8, 'r')", "('d', 9, 's')",
-        ])
+        t = wh.table(
+            f"t{int(keep_rn)}",
+            "k string, v bigint, s string",
+            [
+                "('a', 1, 'x')",
+                "('a', 2, 'y')",
+                "('a', 3, 'z')",
+                "('b', 5, 'p')",
+                "('c', 4, 'q')",
+                "(null, 6, 'n')",
+                "(null, 7, 'm')",
+                "('d', 8, 'r')",
+                "('d', 9, 's')",
+            ],
+        )
         v0 = wh.version(t)
         rn = ", rn" if keep_rn else ""
         sql = f"""select k, v, s{rn} from (
                     select k, v, s, row_number() over (partition by k order by v, s) as rn from {t}) r
                   where rn = 1"""
-        outcome = wh.check(sql, [
-            f"delete from {t} where k = 'a' and v = 1",  # a's first row: the runner-up leads
-            f"delete from {t} where k = 'b'",  # partition b vanishes
-            f"update {t} set k = 'c' where k = 'd' and v = 8",  # d's first row moves behind c's
-            f"update {t} set k = null where v = 2",  # a's new first row leads the NULL partition
-            f"update {t} set k = 'e' where s = 'q'",  # c's first row moves to a new partition e
-        ], resolver=resolver, stored=True)
+        outcome = wh.check(
+            sql,
+            [
+                f"delete from {t} where k = 'a' and v = 1",  # a's first row: the runner-up leads
+                f"delete from {t} where k = 'b'",  # partition b vanishes
+                f"update {t} set k = 'c' where k = 'd' and v = 8",  # d's first row moves behind c's
+                f"update {t} set k = null where v = 2",  # a's new first row leads the NULL partition
+                f"update {t} set k = 'e' where s = 'q'",  # c's first row moves to a new partition e
+            ],
+            resolver=resolver,
+            stored=True,
+        )
         assert "stored_" in outcome.delta.sql
         if resolver == "file-sets":
             assert not _reads_before(outcome, t, v0)
@@ -456,7 +560,9 @@ def test_rank_recomputes_first_rows_even_with_stored_rows(wh: Warehouse) -> None
 def test_ctes_subqueries_and_nested_views(wh: Warehouse) -> None:
     orders, customers = _orders_customers(wh)
     big = wh.view("big_orders", f"select oid, cid, amount from {orders} where amount >= 50")
-    named = wh.view("named_orders", f"select b.oid, b.amount, c.name from {big} b join {customers} c on b.cid = c.id")
+    named = wh.view(
+        "named_orders", f"select b.oid, b.amount, c.name from {big} b join {customers} c on b.cid = c.id"
+    )
     views = {
         big: f"select oid, cid, amount from {orders} where amount >= 50",
         named: f"select b.oid, b.amount, c.name from {big} b join {customers} c on b.cid = c.id",
@@ -488,18 +594,24 @@ def test_unchanged_sources_give_an_empty_typed_delta(wh: Warehouse) -> None:
 
 
 def test_struct_and_array_access(wh: Warehouse) -> None:
-    t = wh.table("nested", "id bigint, st struct<a: bigint, b: string>, arr array<bigint>", [
-        "(1, named_struct('a', 1, 'b', 'x'), array(1, 2, 3))",
-        "(2, named_struct('a', 2, 'b', null), array())",
-        "(3, null, null)",
-    ])
+    t = wh.table(
+        "nested",
+        "id bigint, st struct<a: bigint, b: string>, arr array<bigint>",
+        [
+            "(1, named_struct('a', 1, 'b', 'x'), array(1, 2, 3))",
+            "(2, named_struct('a', 2, 'b', null), array())",
+            "(3, null, null)",
+        ],
+    )
     wh.check(
         f"""select id, st.a as a, upper(st.b) as b, arr[0] as first, arr[1] as second,
                    size(arr) as n, abs(id - 2) * 3 % 4 as m, round(id / 3, 2) as r
             from {t} where st.a is not null or arr is null""",
-        [f"insert into {t} values (4, named_struct('a', 4, 'b', 'y'), array(7))",
-         f"update {t} set st = named_struct('a', 9, 'b', 'z') where id = 3",
-         f"delete from {t} where id = 1"],
+        [
+            f"insert into {t} values (4, named_struct('a', 4, 'b', 'y'), array(7))",
+            f"update {t} set st = named_struct('a', 9, 'b', 'z') where id = 3",
+            f"delete from {t} where id = 1",
+        ],
     )
 
 
@@ -528,7 +640,10 @@ def test_left_join_from_empty_tables(wh: Warehouse) -> None:
     right = wh.table("r", "k bigint, w string")
     wh.check(
         f"select l.k, l.v, r.w from {left} l left join {right} r on l.k = r.k",
-        [f"insert into {left} values (1, 'a'), (1, 'a'), (null, 'n')", f"insert into {right} values (1, 'x'), (1, 'y')"],
+        [
+            f"insert into {left} values (1, 'a'), (1, 'a'), (null, 'n')",
+            f"insert into {right} values (1, 'x'), (1, 'y')",
+        ],
     )
 
 
@@ -570,9 +685,19 @@ OUTER_JOINS = ["left join", "right join", "full outer join"]
 
 def _padded_pair(wh: Warehouse, right_rows: list[str]) -> tuple[str, str]:
     """A left table with duplicate rows and NULL keys, and a right table with ``right_rows``."""
-    left = wh.table("l", "k bigint, v string", [
-        "(1, 'a')", "(1, 'a')", "(1, 'a')", "(2, 'b')", "(null, 'n')", "(null, 'n')", "(3, 'c')",
-    ])
+    left = wh.table(
+        "l",
+        "k bigint, v string",
+        [
+            "(1, 'a')",
+            "(1, 'a')",
+            "(1, 'a')",
+            "(2, 'b')",
+            "(null, 'n')",
+            "(null, 'n')",
+            "(3, 'c')",
+        ],
+    )
     return left, wh.table("r", "k bigint, w string", right_rows)
 
 

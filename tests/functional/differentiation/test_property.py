@@ -53,11 +53,15 @@ def view_definitions(schema: str) -> Dict[str, str]:
     }
 
 
-window_functions = st.sampled_from([
-    "sum(v) over (partition by k)", "count(*) over (partition by k)",
-    "rank() over (partition by k order by v)", "lag(v) over (partition by k order by v, s)",
-    "dense_rank() over (partition by s order by k)",
-])
+window_functions = st.sampled_from(
+    [
+        "sum(v) over (partition by k)",
+        "count(*) over (partition by k)",
+        "rank() over (partition by k order by v)",
+        "lag(v) over (partition by k order by v, s)",
+        "dense_rank() over (partition by s order by k)",
+    ]
+)
 
 
 class Grammar:
@@ -74,19 +78,44 @@ class Grammar:
         return f"r{self.aliases}"
 
     def predicate(self, a: str) -> str:
-        return self.draw(st.sampled_from([
-            f"{a}.k = 1", f"{a}.v > 1", f"{a}.s is null", f"{a}.k is not null and {a}.v <= 2",
-            f"{a}.s like 'a%'", f"{a}.v between 1 and 2", f"{a}.k in (0, 2)", f"coalesce({a}.v, 0) < 2",
-        ]))
+        return self.draw(
+            st.sampled_from(
+                [
+                    f"{a}.k = 1",
+                    f"{a}.v > 1",
+                    f"{a}.s is null",
+                    f"{a}.k is not null and {a}.v <= 2",
+                    f"{a}.s like 'a%'",
+                    f"{a}.v between 1 and 2",
+                    f"{a}.k in (0, 2)",
+                    f"coalesce({a}.v, 0) < 2",
+                ]
+            )
+        )
 
     def relation(self, depth: int) -> str:
         if depth == 0 or self.draw(st.integers(0, 3)) == 0:
             relations = list(self.tables) + list(self.views)
             return f"select k, v, s from {self.draw(st.sampled_from(relations))}"
-        kind = self.draw(st.sampled_from([
-            "filter", "project", "join", "join", "exists", "in_", "union", "distinct",
-            "group", "global_", "window", "top1", "cte",
-        ]))
+        kind = self.draw(
+            st.sampled_from(
+                [
+                    "filter",
+                    "project",
+                    "join",
+                    "join",
+                    "exists",
+                    "in_",
+                    "union",
+                    "distinct",
+                    "group",
+                    "global_",
+                    "window",
+                    "top1",
+                    "cte",
+                ]
+            )
+        )
         return getattr(self, kind)(depth - 1)
 
     def sub(self, depth: int) -> Tuple[str, str]:
@@ -99,20 +128,31 @@ class Grammar:
 
     def project(self, depth: int) -> str:
         src, a = self.sub(depth)
-        projection = self.draw(st.sampled_from([
-            f"{a}.k, {a}.v + 1 as v, upper({a}.s) as s",
-            f"{a}.k % 2 as k, case when {a}.v > 1 then 1 else 0 end as v, concat(coalesce({a}.s, 'n'), 'x') as s",
-            f"coalesce({a}.k, -1) as k, {a}.v, {a}.s",
-        ]))
+        projection = self.draw(
+            st.sampled_from(
+                [
+                    f"{a}.k, {a}.v + 1 as v, upper({a}.s) as s",
+                    f"{a}.k % 2 as k, case when {a}.v > 1 then 1 else 0 end as v, concat(coalesce({a}.s, 'n'), 'x') as s",
+                    f"coalesce({a}.k, -1) as k, {a}.v, {a}.s",
+                ]
+            )
+        )
         return f"select {projection} from {src}"
 
     def join(self, depth: int) -> str:
         left, a = self.sub(depth)
         right, b = self.sub(depth)
         kind = self.draw(st.sampled_from(["join", "left join", "right join", "full outer join"]))
-        condition = self.draw(st.sampled_from([
-            f"{a}.k = {b}.k", f"{a}.k = {b}.k and {a}.v < {b}.v", f"{a}.v >= {b}.k", f"{a}.s = {b}.s",
-        ]))
+        condition = self.draw(
+            st.sampled_from(
+                [
+                    f"{a}.k = {b}.k",
+                    f"{a}.k = {b}.k and {a}.v < {b}.v",
+                    f"{a}.v >= {b}.k",
+                    f"{a}.s = {b}.s",
+                ]
+            )
+        )
         return (
             f"select coalesce({a}.k, {b}.k) as k, {b}.v as v, {a}.s as s "
             f"from {left} {kind} {right} on {condition}"
@@ -146,11 +186,16 @@ class Grammar:
     def group(self, depth: int) -> str:
         src, a = self.sub(depth)
         # HAVING names the input columns qualified: Sail resolves a bare `v` to the output alias.
-        aggregates = self.draw(st.sampled_from([
-            "count(*) as v, max(s) as s", "sum(v) as v, min(s) as s",
-            "count(distinct v) as v, cast(bool_or(s = 'a') as string) as s",
-            "cast(avg(v) * 2 as bigint) as v, cast(count(s) as string) as s",
-        ]))
+        aggregates = self.draw(
+            st.sampled_from(
+                [
+                    "count(*) as v, max(s) as s",
+                    "sum(v) as v, min(s) as s",
+                    "count(distinct v) as v, cast(bool_or(s = 'a') as string) as s",
+                    "cast(avg(v) * 2 as bigint) as v, cast(count(s) as string) as s",
+                ]
+            )
+        )
         having = self.draw(st.sampled_from(["", " having count(*) > 1", f" having sum({a}.v) is not null"]))
         return f"select k, {aggregates} from {src} group by k{having}"
 
@@ -269,8 +314,7 @@ def only_inserts(history: Sequence[str], tables: Sequence[str]) -> Set[str]:
     """Tables that every statement touching them inserts into: the resolver may treat them as
     append-only, which switches on the insert-only specialisations."""
     return {
-        t for t in tables
-        if all(s.startswith(f"insert into {t} ") for s in history if f" {t} " in f" {s} ")
+        t for t in tables if all(s.startswith(f"insert into {t} ") for s in history if f" {t} " in f" {s} ")
     }
 
 
@@ -287,7 +331,9 @@ def test_first_rows_fold_inserts_like_recomputation(property_warehouse: Warehous
 
 @settings(max_examples=max(25, settings.default.max_examples // 4))
 @given(scenario=stored_window_scenarios(SCHEMA))
-def test_stored_windows_read_old_partitions_like_recomputation(property_warehouse: Warehouse, scenario) -> None:
+def test_stored_windows_read_old_partitions_like_recomputation(
+    property_warehouse: Warehouse, scenario
+) -> None:
     check_scenario(property_warehouse, scenario)
 
 
@@ -302,8 +348,11 @@ def check_scenario(property_warehouse: Warehouse, scenario) -> None:
     reproduction = f"initial rows: {initial}\nresolver: {resolver}\n"
     try:
         property_warehouse.check(
-            query, history, views=view_definitions(SCHEMA),
-            insert_only=only_inserts(history, list(initial)), resolver=resolver,
+            query,
+            history,
+            views=view_definitions(SCHEMA),
+            insert_only=only_inserts(history, list(initial)),
+            resolver=resolver,
             stored=True,  # the query's result before the history, as a DT holds it
         )
     except AssertionError as error:

@@ -22,10 +22,10 @@ def dt(engine, request):
     schema = "apply_" + request.node.name.lower().replace("[", "_").replace("]", "").replace("-", "_")[:40]
     engine.execute(f"create schema if not exists {schema}")
     engine.execute(f"create table {schema}.dt (k bigint, v string) using delta")
-    engine.execute(
-        f"insert into {schema}.dt values (1, 'a'), (1, 'a'), (2, null), (3, 'c')"
+    engine.execute(f"insert into {schema}.dt values (1, 'a'), (1, 'a'), (2, null), (3, 'c')")
+    table = DynamicTable(
+        schema, "dt", "select 1", DynamicTableConfig.from_model("dt", {"target_lag": "1 minute"})
     )
-    table = DynamicTable(schema, "dt", "select 1", DynamicTableConfig.from_model("dt", {"target_lag": "1 minute"}))
     yield table
     engine.execute(f"drop schema {schema} cascade")
 
@@ -47,9 +47,7 @@ def test_bag_semantics_delete_one_of_two_copies_and_insert_duplicates(engine, dt
     applier = DeltaApplier(engine, dt)
     prepared = applier.prepare(delta_sql([(1, "a", -1), (2, None, 1), (4, "d", 2)]), COLUMNS)
     assert applier.apply(prepared) == (3, 1)
-    assert contents(engine, dt) == Counter(
-        {(1, "a"): 1, (2, None): 2, (3, "c"): 1, (4, "d"): 2}
-    )
+    assert contents(engine, dt) == Counter({(1, "a"): 1, (2, None): 2, (3, "c"): 1, (4, "d"): 2})
 
 
 def test_insert_only_delta_is_one_commit(engine, dt):
@@ -87,7 +85,9 @@ def keyed_dt(engine, request):
     engine.execute(f"create schema if not exists {schema}")
     engine.execute(f"create table {schema}.dt (k bigint, total double) using delta")
     engine.execute(f"insert into {schema}.dt values (1, 0.1D + 0.2D), (2, 5.0D), (null, 7.0D)")
-    table = DynamicTable(schema, "dt", "select 1", DynamicTableConfig.from_model("dt", {"target_lag": "1 minute"}))
+    table = DynamicTable(
+        schema, "dt", "select 1", DynamicTableConfig.from_model("dt", {"target_lag": "1 minute"})
+    )
     yield table
     engine.execute(f"drop schema {schema} cascade")
 
@@ -106,8 +106,9 @@ def test_keyed_delta_replaces_the_row_under_its_key_despite_float_rounding(engin
         applier.prepare(changes, ["k", "total"])
     prepared = applier.prepare(changes, ["k", "total"], key=["k"])
     assert applier.apply(prepared) == (2, 2)
-    assert Counter(map(tuple, engine.execute(f"select k, total from {keyed_dt.relation}").collect())) == \
-        Counter({(1, 0.5): 1, (2, 5.0): 1, (3, 1.0): 1})
+    assert Counter(
+        map(tuple, engine.execute(f"select k, total from {keyed_dt.relation}").collect())
+    ) == Counter({(1, 0.5): 1, (2, 5.0): 1, (3, 1.0): 1})
 
 
 def test_keyed_delta_that_would_store_a_key_twice_fails_and_leaves_the_dt(engine, keyed_dt):
@@ -134,5 +135,6 @@ def test_a_key_the_dt_already_breaks_is_never_matched_on(engine, keyed_dt):
     prepared = applier.prepare(changes, ["k", "total"], key=["k"], declared_by="a unique test on k")
     assert prepared.key is None and "declared by a unique test on k, is not unique" in prepared.warning
     assert applier.apply(prepared) == (1, 1)
-    assert Counter(map(tuple, engine.execute(f"select k, total from {keyed_dt.relation}").collect())) == \
-        Counter({(1, 0.1 + 0.2): 1, (2, 5.0): 1, (2, 9.0): 1, (None, 7.0): 1})
+    assert Counter(
+        map(tuple, engine.execute(f"select k, total from {keyed_dt.relation}").collect())
+    ) == Counter({(1, 0.1 + 0.2): 1, (2, 5.0): 1, (2, 9.0): 1, (None, 7.0): 1})

@@ -72,11 +72,17 @@ class TestChangeFuse:
         project.run_sql(f"delete from {raw}.orders where id < 8")  # 8 of 12 rows: 67%
         _, log = run_dbt_and_capture(["run", "--select", "by_ratio"], expect_pass=False)
         text = " ".join(log.split())
-        assert "would insert 0 and delete 8 of its 12 rows (67% of its rows), over its max_change_ratio of 0.5" in text
+        assert (
+            "would insert 0 and delete 8 of its 12 rows (67% of its rows), over its max_change_ratio of 0.5"
+            in text
+        )
         assert "dyntable resume by_ratio --accept-change" in text
         failed = last(project, dyntable_warehouse, "by_ratio")
         assert failed.state == "FAILED" and failed.reason == "change fuse: max_change_ratio of 0.5"
-        assert self.scheduling_state(project, dyntable_warehouse, "by_ratio").scheduling_state == SchedulingState.SUSPENDED
+        assert (
+            self.scheduling_state(project, dyntable_warehouse, "by_ratio").scheduling_state
+            == SchedulingState.SUSPENDED
+        )
         assert project.run_sql(f"select count(*) from {project.test_schema}.by_ratio", fetch="one")[0] == held
 
         status = dyntable(project, "status")
@@ -100,7 +106,10 @@ class TestChangeFuse:
 
     def test_explain_shows_the_limits(self, project, raw):
         shown = dyntable(project, "explain", "by_ratio")
-        assert shown.exit_code == 0 and "change fuse: max_change_ratio 0.5 (a larger change is not applied)" in shown.output
+        assert (
+            shown.exit_code == 0
+            and "change fuse: max_change_ratio 0.5 (a larger change is not applied)" in shown.output
+        )
 
     def test_a_row_count_limit(self, project, raw, dyntable_warehouse):
         run_dbt(["run", "--select", "by_rows", "--full-refresh"])
@@ -109,6 +118,7 @@ class TestChangeFuse:
         assert_refreshed(project, dyntable_warehouse, "by_rows", ("INCREMENTAL", "FULL"))
         project.run_sql(f"insert into {raw}.orders values (22, 1.0), (23, 1.0), (24, 1.0), (25, 1.0)")
         _, log = run_dbt_and_capture(["run", "--select", "by_rows"], expect_pass=False)
-        assert "would insert 4 and delete 0 of its 2 rows (200% of its rows), over its max_change_rows of 3" in (
-            " ".join(log.split())
+        assert (
+            "would insert 4 and delete 0 of its 2 rows (200% of its rows), over its max_change_rows of 3"
+            in (" ".join(log.split()))
         )

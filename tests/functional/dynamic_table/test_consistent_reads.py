@@ -46,7 +46,9 @@ sources:
 def raw(project):
     schema = f"{project.test_schema}_raw"
     project.run_sql(f"create schema if not exists {schema}")
-    project.run_sql(f"create table {schema}.orders (id bigint, customer_id bigint, amount double) using delta")
+    project.run_sql(
+        f"create table {schema}.orders (id bigint, customer_id bigint, amount double) using delta"
+    )
     project.run_sql(f"insert into {schema}.orders values (1, 1, 10.0), (2, 2, 20.0)")
     yield schema
     project.run_sql(f"drop schema if exists {schema} cascade")
@@ -59,7 +61,12 @@ class TestConsistentReads:
 
     @pytest.fixture(scope="class")
     def models(self):
-        return {"revenue.sql": REVENUE, "order_count.sql": ORDER_COUNT, "reader.sql": READER, "sources.yml": SOURCES}
+        return {
+            "revenue.sql": REVENUE,
+            "order_count.sql": ORDER_COUNT,
+            "reader.sql": READER,
+            "sources.yml": SOURCES,
+        }
 
     def orders_at(self, project, raw, version: int) -> Tuple[float, int]:
         [row] = project.run_sql(
@@ -78,7 +85,10 @@ class TestConsistentReads:
     def test_a_reader_sees_both_tables_at_one_data_timestamp(self, project, raw, dyntable_warehouse):
         run_dbt(["run"])
         first = self.last_refresh(dyntable_warehouse, project, "revenue")
-        assert self.last_refresh(dyntable_warehouse, project, "order_count").data_timestamp == first.data_timestamp
+        assert (
+            self.last_refresh(dyntable_warehouse, project, "order_count").data_timestamp
+            == first.data_timestamp
+        )
         version = first.source_versions[f"{raw}.orders"]
         assert self.reader(project) == self.orders_at(project, raw, version) == (30.0, 2)
 
@@ -105,7 +115,9 @@ class TestConsistentReads:
         readme = (Path(__file__).parents[3] / "README.md").read_text()
         recipe = re.search(r"```sql\n(with held as .*?)```", readme, re.S).group(1)
         schema = project.test_schema
-        recipe = recipe.replace("'shop.daily_revenue', 'shop.orders_daily'", f"'{schema}.revenue', '{schema}.order_count'")
+        recipe = recipe.replace(
+            "'shop.daily_revenue', 'shop.orders_daily'", f"'{schema}.revenue', '{schema}.order_count'"
+        )
         found = {row[0]: int(row[2]) for row in project.run_sql(recipe, fetch="all")}
         shown = dyntable(project, "snapshot", "revenue", "order_count").output
         for model in ("revenue", "order_count"):

@@ -67,7 +67,9 @@ def project(tmp_path: Path, dyntable_profile: str, engine: Engine, request) -> I
     project = CrashProject(tmp_path, f"raw_{suffix}", f"app_{suffix}")
     mode = request.node.callspec.params["mode"]
     (tmp_path / "models").mkdir()
-    (tmp_path / "dbt_project.yml").write_text("name: crash\nversion: '1.0'\nconfig-version: 2\nprofile: crash\n")
+    (tmp_path / "dbt_project.yml").write_text(
+        "name: crash\nversion: '1.0'\nconfig-version: 2\nprofile: crash\n"
+    )
     write_profiles(tmp_path, "crash", engine_target(dyntable_profile, project.warehouse, schema=project.app))
     (tmp_path / "models" / "country_dt.sql").write_text(MODEL.format(mode=mode, raw=project.raw))
     engine.execute(f"create schema {project.raw}")
@@ -89,7 +91,10 @@ def dbt_run(root: Path, failpoint: str | None = None) -> subprocess.CompletedPro
         env[ENV] = failpoint
     return subprocess.run(
         [DBT, "run", "--project-dir", str(root), "--profiles-dir", str(root)],
-        env=env, capture_output=True, text=True, timeout=300,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
 
 
@@ -114,7 +119,9 @@ IN_JVM_CI = {("incremental", "after_intent"), ("incremental", "after_apply"), ("
 @pytest.mark.parametrize(
     "mode, failpoint, recovered_state",
     [
-        pytest.param(mode, failpoint, state, marks=[pytest.mark.jvm_ci] if (mode, failpoint) in IN_JVM_CI else [])
+        pytest.param(
+            mode, failpoint, state, marks=[pytest.mark.jvm_ci] if (mode, failpoint) in IN_JVM_CI else []
+        )
         for failpoint, state in STEPS
         for mode in ("incremental", "full")
     ],

@@ -53,15 +53,30 @@ def daily(mode: str, extra: str = "") -> str:
 def raw(project):
     schema = f"{project.test_schema}_raw"
     project.run_sql(f"create schema if not exists {schema}")
-    project.run_sql(f"create table {schema}.events (id bigint, day date, kind string, amount double) using delta")
-    rows = [(1, OLDER, "a", 1.0), (2, OLDER, "b", 2.0), (3, OLD, "a", 3.0), (4, OLD, "b", 4.0),
-            (5, OLD, "b", 5.0), (6, RECENT, "a", 6.0), (7, TODAY, "b", 7.0)]
-    project.run_sql(f"insert into {schema}.events values " + ", ".join(
-        f"({i}, date'{d}', '{k}', {a})" for i, d, k, a in rows))
+    project.run_sql(
+        f"create table {schema}.events (id bigint, day date, kind string, amount double) using delta"
+    )
+    rows = [
+        (1, OLDER, "a", 1.0),
+        (2, OLDER, "b", 2.0),
+        (3, OLD, "a", 3.0),
+        (4, OLD, "b", 4.0),
+        (5, OLD, "b", 5.0),
+        (6, RECENT, "a", 6.0),
+        (7, TODAY, "b", 7.0),
+    ]
+    project.run_sql(
+        f"insert into {schema}.events values "
+        + ", ".join(f"({i}, date'{d}', '{k}', {a})" for i, d, k, a in rows)
+    )
     # An archive of old days, with totals the sources no longer hold.
-    project.run_sql(f"create table {schema}.archive (day date, kind string, n bigint, total double) using delta")
-    project.run_sql(f"insert into {schema}.archive values (date'{OLDER}', 'a', 40, 400.0), "
-                    f"(date'{OLD}', 'z', 50, 500.0), (date'{RECENT}', 'a', 60, 600.0)")
+    project.run_sql(
+        f"create table {schema}.archive (day date, kind string, n bigint, total double) using delta"
+    )
+    project.run_sql(
+        f"insert into {schema}.archive values (date'{OLDER}', 'a', 40, 400.0), "
+        f"(date'{OLD}', 'z', 50, 500.0), (date'{RECENT}', 'a', 60, 600.0)"
+    )
     yield schema
     project.run_sql(f"drop schema if exists {schema} cascade")
 
@@ -105,13 +120,17 @@ class TestImmutableWhere:
         schema = project.test_schema
         run_dbt(["run", "--select", "daily", "daily_full"])
         for model in ("daily", "daily_full"):  # the first build ignores the predicate
-            assert rows(project, f"select * from {schema}.{model}") == rows(project, f"select * from {query(raw)}")
+            assert rows(project, f"select * from {schema}.{model}") == rows(
+                project, f"select * from {query(raw)}"
+            )
         frozen = region_rows(project, f"{schema}.daily", inside=True)
         assert frozen  # the test's data has rows in the region
 
         # Late data in the region: one group changed (a row inserted) and one group changed (a
         # row deleted): each is a delete and an insert of the group's row, 4 row changes in all.
-        project.run_sql(f"insert into {raw}.events values (8, date'{OLD}', 'a', 30.0), (9, date'{TODAY}', 'a', 9.0)")
+        project.run_sql(
+            f"insert into {raw}.events values (8, date'{OLD}', 'a', 30.0), (9, date'{TODAY}', 'a', 9.0)"
+        )
         project.run_sql(f"delete from {raw}.events where id = 5")
         run_dbt(["run", "--select", "daily", "daily_full"])
         incremental = last(project, dyntable_warehouse, "daily")
@@ -170,7 +189,10 @@ class TestBadImmutabilityConfig:
             ('immutable_where="day < (select max(day) from t)"', "may not read tables"),
             ('immutable_where="count(*) > 1"', "may not aggregate"),
             ("backfill_from='archive'", "backfill_from needs immutable_where"),
-            (f'immutable_where="{PREDICATE}", backfill_from="no such table"', "backfill_from 'no such table'"),
+            (
+                f'immutable_where="{PREDICATE}", backfill_from="no such table"',
+                "backfill_from 'no such table'",
+            ),
         ],
     )
     def test_one_clear_error(self, project, raw, config: str, expected: str) -> None:

@@ -60,8 +60,12 @@ def models():
 def raw(project):
     schema = f"{project.test_schema}_raw"
     project.run_sql(f"create schema if not exists {schema}")
-    project.run_sql(f"create table {schema}.customers (customer_id bigint, name string, country string) using delta")
-    project.run_sql(f"create table {schema}.orders (order_id bigint, customer_id bigint, amount double) using delta")
+    project.run_sql(
+        f"create table {schema}.customers (customer_id bigint, name string, country string) using delta"
+    )
+    project.run_sql(
+        f"create table {schema}.orders (order_id bigint, customer_id bigint, amount double) using delta"
+    )
     project.run_sql(
         f"insert into {schema}.customers values (1, 'ada', 'GB'), (2, 'grace', 'US'), "
         "(3, 'edsger', 'NL'), (4, 'barbara', 'US')"
@@ -80,9 +84,7 @@ def assert_all_dvs(project, warehouse):
 
 
 def last_actions(warehouse, project):
-    return {
-        m: history(warehouse, f"{project.test_schema}.{m}")[-1].refresh_action for m in MODELS
-    }
+    return {m: history(warehouse, f"{project.test_schema}.{m}")[-1].refresh_action for m in MODELS}
 
 
 @pytest.mark.jvm_ci
@@ -123,10 +125,14 @@ class TestDynamicTableChain:
         engine = project_engine(project)
         service = DynamicTableService(engine, dyntable_warehouse, "dyntable_meta")
         frontier = assert_dvs(project, dyntable_warehouse, "orders_dt")
-        dt = DynamicTable.from_node({
-            "schema": project.test_schema, "name": "orders_dt", "compiled_code": frontier.definition,
-            "config": {"target_lag": "1 minute", "refresh_mode": "incremental"},
-        })
+        dt = DynamicTable.from_node(
+            {
+                "schema": project.test_schema,
+                "name": "orders_dt",
+                "compiled_code": frontier.definition,
+                "config": {"target_lag": "1 minute", "refresh_mode": "incremental"},
+            }
+        )
         before = engine.statements_run
         result = service.refresh(dt, RefreshRequest(datetime.now(timezone.utc), Trigger.MANUAL))
         assert result.action == "NO_DATA"
@@ -145,9 +151,10 @@ class TestDynamicTableChain:
         """A source write landing between two DTs of one run is seen by neither of them."""
         run_dbt(["run"])
         write_file(
-            "{{ config(pre_hook=\"insert into " + raw + ".orders values (99, 4, 1000.0)\") }}"
-            + REVENUE_DT,
-            project.project_root, "models", "revenue_dt.sql",
+            '{{ config(pre_hook="insert into ' + raw + '.orders values (99, 4, 1000.0)") }}' + REVENUE_DT,
+            project.project_root,
+            "models",
+            "revenue_dt.sql",
         )
         project.run_sql(f"insert into {raw}.orders values (40, 2, 10.0)")
         run_dbt(["run"])
@@ -161,10 +168,12 @@ class TestDynamicTableChain:
         write_file(REVENUE_DT, project.project_root, "models", "revenue_dt.sql")
         run_dbt(["run"])  # the next run picks the row up
         assert_all_dvs(project, dyntable_warehouse)
-        assert project.run_sql(
-            f"select count(*) from {project.test_schema}.orders_dt where order_id = 99", fetch="one"
-        )[0] == 1
-
+        assert (
+            project.run_sql(
+                f"select count(*) from {project.test_schema}.orders_dt where order_id = 99", fetch="one"
+            )[0]
+            == 1
+        )
 
     def test_docs_show_dynamic_tables_in_lineage_with_lag_and_mode(self, project, raw, dyntable_warehouse):
         run_dbt(["run"])
@@ -211,7 +220,9 @@ class TestConfigurationChanges:
 
     def test_query_change_continue_keeps_old_definition(self, project, raw, dyntable_warehouse):
         before = project.run_sql(f"select * from {project.test_schema}.orders_dt", fetch="all")
-        changed = ORDERS_DT.replace("refresh_mode='incremental'", "refresh_mode='incremental', on_configuration_change='continue'")
+        changed = ORDERS_DT.replace(
+            "refresh_mode='incremental'", "refresh_mode='incremental', on_configuration_change='continue'"
+        )
         self._rewrite(project, changed.replace("c.name", "lower(c.name) as name"))
         _, log = run_dbt_and_capture(["run"])
         assert "on_configuration_change is 'continue'" in log
@@ -219,7 +230,9 @@ class TestConfigurationChanges:
         assert sorted(map(tuple, before)) == sorted(map(tuple, after))
 
     def test_query_change_fail_stops(self, project, raw, dyntable_warehouse):
-        changed = ORDERS_DT.replace("refresh_mode='incremental'", "refresh_mode='incremental', on_configuration_change='fail'")
+        changed = ORDERS_DT.replace(
+            "refresh_mode='incremental'", "refresh_mode='incremental', on_configuration_change='fail'"
+        )
         self._rewrite(project, changed.replace("o.amount", "o.amount * 2 as amount"))
         _, log = run_dbt_and_capture(["run"], expect_pass=False)
         assert "on_configuration_change is 'fail'" in log
@@ -241,9 +254,7 @@ class TestBadConfig:
         assert "Model 'bad_mode': refresh_mode 'sometimes' is not valid. Use auto | full | incremental" in log
         assert "Model 'no_lag': a dynamic table needs target_lag" in log
         for model in ("bad_lag", "bad_mode", "no_lag"):
-            assert project.run_sql(
-                f"show tables in {project.test_schema} like '{model}'", fetch="all"
-            ) == []
+            assert project.run_sql(f"show tables in {project.test_schema} like '{model}'", fetch="all") == []
 
 
 class TestInitializeOnSchedule:
@@ -265,7 +276,10 @@ class TestInitializeOnSchedule:
 
         run_dbt(["run"])  # a later refresh (here dbt's; the runner's first tick alike) initializes it
         last = history(dyntable_warehouse, name)[-1]
-        assert (last.refresh_action, last.reason) == ("REINITIALIZE", "first refresh (initialize: on_schedule)")
+        assert (last.refresh_action, last.reason) == (
+            "REINITIALIZE",
+            "first refresh (initialize: on_schedule)",
+        )
         assert_dvs(project, dyntable_warehouse, "orders_dt")
         assert project.run_sql(f"select count(*) from {name}", fetch="one")[0] > 0
 
@@ -282,10 +296,18 @@ class TestChangeDataFeedSources:
         schema = f"{project.test_schema}_raw"
         feed = "tblproperties (delta.enableChangeDataFeed = true)"
         project.run_sql(f"create schema if not exists {schema}")
-        project.run_sql(f"create table {schema}.customers (customer_id bigint, name string, country string) using delta {feed}")
-        project.run_sql(f"create table {schema}.orders (order_id bigint, customer_id bigint, amount double) using delta {feed}")
-        project.run_sql(f"insert into {schema}.customers values (1, 'ada', 'GB'), (2, 'grace', 'US'), (3, 'edsger', 'NL')")
-        project.run_sql(f"insert into {schema}.orders values (10, 1, 50.0), (11, 1, 70.0), (12, 2, 30.0), (13, 3, 200.0)")
+        project.run_sql(
+            f"create table {schema}.customers (customer_id bigint, name string, country string) using delta {feed}"
+        )
+        project.run_sql(
+            f"create table {schema}.orders (order_id bigint, customer_id bigint, amount double) using delta {feed}"
+        )
+        project.run_sql(
+            f"insert into {schema}.customers values (1, 'ada', 'GB'), (2, 'grace', 'US'), (3, 'edsger', 'NL')"
+        )
+        project.run_sql(
+            f"insert into {schema}.orders values (10, 1, 50.0), (11, 1, 70.0), (12, 2, 30.0), (13, 3, 200.0)"
+        )
         yield schema
         project.run_sql(f"drop schema if exists {schema} cascade")
 

@@ -18,21 +18,32 @@ from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
 from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
 from tests.functional.dynamic_table.dvs import assert_dvs, history, project_engine
 
-INCREMENTAL = "{{ config(materialized='dynamic_table', target_lag='1 minute', refresh_mode='incremental') }}\n"
+INCREMENTAL = (
+    "{{ config(materialized='dynamic_table', target_lag='1 minute', refresh_mode='incremental') }}\n"
+)
 
-STAR_DT = INCREMENTAL + """
+STAR_DT = (
+    INCREMENTAL
+    + """
 select * from {{ source('raw', 'orders') }} where amount > 10
 """
+)
 
-UNQUALIFIED_DT = INCREMENTAL + """
+UNQUALIFIED_DT = (
+    INCREMENTAL
+    + """
 select order_id, name, amount
 from {{ source('raw', 'orders') }} as o
 join {{ source('raw', 'customers') }} as c on o.customer_id = c.customer_id
 """
+)
 
-KEYED_DT = INCREMENTAL + """
+KEYED_DT = (
+    INCREMENTAL
+    + """
 select order_id, customer_id, amount * 2 as doubled from {{ source('raw', 'orders') }}
 """
+)
 
 UDF_DT = """
 {{ config(materialized='dynamic_table', target_lag='1 minute', refresh_mode='incremental',
@@ -71,7 +82,9 @@ def raw(project):
     schema = f"{project.test_schema}_raw"
     project.run_sql(f"create schema if not exists {schema}")
     project.run_sql(f"create table {schema}.customers (customer_id bigint, name string) using delta")
-    project.run_sql(f"create table {schema}.orders (order_id bigint, customer_id bigint, amount double) using delta")
+    project.run_sql(
+        f"create table {schema}.orders (order_id bigint, customer_id bigint, amount double) using delta"
+    )
     project.run_sql(f"insert into {schema}.customers values (1, 'ada'), (2, 'grace'), (3, 'edsger')")
     project.run_sql(
         f"insert into {schema}.orders values (10, 1, 50.0), (11, 1, 5.0), (12, 2, 30.0), (13, 3, 20.0)"
@@ -127,7 +140,9 @@ class TestPlanningInputs:
         keys = declared_keys(manifest.flat_graph, "model.test.keyed_dt")
         assert keys == {f"{raw}.orders".lower(): [["order_id"]]}
         frontier = assert_dvs(project, dyntable_warehouse, "keyed_dt")
-        dt = DynamicTable.from_node(manifest.nodes["model.test.keyed_dt"], manifest.flat_graph, frontier.definition)
+        dt = DynamicTable.from_node(
+            manifest.nodes["model.test.keyed_dt"], manifest.flat_graph, frontier.definition
+        )
         assert dt.declared_keys == keys
         service = DynamicTableService(project_engine(project), dyntable_warehouse, "dyntable_meta")
         report = service.explain(dt)
@@ -141,7 +156,9 @@ class TestPlanningInputs:
         assert_dvs(project, dyntable_warehouse, "keyed_dt")
         project.run_sql(f"update {raw}.orders set amount = 33.0 where order_id = 12 and customer_id = 3")
         _, log = run_dbt_and_capture(["run", "--select", "keyed_dt"])
-        assert "its key (order_id), declared by unique tests or constraints on its sources, is not unique" in log
+        assert (
+            "its key (order_id), declared by unique tests or constraints on its sources, is not unique" in log
+        )
         assert last(dyntable_warehouse, project, "keyed_dt").refresh_action == "INCREMENTAL"
         assert_dvs(project, dyntable_warehouse, "keyed_dt")
         rows = project.run_sql(

@@ -141,7 +141,9 @@ class TestTableFeatures:
         assert "table features: comments on the table and 2 columns" in explained
 
         # A changed description: JVM Spark updates the comment; the embedded engine cannot, and says so.
-        write_file(SCHEMA.replace("kept within a minute", "kept fresh"), project.project_root, "models", "schema.yml")
+        write_file(
+            SCHEMA.replace("kept within a minute", "kept fresh"), project.project_root, "models", "schema.yml"
+        )
         _, log = run_dbt_and_capture(["run", "--select", "documented"])
         if project_engine(project).name == "embedded":
             assert (
@@ -164,7 +166,10 @@ class TestTableFeatures:
         assert_refreshed(project, dyntable_warehouse, "clustered", "REINITIALIZE")
         assert "clustering" not in snapshot(project, "clustered").writer_features
         explained = flat(dyntable(project, "explain", "clustered").output)
-        assert "cluster_by (region, id) not applied: the embedded engine has no Delta liquid clustering" in explained
+        assert (
+            "cluster_by (region, id) not applied: the embedded engine has no Delta liquid clustering"
+            in explained
+        )
 
     @pytest.mark.skip_profile("spark_session", reason="grants on JVM Spark depend on its catalog")
     def test_grants_warn_naming_the_engine(self, project, raw, dyntable_warehouse):
@@ -188,7 +193,9 @@ class TestClusteringOnJvm:
         return {"clustered.sql": CLUSTERED, "schema.yml": SCHEMA.split("models:")[0]}
 
     def clustering_columns(self, project):
-        detail = project_engine(project).execute(f"describe detail {project.test_schema}.clustered").collect()[0]
+        detail = (
+            project_engine(project).execute(f"describe detail {project.test_schema}.clustered").collect()[0]
+        )
         return list(detail.asDict()["clusteringColumns"])
 
     def test_cluster_by_is_liquid_clustering_through_rebuilds(self, project, raw, dyntable_warehouse):
@@ -220,5 +227,11 @@ class TestBadFeatureConfig:
     def test_one_message_naming_model_and_fix(self, project):
         _, log = run_dbt_and_capture(["run"], expect_pass=False)
         text = flat(log)
-        assert "Model 'both': cluster_by and partition_by are both set. Delta liquid clustering replaces partitioning: keep one of them." in text
-        assert "Model 'unknown': cluster_by nope is not a column of its query (its columns: id). Fix cluster_by or the query." in text
+        assert (
+            "Model 'both': cluster_by and partition_by are both set. Delta liquid clustering replaces partitioning: keep one of them."
+            in text
+        )
+        assert (
+            "Model 'unknown': cluster_by nope is not a column of its query (its columns: id). Fix cluster_by or the query."
+            in text
+        )

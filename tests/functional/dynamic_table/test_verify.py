@@ -98,7 +98,9 @@ class TestVerify:
         run_dbt(["run", "--select", "checked", "sampled"])
         row = assert_refreshed(project, dyntable_warehouse, "checked", ("INCREMENTAL", "FULL"))
         assert row.verified == "equal (full, 41 rows)"
-        assert assert_refreshed(project, dyntable_warehouse, "sampled", ("INCREMENTAL", "FULL")).verified.startswith("equal (sample")
+        assert assert_refreshed(
+            project, dyntable_warehouse, "sampled", ("INCREMENTAL", "FULL")
+        ).verified.startswith("equal (sample")
 
         run_dbt(["run", "--select", "checked"])  # NO_DATA writes nothing: nothing to verify
         row = last(project, dyntable_warehouse, "checked")
@@ -108,7 +110,10 @@ class TestVerify:
         _, log = run_dbt_and_capture(["run", "--select", "random"], expect_pass=False)
         text = flat(log)
         assert f"Model 'random': dynamic table {project.test_schema}.random does not equal its query" in text
-        assert "MISMATCH (full): the table holds 41 rows, its query 41 (the same number of rows with different contents)" in text
+        assert (
+            "MISMATCH (full): the table holds 41 rows, its query 41 (the same number of rows with different contents)"
+            in text
+        )
         assert "--full-refresh" in text
         row = last(project, dyntable_warehouse, "random")
         assert row.state == "FAILED" and row.verified.startswith("MISMATCH (full)")
@@ -232,7 +237,8 @@ class TestVerifyImmutable:
         row = last(project, dyntable_warehouse, "kept")
         assert row.state == "SUCCEEDED" and row.verified == "equal (full, mutable rows, 1 rows)", row
         old = project.run_sql(
-            f"select n from {project.test_schema}.kept where day < current_date() - interval 2 days", fetch="all"
+            f"select n from {project.test_schema}.kept where day < current_date() - interval 2 days",
+            fetch="all",
         )
         assert [tuple(r) for r in old] == [(2,)]
         assert dyntable(project, "verify", "kept").exit_code == 0

@@ -75,8 +75,6 @@ def metadata_table(warehouse: Path, table: str = FRONTIERS) -> Path:
     return warehouse / "dyntable_meta" / table
 
 
-
-
 def as_a_new_process(project: Any) -> None:
     """Forget the metadata tables this process holds open, as the next dbt process starts
     without them (dbt runs in the tests' process)."""

@@ -82,7 +82,6 @@ class DamagedMetadataProject:
         project.run_sql(f"drop schema if exists {schema} cascade")
 
 
-
 class TestDamagedMetadata(DamagedMetadataProject):
     @pytest.mark.parametrize("damage", sorted(DAMAGE))
     def test_one_message_then_repair_recovers(self, project, raw, dyntable_warehouse, damage):
@@ -116,7 +115,9 @@ class TestDamagedMetadata(DamagedMetadataProject):
         assert dyntable(project, "status").exit_code == 0
 
 
-@pytest.mark.skip_profile("spark_session", reason="the embedded engine re-attaches every table when it starts")
+@pytest.mark.skip_profile(
+    "spark_session", reason="the embedded engine re-attaches every table when it starts"
+)
 class TestDamagedMetadataAtEngineStart(DamagedMetadataProject):
     """A new process starts its engine over the damaged warehouse: it starts, and says what is
     damaged, where it used to exit with a backtrace before running anything."""
@@ -127,7 +128,10 @@ class TestDamagedMetadataAtEngineStart(DamagedMetadataProject):
         garbage_newest_commit(meta / FRONTIERS)
         command = ["--project-dir", str(project.project_root), "--profiles-dir", str(project.profiles_dir)]
         dbt_run = subprocess.run(
-            [sys.executable, "-m", "dbt.cli.main", "run", *command], capture_output=True, text=True, timeout=300
+            [sys.executable, "-m", "dbt.cli.main", "run", *command],
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
         output = " ".join((dbt_run.stdout + dbt_run.stderr).split())
         assert dbt_run.returncode == 1, output[-3000:]
@@ -136,10 +140,15 @@ class TestDamagedMetadataAtEngineStart(DamagedMetadataProject):
         assert "Traceback" not in output and "panicked" not in output
         repaired = subprocess.run(
             [sys.executable, "-m", "dbt.adapters.dyntable.cli", "repair", *command],
-            capture_output=True, text=True, timeout=300,
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
         assert repaired.returncode == 0 and "rebuilt" in repaired.stdout, repaired.stdout + repaired.stderr
         again = subprocess.run(
-            [sys.executable, "-m", "dbt.cli.main", "run", *command], capture_output=True, text=True, timeout=300
+            [sys.executable, "-m", "dbt.cli.main", "run", *command],
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
         assert again.returncode == 0, again.stdout[-3000:]

@@ -56,7 +56,9 @@ class TestDeletionVectorSources:
     def models(self):
         return {"by_kind.sql": BY_KIND, "picked.sql": PICKED, "sources.yml": SOURCES}
 
-    def test_deletes_and_updates_through_vectors_refresh_incrementally(self, project, raw, dyntable_warehouse):
+    def test_deletes_and_updates_through_vectors_refresh_incrementally(
+        self, project, raw, dyntable_warehouse
+    ):
         run_dbt(["run"])
         log = project_engine(project).delta_log(f"{raw}.events")
         assert log is not None and location(project, f"{raw}.events").is_dir()

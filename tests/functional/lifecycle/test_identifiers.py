@@ -57,7 +57,9 @@ def raw(project):
     project.run_sql(
         f"create table {schema}.orders (`order kind` string, `größe` string, `it's` bigint) using delta"
     )
-    project.run_sql(f"insert into {schema}.orders values ('a', 'groß', 1), ('b', 'klein', 2), ('a', 'groß', 3)")
+    project.run_sql(
+        f"insert into {schema}.orders values ('a', 'groß', 1), ('b', 'klein', 2), ('a', 'groß', 3)"
+    )
     project.run_sql(f"create table {schema}.`straße` (name string) using delta")
     project.run_sql(f"insert into {schema}.`straße` values ('x'), ('y')")
     yield schema
@@ -90,18 +92,29 @@ class TestIdentifiers:
         for model in ("odd_columns", "downstream"):
             assert_refreshed(project, dyntable_warehouse, model, ("INCREMENTAL", "FULL"))
 
-    @pytest.mark.parametrize("model, expected", [
-        ("spaced_alias", "the dynamic table's name 'order totals' has characters other than letters, digits and "
-                         "underscores, which the embedded engine cannot store"),
-        ("backtick_alias", "Set alias='order_totals' in its config."),
-    ])
-    def test_names_storage_cannot_hold_are_refused_before_anything_is_built(self, project, raw, model, expected):
+    @pytest.mark.parametrize(
+        "model, expected",
+        [
+            (
+                "spaced_alias",
+                "the dynamic table's name 'order totals' has characters other than letters, digits and "
+                "underscores, which the embedded engine cannot store",
+            ),
+            ("backtick_alias", "Set alias='order_totals' in its config."),
+        ],
+    )
+    def test_names_storage_cannot_hold_are_refused_before_anything_is_built(
+        self, project, raw, model, expected
+    ):
         for _ in range(2):  # and again: nothing was left half-built
             results, log = run_dbt_and_capture(["run", "--select", model], expect_pass=False)
             assert expected in " ".join(log.split())
             assert f"Model '{model}'" in log
-        assert not [r for r in project.run_sql(f"show tables in {project.test_schema}", fetch="all")
-                    if "totals" in r[1]]
+        assert not [
+            r
+            for r in project.run_sql(f"show tables in {project.test_schema}", fetch="all")
+            if "totals" in r[1]
+        ]
         run_dbt(["run", "--select", "odd_columns"])  # the warehouse is as usable as before
 
     def test_a_source_named_with_non_ascii_letters(self, project, raw, dyntable_warehouse):
@@ -111,5 +124,7 @@ class TestIdentifiers:
             assert_refreshed(project, dyntable_warehouse, "non_ascii_source", "REINITIALIZE")
         else:
             text = " ".join(log.split())
-            assert f"Source {raw}.straße cannot be read incrementally by the embedded engine" in text, text[-2000:]
+            assert f"Source {raw}.straße cannot be read incrementally by the embedded engine" in text, text[
+                -2000:
+            ]
             assert "Rename the table to letters, digits and underscores" in text

@@ -75,7 +75,9 @@ class TestKeysOfEveryType:
 
     @pytest.mark.parametrize("shape", ["grouped", "distinct"])
     @pytest.mark.parametrize("key", sorted(KEYS))
-    def test_refreshes_incrementally_through_inserts_updates_and_deletes(self, project, raw, dyntable_warehouse, shape, key):
+    def test_refreshes_incrementally_through_inserts_updates_and_deletes(
+        self, project, raw, dyntable_warehouse, shape, key
+    ):
         model = f"{shape}_{key}"
         run_dbt(["run", "--select", model, "--full-refresh"])
         assert_refreshed(project, dyntable_warehouse, model, "REINITIALIZE")
@@ -90,5 +92,9 @@ class TestKeysOfEveryType:
             run_dbt(["run", "--select", model])
             assert_refreshed(project, dyntable_warehouse, model, "INCREMENTAL")
         project.run_sql(f"delete from {raw}.sales where id >= 5")
-        project.run_sql(f"update {raw}.sales set qty = id, channel = case id when 2 then 'shop' else 'web' end")
-        project.run_sql(f"insert into {raw}.sales values (3, 'us', 'web', 7.5, timestamp '2026-01-02 09:15:00', 3)")
+        project.run_sql(
+            f"update {raw}.sales set qty = id, channel = case id when 2 then 'shop' else 'web' end"
+        )
+        project.run_sql(
+            f"insert into {raw}.sales values (3, 'us', 'web', 7.5, timestamp '2026-01-02 09:15:00', 3)"
+        )

@@ -75,7 +75,9 @@ class History:
         self.service = DynamicTableService(engine, warehouse, f"{self.schema}_meta")
         self.dts = {
             name: DynamicTable(
-                self.schema, name, sql.format(s=self.schema),
+                self.schema,
+                name,
+                sql.format(s=self.schema),
                 DynamicTableConfig.from_model(name, {"target_lag": "1 minute"}),
             )
             for name, sql in DTS.items()
@@ -143,7 +145,9 @@ class History:
         outcomes: Dict[str, str] = {}
         for name in ORDER:
             dt = self.dts[name]
-            result = self.service.refresh(dt, RefreshRequest(request.data_timestamp, Trigger.MANUAL, name == full))
+            result = self.service.refresh(
+                dt, RefreshRequest(request.data_timestamp, Trigger.MANUAL, name == full)
+            )
             outcomes[name] = f"{result.action} {result.state}: {result.reason}"
             assert result.state == "SUCCEEDED", self.report(outcomes)
         for name in ORDER:
@@ -151,7 +155,9 @@ class History:
             assert check.ok, self.report(outcomes) + f"\n{name}: {check.detail}"
 
     def report(self, outcomes: Dict[str, str]) -> str:
-        return "\n".join(["history:", *self.done, "refreshes:", *(f"  {k}: {v}" for k, v in outcomes.items())])
+        return "\n".join(
+            ["history:", *self.done, "refreshes:", *(f"  {k}: {v}" for k, v in outcomes.items())]
+        )
 
     def drop(self) -> None:
         self.engine.execute(f"drop schema if exists {self.schema} cascade").collect()

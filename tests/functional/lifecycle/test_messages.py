@@ -66,7 +66,9 @@ class TestOneClearErrorPerBadModel:
         return models
 
     @pytest.mark.parametrize("model", sorted(BAD))
-    def test_the_error_names_the_model_and_the_fix_and_nothing_is_created(self, project, raw, dyntable_warehouse, model):
+    def test_the_error_names_the_model_and_the_fix_and_nothing_is_created(
+        self, project, raw, dyntable_warehouse, model
+    ):
         _, log = run_dbt_and_capture(["run", "--select", model], expect_pass=False)
         text = " ".join(log.split())
         for expected in BAD[model][1]:

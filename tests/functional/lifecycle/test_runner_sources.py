@@ -68,7 +68,12 @@ class TestRunnerAndFreshSources:
 
     @pytest.fixture(scope="class")
     def models(self):
-        return {"by_country.sql": BY_COUNTRY, "late.sql": LATE, "downstream.sql": DOWNSTREAM, "sources.yml": SOURCES}
+        return {
+            "by_country.sql": BY_COUNTRY,
+            "late.sql": LATE,
+            "downstream.sql": DOWNSTREAM,
+            "sources.yml": SOURCES,
+        }
 
     def test_seed_then_run_once(self, project, raw, dyntable_warehouse):
         run_dbt(["seed"])
@@ -79,7 +84,10 @@ class TestRunnerAndFreshSources:
         assert "FAILED" not in once.output and "nothing due" not in once.output
         assert_refreshed(project, dyntable_warehouse, "by_country", "REINITIALIZE", "customers")
         for model in ("late", "downstream"):
-            assert history(dyntable_warehouse, f"{project.test_schema}.{model}")[-1].refresh_trigger == "SCHEDULED"
+            assert (
+                history(dyntable_warehouse, f"{project.test_schema}.{model}")[-1].refresh_trigger
+                == "SCHEDULED"
+            )
 
     def test_run_once_right_after_a_change_refreshes_it(self, project, raw, dyntable_warehouse):
         run_dbt(["run"])
@@ -104,14 +112,20 @@ class TestRunnerAndFreshSources:
         scheduler = Scheduler(build_graph(loaded.nodes), ServiceBackend(loaded.service()))
         name = scheduler.graph.by_model("late").name
         roots = [name, scheduler.graph.by_model("downstream").name]
-        outcomes = {o.model: o for o in scheduler.execute(scheduler.dispatch(before_creation, Trigger.SCHEDULED, roots))}
+        outcomes = {
+            o.model: o
+            for o in scheduler.execute(scheduler.dispatch(before_creation, Trigger.SCHEDULED, roots))
+        }
         assert outcomes["late"].state == "SKIPPED", outcomes["late"]
         assert "did not exist at the data timestamp" in outcomes["late"].message
         assert outcomes["downstream"].state == "SKIPPED"
         graph = loaded.service().metadata.graph(name)
         assert graph[name].consecutive_failures == 0
 
-        outcomes = {o.model: o for o in scheduler.execute(scheduler.dispatch(int(time.time() * 1000), Trigger.SCHEDULED, roots))}
+        outcomes = {
+            o.model: o
+            for o in scheduler.execute(scheduler.dispatch(int(time.time() * 1000), Trigger.SCHEDULED, roots))
+        }
         assert outcomes["late"].state == "SUCCEEDED", outcomes["late"]
         assert_refreshed(project, dyntable_warehouse, "late", "REINITIALIZE", f"{raw}.events:")
         assert_refreshed(project, dyntable_warehouse, "downstream", ("REINITIALIZE", "INCREMENTAL", "FULL"))

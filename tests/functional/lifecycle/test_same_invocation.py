@@ -17,6 +17,7 @@ def reads(project, warehouse, model):
     frontier = metadata(warehouse).frontier(f"{project.test_schema}.{model}")
     return {name.split(".", 1)[1]: str(source.read) for name, source in frontier.sources.items()}
 
+
 CUSTOMERS_SEED = """customer_id,country
 1,GB
 2,US
@@ -38,7 +39,9 @@ select order_id, customer_id, amount from {{ ref('orders') }}
 {% if is_incremental() %} where order_id > (select coalesce(max(order_id), 0) from {{ this }}) {% endif %}
 """
 
-ORDERS_VIEW = "{{ config(materialized='view') }} select * from {{ ref('orders_incremental') }} where amount > 0"
+ORDERS_VIEW = (
+    "{{ config(materialized='view') }} select * from {{ ref('orders_incremental') }} where amount > 0"
+)
 
 SNAPSHOT = """
 {% snapshot customers_snapshot %}
@@ -97,7 +100,8 @@ class TestModelsOfTheSameInvocation:
             row = assert_refreshed(project, dyntable_warehouse, model, "REINITIALIZE")
             assert row.refresh_trigger == "CREATION"
         assert reads(project, dyntable_warehouse, "revenue") == {
-            "orders_incremental": "INVOCATION", "customer_table": "INVOCATION",
+            "orders_incremental": "INVOCATION",
+            "customer_table": "INVOCATION",
         }
         assert reads(project, dyntable_warehouse, "snapshotted") == {"customers_snapshot": "INVOCATION"}
         # The next build reloads the seeds, rebuilds the table and appends to the incremental
@@ -112,7 +116,9 @@ class TestModelsOfTheSameInvocation:
         ) == (200.0,)
         run_dbt(["build"])  # nothing new: every DT still equals its query
         for model in DYNAMIC_TABLES:
-            assert_refreshed(project, dyntable_warehouse, model, ("NO_DATA", "REINITIALIZE", "INCREMENTAL", "FULL"))
+            assert_refreshed(
+                project, dyntable_warehouse, model, ("NO_DATA", "REINITIALIZE", "INCREMENTAL", "FULL")
+            )
 
     def test_dbt_run_of_a_dt_over_a_table_model_on_every_run(self, project, dyntable_warehouse):
         run_dbt(["seed"])
@@ -128,4 +134,7 @@ class TestModelsOfTheSameInvocation:
         run_dbt(["run", "--select", "orders_incremental"])
         run_dbt(["run", "--select", "revenue"])  # built by earlier invocations: read as of T
         assert_refreshed(project, dyntable_warehouse, "revenue", "INCREMENTAL")
-        assert reads(project, dyntable_warehouse, "revenue") == {"orders_incremental": "AS_OF", "customer_table": "AS_OF"}
+        assert reads(project, dyntable_warehouse, "revenue") == {
+            "orders_incremental": "AS_OF",
+            "customer_table": "AS_OF",
+        }

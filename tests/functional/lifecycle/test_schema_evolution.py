@@ -53,8 +53,12 @@ def raw(project):
 
 
 def columns(project, model):
-    return [c.name for c in project.adapter.get_columns_in_relation(project.adapter.Relation.create(
-        schema=project.test_schema, identifier=model))]
+    return [
+        c.name
+        for c in project.adapter.get_columns_in_relation(
+            project.adapter.Relation.create(schema=project.test_schema, identifier=model)
+        )
+    ]
 
 
 class TestOutputSchemaEvolution:
@@ -104,9 +108,15 @@ class TestSourceSchemaEvolution:
 
     @pytest.fixture(scope="class")
     def models(self):
-        return {"summary.sql": SUMMARY % ", refresh_mode='incremental'", "picked.sql": PICKED, "sources.yml": SOURCES}
+        return {
+            "summary.sql": SUMMARY % ", refresh_mode='incremental'",
+            "picked.sql": PICKED,
+            "sources.yml": SOURCES,
+        }
 
-    def test_a_source_gaining_a_column_rebuilds_with_the_source_and_column_named(self, project, raw, dyntable_warehouse):
+    def test_a_source_gaining_a_column_rebuilds_with_the_source_and_column_named(
+        self, project, raw, dyntable_warehouse
+    ):
         run_dbt(["run"])
         events = location(project, f"{raw}.events")
         DeltaTable(str(events)).alter.add_columns([Field.from_arrow(pa.field("channel", pa.string()))])
@@ -114,7 +124,13 @@ class TestSourceSchemaEvolution:
         run_dbt(["run"])
         for model in ("summary", "picked"):
             assert_refreshed(
-                project, dyntable_warehouse, model, "REINITIALIZE", f"{raw}.events:", "schema changed", "added channel"
+                project,
+                dyntable_warehouse,
+                model,
+                "REINITIALIZE",
+                f"{raw}.events:",
+                "schema changed",
+                "added channel",
             )
         project.run_sql(f"insert into {raw}.events values (6, 'b', 6.0, 'shop')")
         run_dbt(["run"])
@@ -153,15 +169,21 @@ class TestSourceLosingAColumn:
         results = run_dbt(["run"], expect_pass=False)
         by_model = {r.node.name: r for r in results}
         assert by_model["kinds"].status == "success"
-        assert_refreshed(project, dyntable_warehouse, "kinds", "REINITIALIZE", f"{raw}.events:", "schema changed")
+        assert_refreshed(
+            project, dyntable_warehouse, "kinds", "REINITIALIZE", f"{raw}.events:", "schema changed"
+        )
         for model in ("summary", "picked"):
             assert by_model[model].status == "error"
             message = by_model[model].message
             assert model in message and "amount" in message, message
             assert "Traceback" not in message and "ObjectName" not in message, message
 
-        write_file(SUMMARY.replace("amount", "value") % ", refresh_mode='incremental'",
-                   project.project_root, "models", "summary.sql")
+        write_file(
+            SUMMARY.replace("amount", "value") % ", refresh_mode='incremental'",
+            project.project_root,
+            "models",
+            "summary.sql",
+        )
         write_file(PICKED.replace("amount", "value"), project.project_root, "models", "picked.sql")
         run_dbt(["run"])
         for model in ("summary", "picked"):

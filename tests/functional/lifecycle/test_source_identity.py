@@ -63,7 +63,9 @@ def raw(project):
 
 
 def create_orders(project, schema: str) -> None:
-    project.run_sql(f"create table {schema}.orders (order_id bigint, customer_id bigint, amount double) using delta")
+    project.run_sql(
+        f"create table {schema}.orders (order_id bigint, customer_id bigint, amount double) using delta"
+    )
     project.run_sql(
         f"insert into {schema}.orders values (1, 1, 50.0), (2, 1, 70.0), (3, 2, 30.0), (4, 3, 200.0), (5, 4, 15.0)"
     )
@@ -80,7 +82,11 @@ class TestSourceIdentity:
 
     @pytest.fixture(scope="class")
     def models(self):
-        return {"orders_by_country.sql": ORDERS_BY_COUNTRY, "big_countries.sql": BIG_COUNTRIES, "sources.yml": SOURCES}
+        return {
+            "orders_by_country.sql": ORDERS_BY_COUNTRY,
+            "big_countries.sql": BIG_COUNTRIES,
+            "sources.yml": SOURCES,
+        }
 
     def build(self, project, raw, warehouse):
         """Every test starts from freshly built DTs (the class shares one project)."""
@@ -99,8 +105,12 @@ class TestSourceIdentity:
         assert len(commits(seed)) == consumed  # the reloaded seed's log ends at the same version
         run_dbt(["run"])
         assert_refreshed(
-            project, dyntable_warehouse, "orders_by_country", "REINITIALIZE",
-            f"{project.test_schema}.customers:", "not the commit consumed",
+            project,
+            dyntable_warehouse,
+            "orders_by_country",
+            "REINITIALIZE",
+            f"{project.test_schema}.customers:",
+            "not the commit consumed",
         )
         # Its upstream was overwritten in one commit of its own history: a change like any other.
         assert_refreshed(project, dyntable_warehouse, "big_countries", ("INCREMENTAL", "FULL"))
@@ -129,7 +139,12 @@ class TestSourceIdentity:
         create_orders(project, raw)
         run_dbt(["run"])
         assert_refreshed(
-            project, dyntable_warehouse, "orders_by_country", "REINITIALIZE", f"{raw}.orders:", "its log ends at version"
+            project,
+            dyntable_warehouse,
+            "orders_by_country",
+            "REINITIALIZE",
+            f"{raw}.orders:",
+            "its log ends at version",
         )
 
     def test_a_restored_source(self, project, raw, dyntable_warehouse):
@@ -142,7 +157,12 @@ class TestSourceIdentity:
         restore(orders, before_deletes)
         run_dbt(["run"])
         assert_refreshed(
-            project, dyntable_warehouse, "orders_by_country", "REINITIALIZE", f"{raw}.orders:", "restored to version"
+            project,
+            dyntable_warehouse,
+            "orders_by_country",
+            "REINITIALIZE",
+            f"{raw}.orders:",
+            "restored to version",
         )
 
     def test_a_dynamic_table_rebuilt_by_hand_to_the_same_version(self, project, raw, dyntable_warehouse):
@@ -178,7 +198,9 @@ class TestSourceIdentity:
         drop_last_commits(location(project, f"{project.test_schema}.orders_by_country"), 1)
         project.run_sql(f"insert into {raw}.orders values (9, 3, 3.0)")
         run_dbt(["run"])
-        assert_refreshed(project, dyntable_warehouse, "orders_by_country", "REINITIALIZE", "its log ends at version")
+        assert_refreshed(
+            project, dyntable_warehouse, "orders_by_country", "REINITIALIZE", "its log ends at version"
+        )
 
     def test_the_frontier_table_losing_its_newest_commits(self, project, raw, dyntable_warehouse):
         self.build(project, raw, dyntable_warehouse)
@@ -192,7 +214,9 @@ class TestSourceIdentity:
         project.run_sql(f"insert into {raw}.orders values (11, 4, 1.0)")
         run_dbt(["run"])
         for model in MODELS:
-            assert_refreshed(project, dyntable_warehouse, model, "REINITIALIZE", "changed outside dbt-dyntable")
+            assert_refreshed(
+                project, dyntable_warehouse, model, "REINITIALIZE", "changed outside dbt-dyntable"
+            )
 
     def test_a_compacted_dynamic_table_is_not_rebuilt(self, project, raw, dyntable_warehouse):
         from deltalake import DeltaTable

@@ -28,7 +28,10 @@ sources:
 def raw(project):
     schema = f"{project.test_schema}_raw"
     project.run_sql(f"create schema if not exists {schema}")
-    for table, rows in (("events", "(1, 'a', 1.0), (2, 'b', 2.0)"), ("archive", "(7, 'a', 70.0), (8, 'c', 80.0)")):
+    for table, rows in (
+        ("events", "(1, 'a', 1.0), (2, 'b', 2.0)"),
+        ("archive", "(7, 'a', 70.0), (8, 'c', 80.0)"),
+    ):
         project.run_sql(f"create table {schema}.{table} (id bigint, kind string, amount double) using delta")
         project.run_sql(f"insert into {schema}.{table} values {rows}")
     yield schema
@@ -51,8 +54,13 @@ class TestSwappedSources:
         project.run_sql(f"create view {raw}.events as select * from {raw}.archive where amount > 75")
         run_dbt(["run"])
         assert_refreshed(
-            project, dyntable_warehouse, "totals", "REINITIALIZE",
-            f"view {raw}.events: now read", f"{raw}.events: no longer read", f"{raw}.archive: new to this table",
+            project,
+            dyntable_warehouse,
+            "totals",
+            "REINITIALIZE",
+            f"view {raw}.events: now read",
+            f"{raw}.events: no longer read",
+            f"{raw}.archive: new to this table",
         )
         project.run_sql(f"insert into {raw}.archive values (9, 'c', 90.0), (10, 'a', 1.0)")
         run_dbt(["run"])
@@ -62,8 +70,12 @@ class TestSwappedSources:
         project.run_sql(f"insert into {raw}.events values (3, 'd', 4.0)")
         run_dbt(["run"])
         assert_refreshed(
-            project, dyntable_warehouse, "totals", "REINITIALIZE",
-            f"view {raw}.events: no longer read", f"{raw}.events: new to this table",
+            project,
+            dyntable_warehouse,
+            "totals",
+            "REINITIALIZE",
+            f"view {raw}.events: no longer read",
+            f"{raw}.events: new to this table",
         )
 
     def test_a_view_that_starts_reading_another_table(self, project, raw, dyntable_warehouse):
@@ -77,16 +89,28 @@ class TestSwappedSources:
         )
         run_dbt(["run"])
         assert_refreshed(
-            project, dyntable_warehouse, "totals", "REINITIALIZE",
-            f"view {raw}.events: redefined", f"{raw}.fresh: new to this table",
+            project,
+            dyntable_warehouse,
+            "totals",
+            "REINITIALIZE",
+            f"view {raw}.events: redefined",
+            f"{raw}.fresh: new to this table",
         )
         project.run_sql(f"create or replace view {raw}.events as select * from {raw}.fresh")
         run_dbt(["run"])
         assert_refreshed(
-            project, dyntable_warehouse, "totals", "REINITIALIZE",
-            f"view {raw}.events: redefined", f"{raw}.archive: no longer read",
+            project,
+            dyntable_warehouse,
+            "totals",
+            "REINITIALIZE",
+            f"view {raw}.events: redefined",
+            f"{raw}.archive: no longer read",
         )
         # Redefined over the same table: only the view's fingerprint tells.
-        project.run_sql(f"create or replace view {raw}.events as select * from {raw}.fresh where amount > 100")
+        project.run_sql(
+            f"create or replace view {raw}.events as select * from {raw}.fresh where amount > 100"
+        )
         run_dbt(["run"])
-        assert_refreshed(project, dyntable_warehouse, "totals", "REINITIALIZE", f"view {raw}.events: redefined")
+        assert_refreshed(
+            project, dyntable_warehouse, "totals", "REINITIALIZE", f"view {raw}.events: redefined"
+        )

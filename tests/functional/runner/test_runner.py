@@ -102,7 +102,9 @@ class Clock:
     def lag(self, sql: str) -> str:
         """A model with its target lag on this clock."""
         return re.sub(
-            r"target_lag='(\d+) seconds'", lambda m: f"target_lag='{int(m.group(1)) * self.factor} seconds'", sql
+            r"target_lag='(\d+) seconds'",
+            lambda m: f"target_lag='{int(m.group(1)) * self.factor} seconds'",
+            sql,
         )
 
     @property
@@ -124,10 +126,16 @@ def dyntable(project: Any, *args: str, profiles_dir: Any = None) -> Any:
     """Run the `dyntable` CLI in this process (its engine is the one dbt already started)."""
     # CliRunner is no terminal: rich would wrap tables at 80 columns.
     cli.console.width = cli.errors.width = 240
-    result = CliRunner().invoke(app, [
-        *args, "--project-dir", str(project.project_root),
-        "--profiles-dir", str(profiles_dir or project.profiles_dir),
-    ])
+    result = CliRunner().invoke(
+        app,
+        [
+            *args,
+            "--project-dir",
+            str(project.project_root),
+            "--profiles-dir",
+            str(profiles_dir or project.profiles_dir),
+        ],
+    )
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         raise result.exception
     return result
@@ -154,7 +162,9 @@ def raw(project):
     schema = f"{project.test_schema}_raw"
     project.run_sql(f"create schema if not exists {schema}")
     project.run_sql(f"create table {schema}.customers (customer_id bigint, name string) using delta")
-    project.run_sql(f"create table {schema}.orders (order_id bigint, customer_id bigint, amount double) using delta")
+    project.run_sql(
+        f"create table {schema}.orders (order_id bigint, customer_id bigint, amount double) using delta"
+    )
     project.run_sql(f"insert into {schema}.customers values (1, 'ada'), (2, 'grace'), (3, 'edsger')")
     project.run_sql(f"insert into {schema}.orders values (10, 1, 50.0), (11, 2, 7.0), (12, 3, 20.0)")
     run_dbt(["run"])
@@ -164,7 +174,9 @@ def raw(project):
 
 @pytest.mark.jvm_ci
 class TestRunner:
-    def test_run_for_keeps_every_dt_fresh_and_equal_to_its_query(self, project, raw, dyntable_warehouse, clock):
+    def test_run_for_keeps_every_dt_fresh_and_equal_to_its_query(
+        self, project, raw, dyntable_warehouse, clock
+    ):
         engine = project_engine(project)
         stop = threading.Event()
 
@@ -180,7 +192,9 @@ class TestRunner:
         writer = threading.Thread(target=keep_writing)
         writer.start()
         try:
-            result = dyntable(project, "run", "--for", f"{clock.seconds(12):g}s", "--time-scale", clock.time_scale)
+            result = dyntable(
+                project, "run", "--for", f"{clock.seconds(12):g}s", "--time-scale", clock.time_scale
+            )
         finally:
             stop.set()
             writer.join()
@@ -206,8 +220,9 @@ class TestRunner:
         # within target lag: from the first scheduled commit on, no peak exceeded it
         for model in ("orders_dt", "big_dt", "enriched_dt"):
             target = TargetLag.parse(
-                metadata(dyntable_warehouse).graph(f"{project.test_schema}.{model}")
-                [f"{project.test_schema}.{model}"].target_lag
+                metadata(dyntable_warehouse)
+                .graph(f"{project.test_schema}.{model}")[f"{project.test_schema}.{model}"]
+                .target_lag
             ).seconds
             rows = scheduled[model]
             for before, after in zip(rows, rows[1:]):
@@ -220,20 +235,26 @@ class TestRunner:
         project.run_sql(f"insert into {raw}.orders values (500, 1, 1000.0)")
         result = dyntable(project, "refresh", "big_dt")
         assert result.exit_code == 0, result.output
-        latest = {m: rows_by_name(dyntable_warehouse, project, m)[-1] for m in ("orders_dt", "revenue_dt", "big_dt")}
+        latest = {
+            m: rows_by_name(dyntable_warehouse, project, m)[-1] for m in ("orders_dt", "revenue_dt", "big_dt")
+        }
         assert {r.refresh_trigger for r in latest.values()} == {"MANUAL"}
         assert {r.state for r in latest.values()} == {"SUCCEEDED"}
         assert len({r.data_timestamp for r in latest.values()}) == 1
         for model in ("orders_dt", "revenue_dt", "big_dt"):
             assert_dvs(project, dyntable_warehouse, model)
-        big = project.run_sql(f"select revenue from {project.test_schema}.big_dt where customer_id = 1", fetch="one")
+        big = project.run_sql(
+            f"select revenue from {project.test_schema}.big_dt where customer_id = 1", fetch="one"
+        )
         assert big[0] > 1000
 
-    def test_suspend_resume_and_the_read_only_commands(self, project, raw, dyntable_warehouse, tmp_path, clock):
+    def test_suspend_resume_and_the_read_only_commands(
+        self, project, raw, dyntable_warehouse, tmp_path, clock
+    ):
         assert dyntable(project, "suspend", "orders_dt").exit_code == 0
         status = dyntable(project, "status", "--time-scale", clock.time_scale)
         assert status.exit_code == 0, status.output
-        line = next(l for l in status.output.splitlines() if l.lstrip().startswith("orders_dt"))
+        line = next(row for row in status.output.splitlines() if row.lstrip().startswith("orders_dt"))
         assert "SUSPENDED" in line and f"{clock.seconds(8):g} seconds" in line and clock.unit in line
         assert f"downstream → {clock.seconds(16):g} seconds" in status.output  # revenue_dt takes big_dt's lag
 
@@ -261,8 +282,11 @@ class TestRunner:
 
     def test_explain_shows_the_differentiation_plan(self, project, raw, dyntable_warehouse):
         models = Path(project.project_root, "models")
-        write_file(REVENUE_DT.replace("refresh_mode='full'", "refresh_mode='incremental'"),
-                   models, "revenue_by_customer_dt.sql")
+        write_file(
+            REVENUE_DT.replace("refresh_mode='full'", "refresh_mode='incremental'"),
+            models,
+            "revenue_by_customer_dt.sql",
+        )
         try:
             explained = dyntable(project, "explain", "revenue_by_customer_dt")
         finally:
@@ -273,15 +297,21 @@ class TestRunner:
     def test_a_second_runner_says_what_holds_the_lock(self, project, raw, dyntable_warehouse):
         locks = dyntable_warehouse / "dyntable_meta" / ".locks"
         holder = subprocess.Popen(
-            [sys.executable, "-c", textwrap.dedent(f"""
+            [
+                sys.executable,
+                "-c",
+                textwrap.dedent(f"""
                 import sys, time
                 from pathlib import Path
                 from dbt.adapters.dyntable.dynamic_table.locking import RefreshLock
-                with RefreshLock(Path({str(locks)!r}), {project.test_schema + '.orders_dt'!r}):
+                with RefreshLock(Path({str(locks)!r}), {project.test_schema + ".orders_dt"!r}):
                     print("locked", flush=True)
                     sys.stdin.read()
-            """)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            """),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
         )
         try:
             assert holder.stdout.readline().strip() == "locked"
@@ -317,16 +347,22 @@ class TestRunner:
         finally:
             write_file(clock.lag(BIG_DT), models, "big_dt.sql")
 
-        write_file("{{ config(materialized='dynamic_table', target_lag='1 minute' }}\nselect 1",
-                   models, "broken_dt.sql")
+        write_file(
+            "{{ config(materialized='dynamic_table', target_lag='1 minute' }}\nselect 1",
+            models,
+            "broken_dt.sql",
+        )
         try:
             broken = dyntable(project, "run", "--once")
             assert broken.exit_code == 2 and "does not parse" in broken.output
         finally:
             os.remove(models / "broken_dt.sql")
 
-        write_file(clock.lag(ORDERS_DT).replace("{{ source('raw', 'orders') }}", "{{ ref('big_dt') }}"),
-                   models, "orders_dt.sql")
+        write_file(
+            clock.lag(ORDERS_DT).replace("{{ source('raw', 'orders') }}", "{{ ref('big_dt') }}"),
+            models,
+            "orders_dt.sql",
+        )
         try:
             cycle = dyntable(project, "run", "--once")
             assert cycle.exit_code == 2 and "cycle" in cycle.output.lower()
@@ -338,8 +374,9 @@ class TestRunner:
         outputs["unreachable"] = dict(outputs["default"], warehouse="/proc/dyntable-cannot-write-here")
         (tmp_path / "profiles.yml").write_text(yaml.safe_dump(profiles))
         try:
-            no_engine = dyntable(project, "refresh", "orders_dt", "--target", "unreachable",
-                                 profiles_dir=tmp_path)
+            no_engine = dyntable(
+                project, "refresh", "orders_dt", "--target", "unreachable", profiles_dir=tmp_path
+            )
         finally:
             run_dbt(["parse"])  # dbt's test fixtures use the adapter registered last: the default
         assert no_engine.exit_code == 2 and "Cannot connect" in no_engine.output
@@ -407,15 +444,18 @@ class TestFailuresAndBoundaries:
                 tick = retry
             outcomes = {o.model: o.state for o in scheduler.execute(scheduler.dispatch(tick, roots=roots))}
             assert outcomes["orders_dt"] == "FAILED"
-            assert outcomes["revenue_dt"] == outcomes["big_dt"] == outcomes["enriched_dt"] == "UPSTREAM_FAILED"
+            assert (
+                outcomes["revenue_dt"] == outcomes["big_dt"] == outcomes["enriched_dt"] == "UPSTREAM_FAILED"
+            )
         graph = metadata(dyntable_warehouse).graph()
         assert graph[f"{schema}.orders_dt"].scheduling_state == "SUSPENDED"
         assert graph[f"{schema}.orders_dt"].consecutive_failures == 5
         assert (graph[f"{schema}.big_dt"].consecutive_failures or 0) == 0
         failed = [r for r in rows_by_name(dyntable_warehouse, project, "orders_dt") if r.state == "FAILED"]
         assert len(failed) == 5 and "negative amount" in failed[-1].state_message
-        upstream_failed = [r for r in rows_by_name(dyntable_warehouse, project, "big_dt")
-                           if r.state == "UPSTREAM_FAILED"]
+        upstream_failed = [
+            r for r in rows_by_name(dyntable_warehouse, project, "big_dt") if r.state == "UPSTREAM_FAILED"
+        ]
         assert len(upstream_failed) == 5
         # staleness, never inconsistency: orders_dt kept its last good version, and what reads
         # it still equals its query at its own data timestamp
@@ -432,14 +472,21 @@ class TestFailuresAndBoundaries:
         for model in PIPELINE:
             assert_dvs(project, dyntable_warehouse, model)
 
-    def test_a_boundary_input_failing_does_not_block_its_reader(self, project, raw, runner, dyntable_warehouse):
+    def test_a_boundary_input_failing_does_not_block_its_reader(
+        self, project, raw, runner, dyntable_warehouse
+    ):
         scheduler, _ = runner
         lookup = scheduler.graph.by_model("lookup_dt").name
         project.run_sql(f"insert into {raw}.customers values (4, '')")
         try:
-            outcomes = {o.model: o for o in scheduler.execute(
-                scheduler.dispatch(now_ms(), Trigger.MANUAL, roots=[lookup, scheduler.graph.by_model("enriched_dt").name])
-            )}
+            outcomes = {
+                o.model: o
+                for o in scheduler.execute(
+                    scheduler.dispatch(
+                        now_ms(), Trigger.MANUAL, roots=[lookup, scheduler.graph.by_model("enriched_dt").name]
+                    )
+                )
+            }
             assert outcomes["lookup_dt"].state == "FAILED"
             assert outcomes["enriched_dt"].state == "SUCCEEDED"  # read lookup_dt's last version
             lookup_front = metadata(dyntable_warehouse).frontier(lookup)
@@ -453,7 +500,9 @@ class TestFailuresAndBoundaries:
         scheduler, _ = runner
         roots = [scheduler.graph.by_model("big_dt").name]
         slow = scheduler.dispatch(now_ms(), roots=roots)
-        outcomes = {o.model: o.state for o in scheduler.execute(scheduler.dispatch(now_ms() + 1, roots=roots))}
+        outcomes = {
+            o.model: o.state for o in scheduler.execute(scheduler.dispatch(now_ms() + 1, roots=roots))
+        }
         assert outcomes["orders_dt"] == "SKIPPED"
         assert rows_by_name(dyntable_warehouse, project, "orders_dt")[-1].state_message == (
             "its previous refresh is still running"

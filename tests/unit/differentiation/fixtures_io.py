@@ -25,5 +25,5 @@ def read_fixtures(name: str) -> List[Fixture]:
         title = " ".join(comments) or title
         end = next(i for i, line in enumerate(body) if line.rstrip().endswith(";"))
         sql = "\n".join(body[: end + 1]).rstrip().rstrip(";")
-        fixtures.append(Fixture(title, sql, body[end + 1:]))
+        fixtures.append(Fixture(title, sql, body[end + 1 :]))
     return fixtures

@@ -17,7 +17,6 @@ from dbt.adapters.dyntable.differentiation import NotIncrementalizable, differen
 from dbt.adapters.dyntable.differentiation.explain import SymbolicResolver, plan_tree, reads
 from tests.unit.differentiation.fixtures_io import Fixture, read_fixtures
 
-
 STORED = "`s`.`dt`"
 
 

@@ -19,8 +19,14 @@ from dbt.adapters.dyntable.differentiation import (
 
 
 def test_sources_are_base_tables_beneath_views_and_ctes() -> None:
-    views = {"S.Recent": "select id, cid from s.orders where id > 10", "s.named": "select r.id, c.name from s.recent r join raw.customers c on r.cid = c.id"}
-    plan = plan_query("with x as (select id, name from s.named) select name, count(*) as n from x group by name", views=views)
+    views = {
+        "S.Recent": "select id, cid from s.orders where id > 10",
+        "s.named": "select r.id, c.name from s.recent r join raw.customers c on r.cid = c.id",
+    }
+    plan = plan_query(
+        "with x as (select id, name from s.named) select name, count(*) as n from x group by name",
+        views=views,
+    )
     assert plan.sources == ["raw.customers", "s.orders"]
     assert plan.columns == ["name", "n"]
     assert plan.row_key == ["name"]
@@ -91,7 +97,9 @@ def test_unchanged_sources_prune_every_branch() -> None:
     assert "`customers` VERSION AS OF 2" in delta.sql  # orders' changes join customers as they are
     assert "EXCEPT ALL SELECT * FROM `s`.`customers`" not in delta.sql
     assert not delta.insert_only
-    appended = differentiate(plan, VersionDiffResolver({"s.orders": (3, 5), "s.customers": (2, 2)}, insert_only={"s.orders"}))
+    appended = differentiate(
+        plan, VersionDiffResolver({"s.orders": (3, 5), "s.customers": (2, 2)}, insert_only={"s.orders"})
+    )
     assert appended.insert_only and "_dyn_sum` <> 0" not in appended.sql
 
 

@@ -22,28 +22,34 @@ def shapes(sql: str) -> tuple[str, str]:
     )
 
 
-@pytest.mark.parametrize("sql", [
-    "select k, count(distinct v) as d, avg(v) as a, bool_or(v > 1) as b from s.t group by k",
-    "select k as key, sum(v) as total from s.t group by k",
-    "select count(*) as n, sum(v) as s, max(v) as m from s.t",
-    "select k, v, sum(v) over (partition by k) as s, row_number() over (partition by k order by v) as rn from s.t",
-    FIRST_ROW.format(rn=""),
-    FIRST_ROW.format(rn=", rn"),
-])
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "select k, count(distinct v) as d, avg(v) as a, bool_or(v > 1) as b from s.t group by k",
+        "select k as key, sum(v) as total from s.t group by k",
+        "select count(*) as n, sum(v) as s, max(v) as m from s.t",
+        "select k, v, sum(v) over (partition by k) as s, row_number() over (partition by k order by v) as rn from s.t",
+        FIRST_ROW.format(rn=""),
+        FIRST_ROW.format(rn=", rn"),
+    ],
+)
 def test_the_old_side_is_read_from_the_dt(sql: str) -> None:
     recomputed, stored = shapes(sql)
     assert recomputed == "s.t@changesx1 s.t@v0x1 s.t@v1x1"
     assert stored == "s.t@changesx1 s.t@v1x1"
 
 
-@pytest.mark.parametrize("sql", [
-    # HAVING: the DT stores a filtered aggregate, not the aggregate's rows.
-    "select k, count(*) as n from s.t group by k having count(*) > 1",
-    # The DT does not store the window's input column v.
-    "select k, sum(v) over (partition by k) as s from s.t",
-    # rank() = 1 keeps ties: the window rule, over rows the DT does not store.
-    "select k, v from (select k, v, rank() over (partition by k order by v) as rn from s.t) r where rn = 1",
-])
+@pytest.mark.parametrize(
+    "sql",
+    [
+        # HAVING: the DT stores a filtered aggregate, not the aggregate's rows.
+        "select k, count(*) as n from s.t group by k having count(*) > 1",
+        # The DT does not store the window's input column v.
+        "select k, sum(v) over (partition by k) as s from s.t",
+        # rank() = 1 keeps ties: the window rule, over rows the DT does not store.
+        "select k, v from (select k, v, rank() over (partition by k order by v) as rn from s.t) r where rn = 1",
+    ],
+)
 def test_without_the_nodes_rows_the_old_side_is_recomputed(sql: str) -> None:
     recomputed, stored = shapes(sql)
     assert recomputed == stored == "s.t@changesx1 s.t@v0x1 s.t@v1x1"

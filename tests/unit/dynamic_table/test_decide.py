@@ -29,27 +29,46 @@ LOG = DeltaLog("/nonexistent/s/t")  # never read: decide is pure
 
 
 def model(sql: str = SQL, **config: str) -> DynamicTable:
-    return DynamicTable.from_node({
-        "schema": "s", "name": "dt", "compiled_code": sql,
-        "config": {"target_lag": "1 minute", **config},
-    })
+    return DynamicTable.from_node(
+        {
+            "schema": "s",
+            "name": "dt",
+            "compiled_code": sql,
+            "config": {"target_lag": "1 minute", **config},
+        }
+    )
 
 
 def frontier(dt: DynamicTable, versions: Dict[str, int], at: datetime = T - timedelta(minutes=1)) -> Frontier:
     sources = {name: SourceVersion(version, f"commit-{version}") for name, version in versions.items()}
-    return Frontier(dt.name, at, sources, 3, definition_hash(dt.sql, dt.config), dt.config.refresh_mode, dt.sql)
+    return Frontier(
+        dt.name, at, sources, 3, definition_hash(dt.sql, dt.config), dt.config.refresh_mode, dt.sql
+    )
 
 
 def data_file(size: int) -> DataFile:
     return DataFile(f"part-{size}.parquet", f"file:///part-{size}", size, 1, {}, False)
 
 
-def source(start: Optional[int], end: int, added: int = 0, removed: int = 0, size: int = 1000,
-           reason: Optional[str] = None, lost: Optional[str] = None, name: str = "s.t") -> SourceState:
+def source(
+    start: Optional[int],
+    end: int,
+    added: int = 0,
+    removed: int = 0,
+    size: int = 1000,
+    reason: Optional[str] = None,
+    lost: Optional[str] = None,
+    name: str = "s.t",
+) -> SourceState:
     interval = None
     if start is not None and start != end and lost is None:
-        interval = Interval(start, end, tuple([data_file(added)] if added else []),
-                            tuple([data_file(removed)] if removed else []), reason)
+        interval = Interval(
+            start,
+            end,
+            tuple([data_file(added)] if added else []),
+            tuple([data_file(removed)] if removed else []),
+            reason,
+        )
     return SourceState(name, LOG, start, end, f"commit-{end}", SourceRead.AS_OF, lost, interval, size)
 
 
@@ -65,8 +84,16 @@ class Planner:
         return self.outcome
 
 
-def run(dt: DynamicTable, current: Optional[Frontier], sources: List[SourceState], planner=None,
-        full_refresh: bool = False, at: datetime = T, dt_changed: Optional[str] = None, dt_size: int = 0):
+def run(
+    dt: DynamicTable,
+    current: Optional[Frontier],
+    sources: List[SourceState],
+    planner=None,
+    full_refresh: bool = False,
+    at: datetime = T,
+    dt_changed: Optional[str] = None,
+    dt_size: int = 0,
+):
     request = RefreshRequest(T, Trigger.DBT_RUN, full_refresh)
     definition = maintained_definition(dt, current, True, request)
     planner = planner or Planner()
@@ -77,13 +104,19 @@ def run(dt: DynamicTable, current: Optional[Frontier], sources: List[SourceState
 def test_unchanged_sources_are_no_data_without_planning() -> None:
     dt = model()
     decision, planner = run(dt, frontier(dt, {"s.t": 5}), [source(5, 5)])
-    assert (decision.action, decision.state, decision.reason) == (Action.NO_DATA, State.SUCCEEDED, "no source changed")
+    assert (decision.action, decision.state, decision.reason) == (
+        Action.NO_DATA,
+        State.SUCCEEDED,
+        "no source changed",
+    )
     assert planner.calls == 0
 
 
 def test_an_upstream_behind_this_table_skips() -> None:
     dt = model()
-    decision, _ = run(dt, frontier(dt, {"s.t": 5}, at=T), [source(5, 6, added=10)], at=T - timedelta(seconds=5))
+    decision, _ = run(
+        dt, frontier(dt, {"s.t": 5}, at=T), [source(5, 6, added=10)], at=T - timedelta(seconds=5)
+    )
     assert (decision.action, decision.state) == (Action.NO_DATA, State.SKIPPED)
     assert decision.reason == "an upstream dynamic table is behind this one"
 
@@ -95,12 +128,15 @@ def test_changed_sources_refresh_incrementally_with_the_plan() -> None:
     assert decision.planned is planner.outcome and planner.calls == 1
 
 
-@pytest.mark.parametrize("current, full_refresh, reason", [
-    (None, False, "no frontier recorded for this table"),
-    ("same", True, "--full-refresh"),
-    ("other sql", False, "definition changed"),
-    ("other mode", False, "refresh mode changed from full to auto"),
-])
+@pytest.mark.parametrize(
+    "current, full_refresh, reason",
+    [
+        (None, False, "no frontier recorded for this table"),
+        ("same", True, "--full-refresh"),
+        ("other sql", False, "definition changed"),
+        ("other mode", False, "refresh mode changed from full to auto"),
+    ],
+)
 def test_rebuild_reasons_known_before_reading_sources(current, full_refresh, reason) -> None:
     dt = model()
     recorded = None
@@ -141,10 +177,14 @@ def test_a_source_that_cannot_be_differentiated_is_new_or_no_longer_read_reiniti
     dt = model()
     vacuumed = source(5, 7, added=10, reason="log entries are no longer present")
     decision, _ = run(dt, frontier(dt, {"s.t": 5}), [vacuumed])
-    assert (decision.action, decision.reason) == (Action.REINITIALIZE, "s.t: log entries are no longer present")
+    assert (decision.action, decision.reason) == (
+        Action.REINITIALIZE,
+        "s.t: log entries are no longer present",
+    )
     decision, _ = run(dt, frontier(dt, {"s.u": 5}), [source(None, 7)])
     assert (decision.action, decision.reason) == (
-        Action.REINITIALIZE, "s.u: no longer read; s.t: new to this table"
+        Action.REINITIALIZE,
+        "s.u: no longer read; s.t: new to this table",
     )
 
 
@@ -152,14 +192,25 @@ def test_a_view_redefined_read_or_no_longer_read_reinitializes() -> None:
     dt = model()
     current = replace(frontier(dt, {"s.t": 5}), views={"s.v": "old", "s.gone": "x"})
     observed = Observation([source(5, 5)], T, views={"s.v": "select 1", "s.new": "select 2"})
-    decision = decide(dt, maintained_definition(dt, current, True, RefreshRequest(T, Trigger.DBT_RUN)),
-                      current, observed, Planner())
+    decision = decide(
+        dt,
+        maintained_definition(dt, current, True, RefreshRequest(T, Trigger.DBT_RUN)),
+        current,
+        observed,
+        Planner(),
+    )
     assert (decision.action, decision.reason) == (
-        Action.REINITIALIZE, "view s.gone: no longer read; view s.new: now read; view s.v: redefined"
+        Action.REINITIALIZE,
+        "view s.gone: no longer read; view s.new: now read; view s.v: redefined",
     )
     unchanged = replace(current, views=observed.view_fingerprints)
-    decision = decide(dt, maintained_definition(dt, unchanged, True, RefreshRequest(T, Trigger.DBT_RUN)),
-                      unchanged, observed, Planner())
+    decision = decide(
+        dt,
+        maintained_definition(dt, unchanged, True, RefreshRequest(T, Trigger.DBT_RUN)),
+        unchanged,
+        observed,
+        Planner(),
+    )
     assert decision.action is Action.NO_DATA
 
 
@@ -168,7 +219,10 @@ def test_a_source_that_is_no_longer_the_history_consumed_reinitializes_even_when
     dt = model()
     recreated = source(5, 5, lost="its version 5 is not the commit consumed")
     decision, planner = run(dt, frontier(dt, {"s.t": 5}), [recreated])
-    assert (decision.action, decision.reason) == (Action.REINITIALIZE, "s.t: its version 5 is not the commit consumed")
+    assert (decision.action, decision.reason) == (
+        Action.REINITIALIZE,
+        "s.t: its version 5 is not the commit consumed",
+    )
     assert planner.calls == 1  # planned, so refresh_mode: incremental can still refuse the query
     shorter = source(9, 2, lost="its log ends at version 2, before the consumed version 9")
     decision, _ = run(dt, frontier(dt, {"s.t": 9}), [shorter])
@@ -177,8 +231,13 @@ def test_a_source_that_is_no_longer_the_history_consumed_reinitializes_even_when
 
 def test_a_table_whose_own_log_changed_is_rebuilt_never_patched() -> None:
     dt = model()
-    decision, _ = run(dt, frontier(dt, {"s.t": 5}), [source(5, 5)], dt_changed="its rows were changed at version 4")
-    assert (decision.action, decision.reason) == (Action.REINITIALIZE, "this table: its rows were changed at version 4")
+    decision, _ = run(
+        dt, frontier(dt, {"s.t": 5}), [source(5, 5)], dt_changed="its rows were changed at version 4"
+    )
+    assert (decision.action, decision.reason) == (
+        Action.REINITIALIZE,
+        "this table: its rows were changed at version 4",
+    )
 
 
 def test_a_query_that_cannot_be_differentiated_refreshes_full_or_fails_under_incremental() -> None:
@@ -198,8 +257,9 @@ def test_auto_weighs_the_bytes_each_action_reads_and_writes() -> None:
     assert appended.action is Action.INCREMENTAL
     assert "s.t changes 400 B" in appended.reason and "1.1 kB to recompute" in appended.reason
     # rewritten files are read in both versions and cancelled: twice their bytes, plus the MERGE
-    rewritten = run(dt, frontier(dt, {"s.t": 5}), [source(5, 6, added=300, removed=300, size=1000)],
-                    dt_size=100)[0]
+    rewritten = run(
+        dt, frontier(dt, {"s.t": 5}), [source(5, 6, added=300, removed=300, size=1000)], dt_size=100
+    )[0]
     assert rewritten.action is Action.FULL
     assert rewritten.reason.startswith("recomputing reads and writes about 1.1 kB")
     assert "s.t changes 1.2 kB" in rewritten.reason
@@ -217,5 +277,3 @@ def test_auto_counts_every_source_version_the_delta_query_reads() -> None:
     decision = run(dt, frontier(dt, {"s.a": 5, "s.b": 5}), both_sides, planner, dt_size=100)[0]
     # Δa ⋈ b@v1 + a@v0 ⋈ Δb reads both tables in full and both changes: more than a recompute
     assert decision.action is Action.FULL
-
-

@@ -11,7 +11,6 @@ from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, State, Trigger
 from dbt.adapters.dyntable.dynamic_table.metadata import (
     COMPACT_EVERY,
     FRONTIERS,
-    REFRESH_HISTORY,
     HistoryRow,
     Intent,
     MetadataStore,
@@ -21,7 +20,16 @@ from dbt.adapters.dyntable.dynamic_table.metadata import (
 
 
 def intent(version: int) -> Intent:
-    return Intent("r", utcnow(), {"s.t": SourceVersion(version, f"c{version}")}, 3, "h", "auto", "sql", Action.INCREMENTAL)
+    return Intent(
+        "r",
+        utcnow(),
+        {"s.t": SourceVersion(version, f"c{version}")},
+        3,
+        "h",
+        "auto",
+        "sql",
+        Action.INCREMENTAL,
+    )
 
 
 def test_frontiers_keep_one_row_per_table_after_compaction(tmp_path: Path) -> None:
@@ -33,7 +41,10 @@ def test_frontiers_keep_one_row_per_table_after_compaction(tmp_path: Path) -> No
     rows = DeltaTable(str(store.location(FRONTIERS))).to_pyarrow_table().num_rows
     assert rows < 2 * COMPACT_EVERY  # superseded rows were dropped at the last compaction
     fresh = MetadataStore(tmp_path / "meta", "meta").frontiers()
-    assert {name: f.dt_version for name, f in fresh.items()} == {"s.a": 2 * COMPACT_EVERY - 1, "s.b": 2 * COMPACT_EVERY - 1}
+    assert {name: f.dt_version for name, f in fresh.items()} == {
+        "s.a": 2 * COMPACT_EVERY - 1,
+        "s.b": 2 * COMPACT_EVERY - 1,
+    }
     assert fresh["s.a"].sources == {"s.t": SourceVersion(2 * COMPACT_EVERY - 1, f"c{2 * COMPACT_EVERY - 1}")}
 
 
@@ -43,6 +54,10 @@ def test_refresh_history_older_than_the_retention_is_dropped(tmp_path: Path) -> 
     old, now = utcnow() - timedelta(days=8), utcnow()
     for i in range(COMPACT_EVERY):
         when = old if i < 5 else now
-        store.append_history(HistoryRow("s.a", str(i), when, State.SUCCEEDED, Action.NO_DATA, Trigger.SCHEDULED, when, when))
+        store.append_history(
+            HistoryRow("s.a", str(i), when, State.SUCCEEDED, Action.NO_DATA, Trigger.SCHEDULED, when, when)
+        )
     kept = MetadataStore(tmp_path / "meta", "meta").history("s.a")
-    assert len(kept) == COMPACT_EVERY - 5 and all(row.refresh_start_time >= now - timedelta(days=7) for row in kept)
+    assert len(kept) == COMPACT_EVERY - 5 and all(
+        row.refresh_start_time >= now - timedelta(days=7) for row in kept
+    )

@@ -52,6 +52,9 @@ def test_a_comment_is_no_schema_change():
     }
     assert without_comments(before) == without_comments(after)
     assert without_comments(after)["fields"][0]["metadata"] == {}
-    retyped = {"type": "struct", "fields": [{"name": "a", "type": "string", "nullable": True, "metadata": {}}]}
+    retyped = {
+        "type": "struct",
+        "fields": [{"name": "a", "type": "string", "nullable": True, "metadata": {}}],
+    }
     assert without_comments(retyped) != without_comments(after)
     assert "a" in schema_change(before, retyped)

@@ -9,8 +9,8 @@ from datetime import datetime
 from typing import Any, Callable, ContextManager, Dict, Iterable, List, Set, Tuple
 
 from dbt.adapters.dyntable.dynamic_table.config import DynamicTableConfig, TargetLag
-from dbt.adapters.dyntable.dynamic_table.locking import RefreshLocked
 from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, SchedulingState, State, Trigger
+from dbt.adapters.dyntable.dynamic_table.locking import RefreshLocked
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
 from dbt.adapters.dyntable.dynamic_table.refresh import RefreshResult
 from dbt.adapters.dyntable.runner.graph import GraphNode
@@ -75,8 +75,12 @@ class FakeBackend:
     def states(self) -> Dict[str, DynamicTableState]:
         names = set(self.data_ts) | set(self.scheduling) | set(self.failures)
         return {
-            n: DynamicTableState(self.data_ts.get(n), self.scheduling.get(n, ACTIVE),
-                                 self.failures.get(n, 0), self.failed_at.get(n))
+            n: DynamicTableState(
+                self.data_ts.get(n),
+                self.scheduling.get(n, ACTIVE),
+                self.failures.get(n, 0),
+                self.failed_at.get(n),
+            )
             for n in names
         }
 

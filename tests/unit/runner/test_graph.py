@@ -68,18 +68,23 @@ def test_closure_brings_the_pipeline_but_not_what_is_behind_a_boundary():
 
 
 def test_lag_below_an_upstream_lag_is_refused():
-    with pytest.raises(GraphError, match=r"Model 'fast': target_lag 1 minute is below the 1 hour "
-                                         r"of its upstream dynamic table 'slow'"):
+    with pytest.raises(
+        GraphError,
+        match=r"Model 'fast': target_lag 1 minute is below the 1 hour "
+        r"of its upstream dynamic table 'slow'",
+    ):
         build_graph([node("slow", "1 hour"), node("fast", "1 minute", reads=["slow"])])
 
 
 def test_lag_check_sees_through_downstream_tables():
     with pytest.raises(GraphError, match="'middle'.*below the 1 hour of its upstream dynamic table 'slow'"):
-        build_graph([
-            node("slow", "1 hour"),
-            node("middle", "downstream", reads=["slow"]),
-            node("fast", "1 minute", reads=["middle"]),
-        ])
+        build_graph(
+            [
+                node("slow", "1 hour"),
+                node("middle", "downstream", reads=["slow"]),
+                node("fast", "1 minute", reads=["middle"]),
+            ]
+        )
 
 
 def test_a_boundary_lifts_the_lag_constraint():
@@ -93,7 +98,10 @@ def test_a_cycle_is_refused_with_its_path():
 
 
 def test_unknown_model_lists_the_dynamic_tables():
-    with pytest.raises(GraphError, match=r"Unknown dynamic table 'nope'. Dynamic tables in this "
-                                         r"project: daily, enriched, hourly, lookup, orders, report"):
+    with pytest.raises(
+        GraphError,
+        match=r"Unknown dynamic table 'nope'. Dynamic tables in this "
+        r"project: daily, enriched, hourly, lookup, orders, report",
+    ):
         mixed_graph().by_model("nope")
     assert mixed_graph().by_model("s.daily").model == "daily"

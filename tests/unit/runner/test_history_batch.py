@@ -17,9 +17,16 @@ from dbt.adapters.dyntable.dynamic_table.metadata import (
 
 def row(name: str) -> HistoryRow:
     now = utcnow()
-    return HistoryRow(name=name, refresh_id=name, data_timestamp=now, state=State.SUCCEEDED,
-                      refresh_action=Action.NO_DATA, refresh_trigger=Trigger.SCHEDULED,
-                      refresh_start_time=now, refresh_end_time=now)
+    return HistoryRow(
+        name=name,
+        refresh_id=name,
+        data_timestamp=now,
+        state=State.SUCCEEDED,
+        refresh_action=Action.NO_DATA,
+        refresh_trigger=Trigger.SCHEDULED,
+        refresh_start_time=now,
+        refresh_end_time=now,
+    )
 
 
 def test_rows_of_a_batch_land_in_one_commit(tmp_path: Path):

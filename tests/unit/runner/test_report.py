@@ -16,22 +16,33 @@ T0 = datetime(2027, 1, 15, 10, 0, 0, tzinfo=timezone.utc)
 def row(data_s, start_s, end_s, state="SUCCEEDED", action="INCREMENTAL", name="s.a"):
     at = lambda s: T0 + timedelta(seconds=s)  # noqa: E731
     return HistoryRow(
-        name=name, refresh_id=f"{name}-{start_s}", state=State(state),
-        refresh_action=Action(action) if action else None, refresh_trigger=Trigger.SCHEDULED,
+        name=name,
+        refresh_id=f"{name}-{start_s}",
+        state=State(state),
+        refresh_action=Action(action) if action else None,
+        refresh_trigger=Trigger.SCHEDULED,
         data_timestamp=at(data_s) if data_s is not None else None,
-        refresh_start_time=at(start_s), refresh_end_time=at(end_s),
+        refresh_start_time=at(start_s),
+        refresh_end_time=at(end_s),
     )
 
 
 def graph_row(name, lag):
-    return GraphRow(name=name, inputs=[], target_lag=lag, effective_target_lag_seconds=None,
-                    scheduling_state=SchedulingState.ACTIVE, consecutive_failures=0,
-                    definition_hash="", refresh_mode="auto")
+    return GraphRow(
+        name=name,
+        inputs=[],
+        target_lag=lag,
+        effective_target_lag_seconds=None,
+        scheduling_state=SchedulingState.ACTIVE,
+        consecutive_failures=0,
+        definition_hash="",
+        refresh_mode="auto",
+    )
 
 
 HISTORY = [
-    row(0, 1, 3),      # v0 = 0, committed at 3: lag drops to 3
-    row(48, 49, 52),   # peak 52 - 0 = 52, trough 52 - 48 = 4
+    row(0, 1, 3),  # v0 = 0, committed at 3: lag drops to 3
+    row(48, 49, 52),  # peak 52 - 0 = 52, trough 52 - 48 = 4
     row(96, 97, 100, state="FAILED", action="FULL"),
     row(96, 97, 97, state="UPSTREAM_FAILED", action=None),
     row(144, 145, 150),  # peak 150 - 48 = 102, trough 6
@@ -50,8 +61,9 @@ def test_sawtooth_corners_are_peak_and_trough_at_each_commit():
 
 
 def test_report_is_one_self_contained_page():
-    page = render_report(HISTORY, {"s.a": graph_row("s.a", "1 minute")},
-                         now=(T0 + timedelta(seconds=160)).timestamp())
+    page = render_report(
+        HISTORY, {"s.a": graph_row("s.a", "1 minute")}, now=(T0 + timedelta(seconds=160)).timestamp()
+    )
     assert page.count("<svg") == 2 and "target lag 60.0 s" in page
-    assert "<script" not in page and "src=" not in page and "href=\"http" not in page
+    assert "<script" not in page and "src=" not in page and 'href="http' not in page
     assert "<td>s.a</td><td>1 minute</td><td>3</td><td>1</td><td>1</td>" in page

@@ -8,8 +8,8 @@ from collections import defaultdict
 from datetime import datetime, timedelta, timezone
 from typing import Dict, List
 
-from dbt.adapters.dyntable.runner.graph import build_graph
 from dbt.adapters.dyntable.dynamic_table.lifecycle import SchedulingState, State, Trigger
+from dbt.adapters.dyntable.runner.graph import build_graph
 from dbt.adapters.dyntable.runner.scheduler import (
     Outcome,
     Scheduler,
@@ -29,12 +29,15 @@ START = 1_800_000_000.0 + 7.3
 
 def pipeline():
     """raw → orders (1 min, 48 s) → daily (5 min, 96 s); lookup (1 h) across a boundary."""
-    return build_graph([
-        node("orders", "1 minute"),
-        node("enriched", "downstream", reads=["orders"]),
-        node("daily", "5 minutes", reads=["enriched"], across=["lookup"]),
-        node("lookup", "1 hour"),
-    ], UNIT)
+    return build_graph(
+        [
+            node("orders", "1 minute"),
+            node("enriched", "downstream", reads=["orders"]),
+            node("daily", "5 minutes", reads=["enriched"], across=["lookup"]),
+            node("lookup", "1 hour"),
+        ],
+        UNIT,
+    )
 
 
 def states_by(outcomes: List[Outcome]) -> Dict[str, str]:
@@ -47,7 +50,9 @@ def test_run_keeps_every_dt_within_its_period_and_aligns_data_timestamps():
     clock = FakeClock(START)
     ticks: List[List[Outcome]] = []
     ran = Scheduler(graph, backend).run(
-        clock, stop_at=START + 20 * 60, on_tick=lambda plan, out: ticks.append(out),
+        clock,
+        stop_at=START + 20 * 60,
+        on_tick=lambda plan, out: ticks.append(out),
         executor=InlineExecutor(),
     )
     assert ran == len(ticks) > 20
@@ -78,8 +83,9 @@ def test_downstream_without_consumers_refreshes_only_when_asked():
     Scheduler(graph, backend).run(FakeClock(START), stop_at=START + 600, executor=InlineExecutor())
     assert {t for t, _, _ in backend.calls} == {name("a")}
     scheduler = Scheduler(graph, backend)
-    outcomes = scheduler.execute(scheduler.dispatch(to_ms(datetime.now(timezone.utc)), MANUAL,
-                                                    roots=[name("lonely")]))
+    outcomes = scheduler.execute(
+        scheduler.dispatch(to_ms(datetime.now(timezone.utc)), MANUAL, roots=[name("lonely")])
+    )
     assert states_by(outcomes) == {"a": SUCCEEDED, "lonely": SUCCEEDED}
 
 
@@ -225,13 +231,17 @@ def test_manual_refresh_brings_upstream_dts_to_the_same_new_timestamp():
     outcomes = scheduler.execute(scheduler.dispatch(to_ms(now), MANUAL, roots=[name("daily")]))
     assert [o.model for o in outcomes] == ["orders", "enriched", "daily"]
     assert {(t, ts, trig) for t, ts, trig in backend.calls} == {
-        (name("orders"), now, MANUAL), (name("enriched"), now, MANUAL), (name("daily"), now, MANUAL)
+        (name("orders"), now, MANUAL),
+        (name("enriched"), now, MANUAL),
+        (name("daily"), now, MANUAL),
     }
 
 
 def test_a_dt_locked_by_another_runner_is_skipped_naming_the_holder():
-    graph = build_graph([node("a", "1 minute"), node("b", "downstream", reads=["a"]),
-                         node("c", "1 minute", reads=["b"])], UNIT)
+    graph = build_graph(
+        [node("a", "1 minute"), node("b", "downstream", reads=["a"]), node("c", "1 minute", reads=["b"])],
+        UNIT,
+    )
     holder = "process 4242 on host-1 (dyntable run, since 2027-01-15T10:00:00Z)"
     backend = FakeBackend(locked={name("a"): holder})
     scheduler = Scheduler(graph, backend)
