@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import shutil
 from decimal import Decimal
 from pathlib import Path
 from typing import Dict, List
@@ -303,3 +304,15 @@ def test_change_data_feed_coverage(tmp_path: Path) -> None:
     assert log.change_data_feed_covers(0, 1)
     assert not log.change_data_feed_covers(0, 2)
     assert not log.change_data_feed_covers(2, 3)
+
+
+def test_snapshots_shared_across_instances_follow_a_re_created_table(tmp_path: Path) -> None:
+    location = tmp_path / "t"
+    write_deltalake(location, rows([1, 2]))
+    first = DeltaLog(location).snapshot(0)
+    assert DeltaLog(location).snapshot(0) is first  # another instance reuses the loaded snapshot
+    shutil.rmtree(location)
+    write_deltalake(location, pa.table({"id": pa.array([7], pa.int64())}))
+    again = DeltaLog(location).snapshot(0)
+    assert again.table_id != first.table_id
+    assert [f.name for f in again.schema.fields] == ["id"]

@@ -19,6 +19,7 @@ from __future__ import annotations
 import bisect
 import json
 import re
+import threading
 import urllib.parse
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -43,6 +44,13 @@ COLUMN_MAPPING_MODE = "delta.columnMapping.mode"
 CHANGE_DATA_FEED = "delta.enableChangeDataFeed"
 #: Snapshots are immutable per version; a refresh touches two or three of them per source.
 SNAPSHOT_CACHE_SIZE = 8
+#: Snapshots shared by every instance in the process, keyed by location, version and the digest of
+#: that version's commit (a table re-created at the same location writes new commits). The DTs of
+#: one `dbt run` read the same source versions, and a runner's next tick reads as its start the
+#: version the last one ended at: each is loaded once (docs/ARCHITECTURE.md, "Reading sources").
+SHARED_SNAPSHOT_CACHE_SIZE = 64
+_shared_snapshots: "OrderedDict[Tuple[str, int, str], Snapshot]" = OrderedDict()
+_shared_snapshots_lock = threading.Lock()
 
 
 class DeltaLogError(RuntimeError):
@@ -218,7 +226,8 @@ class DeltaLog:
 
     Cheap to create. Snapshots and parsed commits are cached per instance because Delta versions
     are immutable; a table dropped and re-created at the same location is the exception, so keep
-    an instance for one refresh rather than for the life of a process.
+    an instance for one refresh rather than for the life of a process. Snapshots are also shared
+    across instances, keyed by their commit's fingerprint, which re-creation changes.
     """
 
     def __init__(self, location: Union[str, Path]) -> None:
@@ -333,6 +342,31 @@ class DeltaLog:
         if cached is not None:
             self._snapshots.move_to_end(version)
             return cached
+        key = self._shared_key(version)
+        with _shared_snapshots_lock:
+            shared = _shared_snapshots.get(key) if key is not None else None
+            if shared is not None:
+                _shared_snapshots.move_to_end(key)  # type: ignore[arg-type]
+        snapshot = shared or self._load_snapshot(version)
+        if key is not None and shared is None:
+            with _shared_snapshots_lock:
+                _shared_snapshots[key] = snapshot
+                if len(_shared_snapshots) > SHARED_SNAPSHOT_CACHE_SIZE:
+                    _shared_snapshots.popitem(last=False)
+        self._snapshots[version] = snapshot
+        if len(self._snapshots) > SNAPSHOT_CACHE_SIZE:
+            self._snapshots.popitem(last=False)
+        return snapshot
+
+    def _shared_key(self, version: int) -> Optional[Tuple[str, int, str]]:
+        """The process-wide cache key of ``version``; None when its commit file is gone (a
+        checkpoint may still rebuild it, uncached)."""
+        try:
+            return self.location, version, self._read_commit(version).identity
+        except HistoryUnavailable:
+            return None
+
+    def _load_snapshot(self, version: int) -> Snapshot:
         try:
             table = DeltaTable(self.location, version=version)
         except (TableNotFoundError, DeltaError) as exc:
@@ -343,11 +377,7 @@ class DeltaLog:
                 f"Version {version} of {self.location} cannot be rebuilt from its log "
                 f"(cleaned up or not committed yet): {exc}"
             ) from exc
-        snapshot = self._build_snapshot(table, version)
-        self._snapshots[version] = snapshot
-        if len(self._snapshots) > SNAPSHOT_CACHE_SIZE:
-            self._snapshots.popitem(last=False)
-        return snapshot
+        return self._build_snapshot(table, version)
 
     def _build_snapshot(self, table: DeltaTable, version: int) -> Snapshot:
         metadata = table.metadata()

@@ -11,6 +11,8 @@ from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, State, Trigger
 from dbt.adapters.dyntable.dynamic_table.metadata import (
     COMPACT_EVERY,
     FRONTIERS,
+    LOG_SETTINGS,
+    SCHEMAS,
     HistoryRow,
     Intent,
     MetadataStore,
@@ -61,3 +63,28 @@ def test_refresh_history_older_than_the_retention_is_dropped(tmp_path: Path) -> 
     assert len(kept) == COMPACT_EVERY - 5 and all(
         row.refresh_start_time >= now - timedelta(days=7) for row in kept
     )
+
+
+def log_entries(store: MetadataStore, table: str) -> int:
+    return len(list((store.location(table) / "_delta_log").glob("*.json")))
+
+
+def test_the_log_of_a_metadata_table_stays_bounded(tmp_path: Path) -> None:
+    store = MetadataStore(tmp_path / "meta", "meta")
+    store.ensure()
+    for version in range(300):
+        store.commit_intent("s.a", intent(version), version, f"d{version}")
+    assert DeltaTable(str(store.location(FRONTIERS))).version() >= 300
+    # A checkpoint every LOG_SETTINGS' interval, and the commits before it removed.
+    assert log_entries(store, FRONTIERS) <= int(LOG_SETTINGS["delta.checkpointInterval"]) + 1
+    fresh = MetadataStore(tmp_path / "meta", "meta").frontier("s.a")
+    assert fresh is not None and fresh.dt_version == 299
+
+
+def test_a_metadata_table_made_by_an_older_version_gets_the_log_settings(tmp_path: Path) -> None:
+    location = tmp_path / "meta" / FRONTIERS
+    location.mkdir(parents=True)
+    DeltaTable.create(str(location), schema=SCHEMAS[FRONTIERS])
+    assert "delta.logRetentionDuration" not in DeltaTable(str(location)).metadata().configuration
+    MetadataStore(tmp_path / "meta", "meta").ensure()
+    assert DeltaTable(str(location)).metadata().configuration == LOG_SETTINGS

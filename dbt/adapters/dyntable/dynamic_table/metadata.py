@@ -101,6 +101,11 @@ COMMIT_RETRIES = 20
 #: Every metadata commit adds a small file and every read lists them all: compact a table's files
 #: into one every this many commits, so a read stays one file wide however long the runner runs.
 COMPACT_EVERY = 25
+#: The metadata tables keep no log history of their own (their rows are the history): each 50th
+#: commit writes a checkpoint and removes the commits before it, so finding the latest version
+#: lists a bounded `_delta_log` however many refreshes ran. A reader whose next commit was removed
+#: reads the table afresh (``_table``).
+LOG_SETTINGS = {"delta.checkpointInterval": "50", "delta.logRetentionDuration": "interval 0 seconds"}
 #: Where `dyntable repair` moves a damaged table's folder (a dot folder: never attached as a table).
 DAMAGED_DIR = ".damaged"
 NO_LOG = "it holds data files but no Delta log (_delta_log)"
@@ -395,12 +400,13 @@ class MetadataStore:
             path = self.location(table)
             if DeltaTable.is_deltatable(str(path)):
                 self._add_missing_columns(table, schema)
+                self._set_log_settings(table)
                 continue
             if any(path.glob("*.parquet")):
                 raise self._damaged(table, NO_LOG)
             path.mkdir(parents=True, exist_ok=True)
             try:
-                DeltaTable.create(str(path), schema=schema, mode="ignore")
+                DeltaTable.create(str(path), schema=schema, mode="ignore", configuration=LOG_SETTINGS)
             except DeltaError:
                 pass  # another process created it first
             if register is not None:
@@ -418,6 +424,18 @@ class MetadataStore:
             except (CommitFailedError, DeltaError):
                 pass  # another process added them first
             self._cached.pop(table, None)
+
+    def _set_log_settings(self, table: str) -> None:
+        """Give a table made by an older version of the plugin the ``LOG_SETTINGS``: one commit."""
+        with self._open_lock:
+            existing = self._table(table)
+            configuration = existing.metadata().configuration
+            if all(configuration.get(k) == v for k, v in LOG_SETTINGS.items()):
+                return
+            try:
+                existing.alter.set_table_properties(LOG_SETTINGS)
+            except (CommitFailedError, DeltaError):
+                pass  # another process set them first
 
     # -- frontiers -------------------------------------------------------------------------------
 
@@ -567,7 +585,7 @@ class MetadataStore:
         moved = self.root / DAMAGED_DIR / f"{table}-{utcnow():%Y%m%dT%H%M%S%f}"
         moved.parent.mkdir(parents=True, exist_ok=True)
         path.rename(moved)
-        DeltaTable.create(str(path), schema=schema)
+        DeltaTable.create(str(path), schema=schema, configuration=LOG_SETTINGS)
         if rows:
             write_deltalake(str(path), pa.Table.from_pylist(rows, schema=schema), mode="append")
         return Repaired(f"{self.schema}.{table}", damage, len(rows), kept_from, unreadable, moved)
