@@ -12,6 +12,7 @@ from tests.functional.adapter.delta import delta_project
 from tests.functional.dynamic_table.dvs import metadata
 from tests.functional.lifecycle.helpers import assert_refreshed, last
 from tests.functional.runner.test_runner import dyntable
+from tests.functional.sources import raw_sources
 
 BY_RATIO = """
 {{ config(materialized='dynamic_table', target_lag='1 minute', max_change_ratio=0.5) }}
@@ -23,14 +24,7 @@ BY_ROWS = """
 select id, amount * 2 as doubled from {{ source('raw', 'orders') }}
 """
 
-SOURCES = """
-version: 2
-sources:
-  - name: raw
-    schema: "{{ target.schema }}_raw"
-    tables:
-      - name: orders
-"""
+SOURCES = raw_sources("orders")
 
 
 def create_orders(project, schema: str, ids: range) -> None:

@@ -14,6 +14,7 @@ from dbt.tests.util import run_dbt
 from tests.functional.adapter.delta import delta_project
 from tests.functional.dynamic_table.dvs import history, project_engine
 from tests.functional.runner.test_runner import dyntable
+from tests.functional.sources import raw_sources
 
 REVENUE = """
 {{ config(materialized='dynamic_table', target_lag='1 minute') }}
@@ -32,14 +33,7 @@ READER = """
 select (select sum(total) from {{ revenue }}) as revenue, (select n from {{ counts }}) as orders
 """
 
-SOURCES = """
-version: 2
-sources:
-  - name: raw
-    schema: "{{ target.schema }}_raw"
-    tables:
-      - name: orders
-"""
+SOURCES = raw_sources("orders")
 
 
 @pytest.fixture(scope="class")

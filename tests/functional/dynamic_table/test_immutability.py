@@ -18,6 +18,7 @@ from tests.functional.adapter.delta import delta_project
 from tests.functional.dynamic_table.dvs import metadata, project_engine
 from tests.functional.lifecycle.helpers import last
 from tests.functional.runner.test_runner import dyntable
+from tests.functional.sources import raw_sources
 
 PREDICATE = "day < current_date() - interval 2 days"
 
@@ -32,14 +33,7 @@ CONFIGURED = """
 select day, kind, count(*) as n from {{ source('raw', 'events') }} group by day, kind
 """
 
-SOURCES = """
-version: 2
-sources:
-  - name: raw
-    schema: "{{ target.schema }}_raw"
-    tables:
-      - name: events
-"""
+SOURCES = raw_sources("events")
 
 TODAY = date.today()
 OLD, OLDER, RECENT = TODAY - timedelta(days=5), TODAY - timedelta(days=10), TODAY - timedelta(days=1)

@@ -15,6 +15,7 @@ from tests.functional.adapter.delta import delta_project
 from tests.functional.dynamic_table.dvs import project_engine
 from tests.functional.lifecycle.helpers import assert_refreshed, location
 from tests.functional.runner.test_runner import dyntable
+from tests.functional.sources import raw_sources
 
 PARTITIONED = """
 {{ config(materialized='dynamic_table', target_lag='1 minute', partition_by='region') }}
@@ -41,13 +42,9 @@ GRANTED = """
 select id from {{ source('raw', 'orders') }}
 """
 
-SCHEMA = """
-version: 2
-sources:
-  - name: raw
-    schema: "{{ target.schema }}_raw"
-    tables:
-      - name: orders
+SCHEMA = (
+    raw_sources("orders")
+    + """\
 models:
   - name: documented
     description: "Orders by region, kept within a minute"
@@ -57,6 +54,7 @@ models:
       - name: region
         description: "Where it was placed"
 """
+)
 
 
 @pytest.fixture(scope="class")

@@ -12,6 +12,7 @@ from dbt.tests.util import run_dbt, run_dbt_and_capture
 from tests.functional.adapter.delta import delta_project
 from tests.functional.lifecycle.helpers import assert_refreshed, last
 from tests.functional.runner.test_runner import dyntable
+from tests.functional.sources import raw_sources
 
 CHECKED = """
 {{ config(materialized='dynamic_table', target_lag='1 minute', verify='full') }}
@@ -39,13 +40,9 @@ UNCHECKED = """
 select id, amount from {{ source('raw', 'orders') }}
 """
 
-SCHEMA = """
-version: 2
-sources:
-  - name: raw
-    schema: "{{ target.schema }}_raw"
-    tables:
-      - name: orders
+SCHEMA = (
+    raw_sources("orders")
+    + """\
 models:
   - name: unchecked
     data_tests:
@@ -55,6 +52,7 @@ models:
       - dynamic_table_matches_query:
           mode: sample
 """
+)
 
 
 @pytest.fixture(scope="class")

@@ -16,6 +16,7 @@ from tests.functional.adapter.delta import delta_project
 from tests.functional.dynamic_table.dvs import assert_dvs
 from tests.functional.lifecycle.helpers import as_a_new_process, commits
 from tests.functional.runner.test_runner import dyntable
+from tests.functional.sources import raw_sources
 
 TOTALS = """
 {{ config(materialized='dynamic_table', target_lag='1 minute') }}
@@ -24,14 +25,7 @@ select kind, count(*) as n from {{ source('raw', 'events') }} group by kind
 
 KINDS = "{{ config(materialized='table') }} select distinct kind from {{ source('raw', 'events') }}"
 
-SOURCES = """
-version: 2
-sources:
-  - name: raw
-    schema: "{{ target.schema }}_raw"
-    tables:
-      - name: events
-"""
+SOURCES = raw_sources("events")
 
 
 def garbage_newest_commit(table: Path) -> None:

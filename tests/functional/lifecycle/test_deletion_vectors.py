@@ -10,6 +10,7 @@ from dbt.tests.util import run_dbt
 from tests.functional.adapter.delta import delta_project
 from tests.functional.dynamic_table.dvs import project_engine
 from tests.functional.lifecycle.helpers import assert_refreshed, location
+from tests.functional.sources import raw_sources
 
 BY_KIND = """
 {{ config(materialized='dynamic_table', target_lag='1 minute', refresh_mode='incremental') }}
@@ -21,14 +22,7 @@ PICKED = """
 select id, kind, amount from {{ source('raw', 'events') }} where amount > 3
 """
 
-SOURCES = """
-version: 2
-sources:
-  - name: raw
-    schema: "{{ target.schema }}_raw"
-    tables:
-      - name: events
-"""
+SOURCES = raw_sources("events")
 
 
 @pytest.fixture(scope="class")

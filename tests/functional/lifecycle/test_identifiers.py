@@ -10,16 +10,9 @@ from dbt.tests.util import run_dbt, run_dbt_and_capture
 from tests.functional.adapter.delta import delta_project
 from tests.functional.dynamic_table.dvs import project_engine
 from tests.functional.lifecycle.helpers import assert_refreshed
+from tests.functional.sources import raw_sources
 
-SOURCES = """
-version: 2
-sources:
-  - name: raw
-    schema: "{{ target.schema }}_raw"
-    tables:
-      - name: orders
-      - name: straße
-"""
+SOURCES = raw_sources("orders", "straße")
 
 # Columns with a space, a backtick, a quote and non-ASCII letters, grouped and summed.
 ODD_COLUMNS = """

@@ -8,6 +8,7 @@ from dbt.tests.util import run_dbt
 
 from tests.functional.adapter.delta import delta_project
 from tests.functional.lifecycle.helpers import assert_refreshed
+from tests.functional.sources import raw_sources
 
 KEYS = {
     "array_key": "array(region, channel)",
@@ -30,14 +31,7 @@ DISTINCT = """
 select distinct {key} as k, channel from {{{{ source('raw', 'sales') }}}}
 """
 
-SOURCES = """
-version: 2
-sources:
-  - name: raw
-    schema: "{{ target.schema }}_raw"
-    tables:
-      - name: sales
-"""
+SOURCES = raw_sources("sales")
 
 ROWS = [
     "(1, 'eu', 'web', 10.125, timestamp '2026-01-01 10:00:00', 1)",

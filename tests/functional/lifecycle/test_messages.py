@@ -10,20 +10,14 @@ from tests.functional.adapter.delta import delta_project
 from tests.functional.dynamic_table.dvs import history
 from tests.functional.lifecycle.helpers import assert_refreshed
 from tests.functional.runner.test_runner import dyntable
+from tests.functional.sources import raw_sources
 
 GOOD = """
 {{ config(materialized='dynamic_table', target_lag='1 minute') }}
 select kind, count(*) as n from {{ source('raw', 'events') }} group by kind
 """
 
-SOURCES = """
-version: 2
-sources:
-  - name: raw
-    schema: "{{ target.schema }}_raw"
-    tables:
-      - name: events
-"""
+SOURCES = raw_sources("events")
 
 BAD = {
     "missing_key": (

@@ -19,6 +19,7 @@ from tests.functional.adapter.delta import delta_project
 from tests.functional.dynamic_table.dvs import history
 from tests.functional.lifecycle.helpers import assert_refreshed, commits, location
 from tests.functional.runner.test_runner import dyntable
+from tests.functional.sources import raw_sources
 
 SEED = "customer_id,country\n1,GB\n2,US\n3,NL\n"
 
@@ -37,14 +38,7 @@ DOWNSTREAM = """
 select kind, n * 2 as twice from {{ ref('late') }}
 """
 
-SOURCES = """
-version: 2
-sources:
-  - name: raw
-    schema: "{{ target.schema }}_raw"
-    tables:
-      - name: events
-"""
+SOURCES = raw_sources("events")
 
 
 @pytest.fixture(scope="class")

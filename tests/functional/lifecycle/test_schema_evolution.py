@@ -10,6 +10,7 @@ from deltalake.schema import Field
 
 from tests.functional.adapter.delta import delta_project
 from tests.functional.lifecycle.helpers import assert_refreshed, location
+from tests.functional.sources import raw_sources
 
 SUMMARY = """
 {{ config(materialized='dynamic_table', target_lag='1 minute'%s) }}
@@ -32,14 +33,7 @@ KINDS = """
 select kind, count(*) as n from {{ source('raw', 'events') }} group by kind
 """
 
-SOURCES = """
-version: 2
-sources:
-  - name: raw
-    schema: "{{ target.schema }}_raw"
-    tables:
-      - name: events
-"""
+SOURCES = raw_sources("events")
 
 
 @pytest.fixture(scope="class")

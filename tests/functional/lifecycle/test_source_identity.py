@@ -20,6 +20,7 @@ from tests.functional.lifecycle.helpers import (
     metadata_table,
     restore,
 )
+from tests.functional.sources import raw_sources
 
 SEED = """customer_id,country,credit
 1,GB,10
@@ -41,14 +42,7 @@ BIG_COUNTRIES = """
 select country, revenue from {{ ref('orders_by_country') }} where revenue > 100
 """
 
-SOURCES = """
-version: 2
-sources:
-  - name: raw
-    schema: "{{ target.schema }}_raw"
-    tables:
-      - name: orders
-"""
+SOURCES = raw_sources("orders")
 
 MODELS = ("orders_by_country", "big_countries")
 

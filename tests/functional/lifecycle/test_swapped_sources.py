@@ -8,20 +8,14 @@ from dbt.tests.util import run_dbt
 
 from tests.functional.adapter.delta import delta_project
 from tests.functional.lifecycle.helpers import assert_refreshed
+from tests.functional.sources import raw_sources
 
 TOTALS = """
 {{ config(materialized='dynamic_table', target_lag='1 minute') }}
 select kind, count(*) as n, sum(amount) as amount from {{ source('raw', 'events') }} group by kind
 """
 
-SOURCES = """
-version: 2
-sources:
-  - name: raw
-    schema: "{{ target.schema }}_raw"
-    tables:
-      - name: events
-"""
+SOURCES = raw_sources("events")
 
 
 @pytest.fixture(scope="class")

@@ -45,6 +45,7 @@ from dbt.adapters.dyntable.cli import app
 from dbt.adapters.dyntable.dynamic_table.config import TargetLag
 from dbt.adapters.dyntable.dynamic_table.lifecycle import SchedulingState, Trigger
 from tests.functional.dynamic_table.dvs import assert_dvs, history, metadata, project_engine
+from tests.functional.sources import raw_sources
 
 ORDERS_DT = """
 {{ config(materialized='dynamic_table', target_lag='8 seconds', refresh_mode='full') }}
@@ -75,15 +76,7 @@ from {{ ref('orders_dt') }} as o
 join {{ refresh_boundary(ref('lookup_dt')) }} as l on o.customer_id = l.customer_id
 """
 
-SOURCES = """
-version: 2
-sources:
-  - name: raw
-    schema: "{{ target.schema }}_raw"
-    tables:
-      - name: orders
-      - name: customers
-"""
+SOURCES = raw_sources("orders", "customers")
 
 MODELS = ["orders_dt", "revenue_dt", "big_dt", "lookup_dt", "enriched_dt"]
 PIPELINE = ["orders_dt", "revenue_dt", "big_dt", "enriched_dt"]
