@@ -16,7 +16,7 @@ import threading
 import time
 import zipfile
 from pathlib import Path
-from typing import Any, Dict, Iterator, List
+from typing import Any, Dict, Iterator, List, Optional
 
 import pytest
 
@@ -24,7 +24,8 @@ from dbt.adapters.dyntable.engines import start_engine
 from dbt.adapters.dyntable.engines.base import EngineError
 from dbt.adapters.dyntable.engines.connect import ConnectEngine
 from dbt.adapters.dyntable.engines.embedded import EmbeddedEngine
-from dbt.adapters.dyntable.engines.jvm import JvmSparkEngine, delta_version
+from dbt.adapters.dyntable.engines.jvm import CONNECT_MODE_VARIABLES, JvmSparkEngine, delta_version
+from tests.functional.profiles import spark_jars_folder
 
 pytestmark = pytest.mark.jvm_ci
 
@@ -108,13 +109,11 @@ def test_two_embedded_engines_in_one_process_keep_their_own_sessions(tmp_path: P
 ROOT = Path(__file__).resolve().parents[2]
 
 
-#: Set by PySpark once a Spark Connect session exists in this process; a child inheriting them
-#: would believe it is in Spark Connect mode too.
-CONNECT_MODE_VARIABLES = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE")
-
-
-def _run_python(code: str) -> str:
+def _run_python(code: str, inherited: Optional[Dict[str, str]] = None) -> str:
+    """Run ``code`` in a fresh Python, without the Spark Connect mode this process may be in
+    unless ``inherited`` passes some of its variables on."""
     env = {k: v for k, v in os.environ.items() if k not in CONNECT_MODE_VARIABLES}
+    env.update(inherited or {})
     done = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)],
         capture_output=True,
@@ -379,6 +378,27 @@ def test_jvm_refuses_to_share_a_process_with_spark_connect(
     with pytest.raises(EngineError, match="process of its own"):
         JvmSparkEngine(tmp_path / "wh", spark_jars=None).start()
     assert not (tmp_path / "wh").exists()
+
+
+@pytest.mark.skip_profile("embedded", reason="starts JVM Spark with Delta's jars: runs in the JVM profile")
+def test_jvm_starts_in_a_child_of_a_spark_connect_process(tmp_path: Path) -> None:
+    """A process started by one that used Spark Connect (a scheduler, a benchmark) inherits its
+    mode variables but holds no Connect session: the session engine starts there."""
+    jars = spark_jars_folder()
+    answer = _run_python(
+        f"""
+        from pathlib import Path
+        from dbt.adapters.dyntable.engines.jvm import JvmSparkEngine
+        jars = {str(jars) if jars else None!r}
+        engine = JvmSparkEngine(Path({str(tmp_path / "wh")!r}), spark_jars=Path(jars) if jars else None).start()
+        try:
+            print(engine.execute("SELECT 40 + 2 AS answer").collect()[0]["answer"])
+        finally:
+            engine.stop()
+        """,
+        inherited={"SPARK_CONNECT_MODE_ENABLED": "1", "SPARK_REMOTE": "sc://127.0.0.1:15002"},
+    )
+    assert answer == "42"
 
 
 def _ivy_settings(tmp_path: Path, repository_root: str) -> Path:

@@ -70,6 +70,8 @@ JDO_URL = "spark.hadoop.javax.jdo.option.ConnectionURL"
 VIEW_TEXT_COLUMNS = ("VIEW_EXPANDED_TEXT", "VIEW_ORIGINAL_TEXT")
 #: How many lines of driver output to keep for error messages.
 OUTPUT_TAIL_LINES = 200
+#: Set by PySpark once a Spark Connect session exists in a process, and inherited by its children.
+CONNECT_MODE_VARIABLES = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE")
 MAVEN_FAILURE_MARKERS = ("unresolved dependency", "UNRESOLVED DEPENDENCIES", "resolveMavenCoordinates")
 
 
@@ -317,6 +319,16 @@ def repair_unformattable_error(error: BaseException) -> Optional[Exception]:
 
 
 #: What Spark says when asked to format an error class it does not know (Delta's, for one).
+def _connect_session_open() -> bool:
+    """Whether this process holds a Spark Connect session (an embedded or connect engine)."""
+    try:
+        from pyspark.sql.connect.session import SparkSession as ConnectSession
+    except ImportError:  # Spark Connect's dependencies are not installed: no session can exist
+        return False
+    active = getattr(ConnectSession._active_session, "session", None)
+    return ConnectSession._default_session is not None or active is not None
+
+
 UNFORMATTABLE = "Cannot find main error class"
 
 
@@ -424,6 +436,11 @@ class JvmSparkEngine(Engine):
 
         find_java()
         conf = self.conf()
+        if is_remote() and not _connect_session_open():
+            # Spark Connect mode inherited with the environment of a process that used it: this
+            # one has no Connect session, so it may run the classic one.
+            for variable in CONNECT_MODE_VARIABLES:
+                os.environ.pop(variable, None)
         if is_remote():
             # PySpark switches the whole process to Spark Connect once a remote session exists
             # (its functions then build Connect columns), and refuses a classic SparkContext.
