@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import re
 import threading
 from dataclasses import dataclass
@@ -132,6 +133,11 @@ class DyntableAdapter(SparkAdapter):
         connection = self.connections.get_thread_connection()
         service = self.connections.environment(connection).service(connection.credentials)
         with self._batch_lock:
+            if not self._batched:
+                # The invocation's parsed project (manifest, macros, compiled Jinja) lives until it
+                # ends. Frozen, the collector's full passes skip it: each cost the model it landed
+                # in about 200 ms (docs/ARCHITECTURE.md, "Cost of a refresh").
+                gc.freeze()
             if service not in self._batched:
                 service.metadata.open_batch()
                 self._batched.append(service)
@@ -143,6 +149,8 @@ class DyntableAdapter(SparkAdapter):
         with self._batch_lock:
             batched, self._batched = self._batched, []
             versioned, self._versioned = self._versioned, None
+            if batched:
+                gc.unfreeze()  # a process running several invocations collects each one's garbage
         if versioned is not None:
             versioned.close()
         for service in batched:

@@ -58,6 +58,31 @@ def test_insert_only_delta_is_one_commit(engine, dt):
     assert contents(engine, dt)[(1, "a")] == 3
 
 
+def test_appended_delta_stays_in_the_engine_and_counts_its_rows(engine, dt):
+    """An insert-only delta appended by one INSERT ... SELECT: a row of weight n goes in n times,
+    nulls included, and the rows inserted come from the DT's log."""
+    applier = DeltaApplier(engine, dt)
+    before = version(engine, dt)
+    assert applier.append(delta_sql([(5, "e", 1), (1, "a", 3), (2, None, 2)]), COLUMNS) == (6, 0)
+    assert version(engine, dt) == before + 1
+    assert contents(engine, dt) == Counter({(1, "a"): 5, (2, None): 3, (3, "c"): 1, (5, "e"): 1})
+
+
+def test_an_appended_row_of_weight_below_one_fails_and_leaves_the_dt(engine, dt):
+    applier = DeltaApplier(engine, dt)
+    before, held = version(engine, dt), contents(engine, dt)
+    with pytest.raises(Exception, match="weight < 1"):
+        applier.append(delta_sql([(5, "e", 1), (6, "f", 0)]), COLUMNS)
+    assert (version(engine, dt), contents(engine, dt)) == (before, held)
+
+
+def test_an_appended_delta_of_no_rows_inserts_none(engine, dt):
+    applier = DeltaApplier(engine, dt)
+    held = contents(engine, dt)
+    assert applier.append(delta_sql([(9, "z", 1)]) + " where false", COLUMNS) == (0, 0)
+    assert contents(engine, dt) == held
+
+
 def test_deleting_a_row_that_is_not_there_fails_and_leaves_the_dt(engine, dt):
     applier = DeltaApplier(engine, dt)
     before = (version(engine, dt), contents(engine, dt))

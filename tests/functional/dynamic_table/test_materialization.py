@@ -6,6 +6,7 @@ After every kind of change each DT must equal its query at its recorded data tim
 
 from __future__ import annotations
 
+import gc
 import json
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pytest
 from dbt.tests.util import run_dbt, run_dbt_and_capture, write_file
 
 from tests.functional.dynamic_table.dvs import assert_dvs, history, project_engine
+from tests.functional.sources import raw_sources
 
 ORDERS_DT = """
 {{ config(materialized='dynamic_table', target_lag='1 minute', refresh_mode='incremental') }}
@@ -33,15 +35,7 @@ BIG_DT = """
 select country, revenue from {{ ref('revenue_dt') }} where revenue > 100
 """
 
-SOURCES = """
-version: 2
-sources:
-  - name: raw
-    schema: "{{ target.schema }}_raw"
-    tables:
-      - name: orders
-      - name: customers
-"""
+SOURCES = raw_sources("orders", "customers")
 
 MODELS = ["orders_dt", "revenue_dt", "big_dt"]
 
@@ -190,6 +184,44 @@ class TestDynamicTableChain:
         stamp = assert_dvs(project, dyntable_warehouse, "revenue_dt").data_timestamp
         assert table.stats["data_timestamp"].value == stamp
         assert catalog.nodes["model.test.big_dt"].stats["target_lag"].value == "5 minutes"
+
+
+@pytest.mark.jvm_ci
+class TestAppends:
+    """Inserts through a join are appended by the engine (docs/ARCHITECTURE.md, "Applying"):
+    duplicate rows go in as often as inserted, and the history counts what was appended."""
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"orders_dt.sql": ORDERS_DT, "sources.yml": SOURCES}
+
+    def test_inserts_with_duplicates_are_appended_exactly(self, project, raw, dyntable_warehouse):
+        run_dbt(["run"])
+        name = f"{project.test_schema}.orders_dt"
+        project.run_sql(
+            f"insert into {raw}.orders values (20, 2, 1.0), (20, 2, 1.0), (20, 2, 1.0), (21, 9, 4.0)"
+        )
+        project.run_sql(f"insert into {raw}.orders values (22, 4, 2.5)")
+        run_dbt(["run"])
+        assert_dvs(project, dyntable_warehouse, "orders_dt")
+        last = history(dyntable_warehouse, name)[-1]
+        # order 21 has no customer 9, so the join drops it: four rows reach the DT
+        assert (last.refresh_action, last.rows_inserted, last.rows_deleted) == ("INCREMENTAL", 4, 0)
+        project.run_sql(f"insert into {raw}.orders values (23, 9, 3.0)")
+        run_dbt(["run"])
+        last = history(dyntable_warehouse, name)[-1]
+        assert (last.refresh_action, last.rows_inserted) == ("INCREMENTAL", 0)
+        assert last.reason == "sources changed; the query's result did not"
+        assert_dvs(project, dyntable_warehouse, "orders_dt")
+
+    def test_the_invocation_unfreezes_what_it_froze(self, project, raw, monkeypatch):
+        """dbt's parsed project is frozen from the collector during a run (docs/ARCHITECTURE.md,
+        "Cost of a refresh"), and given back when it ends: a process may run many."""
+        frozen = []
+        freeze = gc.freeze
+        monkeypatch.setattr(gc, "freeze", lambda: (frozen.append(gc.get_freeze_count()), freeze()))
+        run_dbt(["run"])
+        assert frozen and gc.get_freeze_count() == 0
 
 
 @pytest.mark.jvm_ci

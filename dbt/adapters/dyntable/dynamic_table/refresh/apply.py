@@ -35,7 +35,7 @@ from dbt.adapters.dyntable.dynamic_table.lifecycle import Action
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable, RefreshError
 from dbt.adapters.dyntable.dynamic_table.table_features import TableFeatures
 from dbt.adapters.dyntable.engines.base import Engine
-from dbt.adapters.dyntable.vocabulary import WEIGHT, null_safe_match, quote
+from dbt.adapters.dyntable.vocabulary import WEIGHT, null_safe_match, quote, sql_string
 
 OLD = "_dyn_old"
 KIND = "_dyn_kind"
@@ -142,7 +142,20 @@ class DeltaApplier:
         return list(log.partition_columns) if log is not None else []
 
     def _schema(self) -> "StructType":
-        return self.engine.schema_of(f"SELECT * FROM {self.dt.relation}")
+        """The DT's columns, from its Delta log (no engine call)."""
+        log = self.engine.delta_log(self.dt.name)
+        if log is None:
+            return self.engine.schema_of(f"SELECT * FROM {self.dt.relation}")
+        return log.schema_at(log.latest_version())
+
+    def _typed(self, columns: List[str]) -> str:
+        """``columns`` cast to the DT's types: a rule's arithmetic (a folded sum, a widened union)
+        may produce a wider type than the query's, which the MERGE would refuse."""
+        types = {f.name.lower(): f.dataType.simpleString() for f in self._schema().fields}
+        return ", ".join(
+            f"CAST({quote(c)} AS {types[c.lower()]}) AS {quote(c)}" if c.lower() in types else quote(c)
+            for c in columns
+        )
 
     def row_count(self) -> int:
         """The DT's rows: from its log's statistics where every file has them (no scan, and a
@@ -171,7 +184,7 @@ class DeltaApplier:
         DT's rows are matched on the key instead of the whole row; ``declared_by`` says who
         declared it when the plan does not prove it."""
         key = list(key) if key is not None else None
-        reads_dt = not (insert_only and (key is None or declared_by is not None))
+        reads_dt = not self.appends(insert_only, key, declared_by)
         rows = self._staged(delta_sql, columns, key if reads_dt else None, reads_dt)
         if rows.num_rows == 0:
             return PreparedDelta(columns, rows, key)
@@ -195,19 +208,38 @@ class DeltaApplier:
             rows = self._staged(delta_sql, columns, None, True)
         return self._validated(PreparedDelta(columns, rows, warning=warning))
 
+    @staticmethod
+    def appends(insert_only: bool, key: Optional[Sequence[str]], declared_by: Optional[str]) -> bool:
+        """Whether a delta is applied by appending it, never reading the DT: it only inserts, and
+        the DT is matched on whole rows or on a declared key (appends through filters and joins)."""
+        return insert_only and (key is None or declared_by is not None)
+
+    def append(self, delta_sql: str, columns: List[str]) -> Tuple[int, int]:
+        """Append an insert-only delta in the engine: one INSERT ... SELECT, so its rows never
+        come to this process (docs/ARCHITECTURE.md, "Applying"). A row of weight n goes in n
+        times. The rows inserted are counted from the DT's log statistics."""
+        before = self.row_count()
+        names = ", ".join(quote(c) for c in columns)
+        # The plan proves every weight positive; sequence(1, 0) would still yield two rows.
+        refused = sql_string(
+            f"Refresh of {self.dt.name} stopped before touching it: an appended row has weight < 1"
+        )
+        weight = f"d.{quote(WEIGHT)}"
+        copies = f"CASE WHEN {weight} > 0 THEN CAST({weight} AS INT) ELSE raise_error({refused}) END"
+        self.engine.execute(
+            f"INSERT INTO {self.dt.relation} ({names}) SELECT {names} FROM (SELECT {self._typed(columns)}, "
+            f"{quote(WEIGHT)} FROM ({delta_sql}) AS q) AS d "
+            f"LATERAL VIEW explode(sequence(1, {copies})) AS {COPIES}"
+        )
+        return self.row_count() - before, 0
+
     def _staged(
         self, delta_sql: str, columns: List[str], key: Optional[List[str]], reads_dt: bool
     ) -> pa.Table:
         """The delta's rows, typed as the DT's columns, with ``COPIES`` (rows of the delta with the
         same tuple: 1 when consolidated) and ``OLD``: how many rows of the DT hold the row's tuple
         (no ``key``) or its key (0 when ``reads_dt`` is off); with a key, also ``KEY_*``."""
-        # Typed as the DT's columns: a rule's arithmetic (a folded sum, a widened union) may
-        # produce a wider type than the query's, which the MERGE would refuse.
-        types = {f.name.lower(): f.dataType.simpleString() for f in self._schema().fields}
-        typed = ", ".join(
-            f"CAST({quote(c)} AS {types[c.lower()]}) AS {quote(c)}" if c.lower() in types else quote(c)
-            for c in columns
-        )
+        typed = self._typed(columns)
         if not reads_dt:
             # Appended, a tuple's rows add up however they are split: no consolidation check.
             return self.engine.execute(

@@ -323,6 +323,10 @@ class RefreshPipeline:
         ):
             applier = DeltaApplier(self.engine, dt)
             key = planned.key
+            # An append the fuse need not count and no region filters runs in the engine alone.
+            in_engine = not refresh.guarded and dt.config.immutable_where is None
+            if in_engine and applier.appends(delta.insert_only, key.columns, key.declared_by):
+                return self._append(refresh, dt_log, applier, delta_sql)
             staged = applier.prepare(
                 delta_sql, planned.plan.columns, key.columns, key.declared_by, delta.insert_only
             )
@@ -344,6 +348,17 @@ class RefreshPipeline:
                 result = self._commit(refresh, dt_log, refresh.frontier, lambda: applier.apply(staged))
         result.warnings += [staged.warning] if staged.warning else []
         result.immutable_rows_ignored = ignored
+        return result
+
+    def _append(
+        self, refresh: _Refresh, dt_log: DeltaLog, applier: DeltaApplier, delta_sql: str
+    ) -> RefreshResult:
+        planned = refresh.decision.planned
+        assert planned is not None
+        columns = planned.plan.columns
+        result = self._commit(refresh, dt_log, refresh.frontier, lambda: applier.append(delta_sql, columns))
+        if result.rows_inserted == 0:
+            result.reason = "sources changed; the query's result did not"
         return result
 
     def _commit(
