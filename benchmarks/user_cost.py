@@ -221,6 +221,23 @@ class Results:
         ]
         return cls(**raw)
 
+    def keeping(self, earlier: "Results", measured: Sequence[str]) -> "Results":
+        """These results, with ``earlier``'s of the engines not ``measured`` this time."""
+
+        def kept(items: list) -> list:
+            return [i for i in items if i.engine not in measured]
+
+        return Results(
+            sorted(set(self.sizes) | set(earlier.sizes)),
+            sorted(set(self.history_sizes) | set(earlier.history_sizes)),
+            kept(earlier.measures) + self.measures,
+            kept(earlier.invocations) + self.invocations,
+            kept(earlier.histories) + self.histories,
+            self.jvm_sizes if "jvm" in measured else earlier.jvm_sizes,
+            self.jvm_skipped if "jvm" in measured else earlier.jvm_skipped,
+            [f for f in earlier.failures if f.split(",")[0] not in measured] + self.failures,
+        )
+
     def pick(
         self,
         engine: str,
@@ -346,8 +363,9 @@ class Project:
     def job_starts(self, since: datetime) -> List[datetime]:
         """When each Spark job started, from the event logs of the applications since ``since``."""
         starts = []
-        for log in self.events.glob("*"):
-            if datetime.fromtimestamp(log.stat().st_mtime, timezone.utc) < since:
+        # Spark 4 rolls event logs: a folder per application, holding its event files.
+        for log in self.events.rglob("*"):
+            if not log.is_file() or datetime.fromtimestamp(log.stat().st_mtime, timezone.utc) < since:
                 continue
             for line in log.read_text(errors="replace").splitlines():
                 if '"SparkListenerJobStart"' in line:
@@ -1335,6 +1353,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         help="a folder of Delta's jars (the profile's `spark_jars`)",
     )
     parser.add_argument(
+        "--keep-other-engines",
+        action="store_true",
+        help=f"keep results/{NAME}.json's measurements of the engines not in --engines (measure one again)",
+    )
+    parser.add_argument(
         "--report-only",
         action="store_true",
         help=f"rewrite the report from results/{NAME}.json (the last run's measurements) without measuring",
@@ -1389,6 +1412,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     RESULTS.mkdir(exist_ok=True)
+    if args.keep_other_engines and raw.exists():
+        results = results.keeping(Results.load(raw), args.engines)
+        command += f" --engines {' '.join(args.engines)} --keep-other-engines"
     results.save(raw)
     report(results, command)
     console.print(f"{NAME}: {len(results.measures)} model timings written")
