@@ -318,7 +318,6 @@ def repair_unformattable_error(error: BaseException) -> Optional[Exception]:
     return UnknownException(desc=message, stackTrace=trace)
 
 
-#: What Spark says when asked to format an error class it does not know (Delta's, for one).
 def _connect_session_open() -> bool:
     """Whether this process holds a Spark Connect session (an embedded or connect engine)."""
     try:
@@ -329,6 +328,7 @@ def _connect_session_open() -> bool:
     return ConnectSession._default_session is not None or active is not None
 
 
+#: What Spark says when asked to format an error class it does not know (Delta's, for one).
 UNFORMATTABLE = "Cannot find main error class"
 
 
@@ -441,7 +441,7 @@ class JvmSparkEngine(Engine):
             # one has no Connect session, so it may run the classic one.
             for variable in CONNECT_MODE_VARIABLES:
                 os.environ.pop(variable, None)
-        if is_remote():
+        elif is_remote():
             # PySpark switches the whole process to Spark Connect once a remote session exists
             # (its functions then build Connect columns), and refuses a classic SparkContext.
             raise EngineError(

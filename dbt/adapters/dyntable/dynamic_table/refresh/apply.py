@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.types import NullType, StructType
 
+from dbt.adapters.dyntable.delta_log import DeltaLog
 from dbt.adapters.dyntable.dynamic_table.lifecycle import Action
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable, RefreshError
 from dbt.adapters.dyntable.dynamic_table.table_features import TableFeatures
@@ -88,6 +89,14 @@ class DeltaApplier:
     def __init__(self, engine: "Engine", dt: "DynamicTable") -> None:
         self.engine = engine
         self.dt = dt
+        self._dt_log: Optional[DeltaLog] = None
+
+    def _log(self) -> Optional[DeltaLog]:
+        """The DT's Delta log, one instance for this refresh (its snapshots cached); None until
+        the DT exists."""
+        if self._dt_log is None:
+            self._dt_log = self.engine.delta_log(self.dt.name)
+        return self._dt_log
 
     # -- FULL / REINITIALIZE ---------------------------------------------------------------------
 
@@ -138,12 +147,12 @@ class DeltaApplier:
         return self.row_count(), before
 
     def _partitioning(self) -> List[str]:
-        log = self.engine.delta_log(self.dt.name)
+        log = self._log()
         return list(log.partition_columns) if log is not None else []
 
     def _schema(self) -> "StructType":
         """The DT's columns, from its Delta log (no engine call)."""
-        log = self.engine.delta_log(self.dt.name)
+        log = self._log()
         if log is None:
             return self.engine.schema_of(f"SELECT * FROM {self.dt.relation}")
         return log.schema_at(log.latest_version())
@@ -160,7 +169,7 @@ class DeltaApplier:
     def row_count(self) -> int:
         """The DT's rows: from its log's statistics where every file has them (no scan, and a
         rebuild of a table whose data files are damaged does not need to read them)."""
-        log = self.engine.delta_log(self.dt.name)
+        log = self._log()
         counted = log.row_count(log.latest_version()) if log is not None else None
         return counted if counted is not None else self.rows_of(self.dt.relation)
 

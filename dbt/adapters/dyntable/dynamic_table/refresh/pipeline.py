@@ -55,6 +55,9 @@ from dbt.adapters.dyntable.dynamic_table.verify import DvsCheck, VerifyFailed, v
 from dbt.adapters.dyntable.engines.base import Engine
 from dbt.adapters.dyntable.vocabulary import first_line
 
+#: The reason of an INCREMENTAL refresh whose delta turned out empty: the DT was not written.
+UNCHANGED_RESULT = "sources changed; the query's result did not"
+
 
 @dataclass(frozen=True)
 class _Refresh:
@@ -340,9 +343,7 @@ class RefreshPipeline:
                 )
                 result = refresh.result(reached)
                 result.reason = (
-                    "sources changed; the query's result did not outside the immutable region"
-                    if ignored
-                    else "sources changed; the query's result did not"
+                    f"{UNCHANGED_RESULT} outside the immutable region" if ignored else UNCHANGED_RESULT
                 )
             else:
                 result = self._commit(refresh, dt_log, refresh.frontier, lambda: applier.apply(staged))
@@ -358,7 +359,7 @@ class RefreshPipeline:
         columns = planned.plan.columns
         result = self._commit(refresh, dt_log, refresh.frontier, lambda: applier.append(delta_sql, columns))
         if result.rows_inserted == 0:
-            result.reason = "sources changed; the query's result did not"
+            result.reason = UNCHANGED_RESULT
         return result
 
     def _commit(
