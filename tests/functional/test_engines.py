@@ -189,6 +189,40 @@ def test_a_second_process_sees_tables_views_and_history(tmp_path: Path) -> None:
     }
 
 
+def test_catalog_entries_are_remembered_until_the_catalog_changes(engine: Any, tmp_path: Path) -> None:
+    """What the engine remembers of its catalog (docs/ARCHITECTURE.md, "Cost of a refresh") is
+    what the catalog says: a table's location, a view's text. A statement run through the engine
+    that changes the catalog forgets it; a change made behind its back is seen once the batch
+    asks afresh (``forget_catalog``)."""
+    from dbt.adapters.dyntable.engines.base import Engine
+
+    schema = "catalog_memo"
+    engine.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+    try:
+        engine.execute(f"CREATE TABLE {schema}.t (k BIGINT) USING delta")
+        engine.execute(f"CREATE VIEW {schema}.v AS SELECT k + 1 AS k1 FROM {schema}.t")
+        first = engine.table_location(schema, "t")
+        assert first is not None and Path(first.removeprefix("file:")).name == "t"
+        keys = ("Type", "Location", "View Text")
+        for name in ("t", "v", "missing"):
+            entry, asked = engine.catalog_entry(schema, name), Engine._catalog_entry(engine, schema, name)
+            assert {k: entry.get(k) for k in keys} == {k: asked.get(k) for k in keys}
+        assert "k + 1" in (engine.view_definition(schema, "v") or "")
+        assert engine.catalog_entry(schema, "missing") == {}
+
+        elsewhere = tmp_path / "elsewhere"
+        engine.execute(f"DROP TABLE {schema}.t")
+        engine.execute(f"CREATE TABLE {schema}.t (k BIGINT) USING delta LOCATION '{elsewhere}'")
+        assert Path((engine.table_location(schema, "t") or "").removeprefix("file:")) == elsewhere
+
+        engine.spark.sql(f"DROP TABLE {schema}.t").collect()  # behind the engine's back
+        assert engine.table_location(schema, "t") is not None
+        engine.forget_catalog()
+        assert engine.table_location(schema, "t") is None
+    finally:
+        engine.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
 def test_tables_with_array_map_and_struct_columns_re_attach(tmp_path: Path) -> None:
     warehouse = tmp_path / "nested"
     _run_python(

@@ -503,6 +503,12 @@ class DeltaLog:
         :class:`HistoryUnavailable` if its commit file is gone."""
         return self._read_commit(version).identity
 
+    def operation_metrics(self, version: int) -> Dict[str, int]:
+        """The row and file counts the writer of ``version`` recorded in its ``commitInfo``
+        (``numTargetRowsInserted``, ...; delta-spark writes them as text, Sail as numbers)."""
+        metrics = self._read_commit(version).commit_info.get("operationMetrics") or {}
+        return {name: int(value) for name, value in metrics.items() if str(value).lstrip("-").isdigit()}
+
     def lost_commit(self, version: int, commit: str) -> Optional[str]:
         """Why this log no longer holds ``commit`` at ``version`` (None when it does): the table
         was re-created or rewritten, its log ends before that version, or the entry is gone."""

@@ -139,7 +139,7 @@ class DyntableAdapter(SparkAdapter):
                 # in about 200 ms (docs/ARCHITECTURE.md, "Cost of a refresh").
                 gc.freeze()
             if service not in self._batched:
-                service.metadata.open_batch()
+                service.open_batch()
                 self._batched.append(service)
         return service
 
@@ -155,7 +155,7 @@ class DyntableAdapter(SparkAdapter):
             versioned.close()
         for service in batched:
             try:
-                service.metadata.close_batch()
+                service.close_batch()
             except MetadataDamaged as damaged:
                 # Each refresh that needed the table already failed with this message.
                 logger.error(f"The refresh history of this run was not recorded. {damaged}")

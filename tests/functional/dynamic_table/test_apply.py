@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 import pytest
@@ -17,9 +18,14 @@ pytestmark = pytest.mark.jvm_ci
 COLUMNS = ["k", "v"]
 
 
+def schema_for(prefix, request):
+    """A schema of the test's own, named after it (letters, digits and underscores)."""
+    return prefix + re.sub(r"\W", "_", request.node.name.lower())[-40:]
+
+
 @pytest.fixture
 def dt(engine, request):
-    schema = "apply_" + request.node.name.lower().replace("[", "_").replace("]", "").replace("-", "_")[:40]
+    schema = schema_for("apply_", request)
     engine.execute(f"create schema if not exists {schema}")
     engine.execute(f"create table {schema}.dt (k bigint, v string) using delta")
     engine.execute(f"insert into {schema}.dt values (1, 'a'), (1, 'a'), (2, null), (3, 'c')")
@@ -106,7 +112,7 @@ def test_unconsolidated_delta_fails_and_leaves_the_dt(engine, dt):
 @pytest.fixture
 def keyed_dt(engine, request):
     """An aggregate's DT: one row per group key, a sum of doubles stored as the engine added it."""
-    schema = "apply_keyed_" + request.node.name.lower()[-30:]
+    schema = schema_for("apply_keyed_", request)
     engine.execute(f"create schema if not exists {schema}")
     engine.execute(f"create table {schema}.dt (k bigint, total double) using delta")
     engine.execute(f"insert into {schema}.dt values (1, 0.1D + 0.2D), (2, 5.0D), (null, 7.0D)")
@@ -163,3 +169,76 @@ def test_a_key_the_dt_already_breaks_is_never_matched_on(engine, keyed_dt):
     assert Counter(
         map(tuple, engine.execute(f"select k, total from {keyed_dt.relation}").collect())
     ) == Counter({(1, 0.1 + 0.2): 1, (2, 5.0): 1, (2, 9.0): 1, (None, 7.0): 1})
+
+
+def test_a_delta_on_a_proven_key_is_one_merge_checked_by_the_engine(engine, keyed_dt):
+    """Per key: a delete and an insert update the stored row (matched on the key, so the stored
+    sum's rounding does not matter), a lone delete deletes it, a lone insert adds one; the counts
+    come from the commit's metrics, an update being one of each."""
+    applier = DeltaApplier(engine, keyed_dt)
+    before = version(engine, keyed_dt)
+    changes = keyed_delta_sql([(1, 0.3, -1), (1, 0.5, 1), (None, 7.0, -1), (3, 1.0, 1)])
+    assert applier.merge_on_key(changes, ["k", "total"], ["k"]) == (2, 2)
+    assert version(engine, keyed_dt) == before + 1
+    assert Counter(
+        map(tuple, engine.execute(f"select k, total from {keyed_dt.relation}").collect())
+    ) == Counter({(1, 0.5): 1, (2, 5.0): 1, (3, 1.0): 1})
+
+
+TWICE, NOT_HELD = r"a key of \(k\) would hold two rows", "deletes rows the table does not hold"
+
+
+@pytest.mark.parametrize(
+    "rows, detail",
+    [
+        pytest.param([(2, 6.0, 1)], TWICE, id="insert_held"),
+        pytest.param([(4, 1.0, 1), (4, 2.0, 1)], TWICE, id="two_inserts"),
+        pytest.param([(4, 1.0, 2)], TWICE, id="two_copies"),
+        pytest.param([(9, 1.0, -1)], NOT_HELD, id="delete_not_held"),
+        pytest.param([(9, 1.0, -1), (9, 2.0, 1)], NOT_HELD, id="update_not_held"),
+        pytest.param([(2, 5.0, -2)], NOT_HELD, id="delete_two"),
+        pytest.param([(4, 1.0, 0)], "weight 0", id="weight_0"),
+    ],
+)
+def test_a_merge_on_a_proven_key_that_fails_a_check_leaves_the_dt(engine, keyed_dt, rows, detail):
+    applier = DeltaApplier(engine, keyed_dt)
+    before = (version(engine, keyed_dt), contents_keyed(engine, keyed_dt))
+    changes = keyed_delta_sql([(3, 1.0, 1), *rows])  # a valid row beside: nothing is applied
+    with pytest.raises(DeltaValidationError, match=detail):
+        applier.merge_on_key(changes, ["k", "total"], ["k"])
+    assert (version(engine, keyed_dt), contents_keyed(engine, keyed_dt)) == before
+
+
+def test_an_empty_merge_on_a_key_commits_nothing(engine, keyed_dt):
+    applier = DeltaApplier(engine, keyed_dt)
+    before = version(engine, keyed_dt)
+    assert applier.merge_on_key(keyed_delta_sql([(9, 1.0, 1)]) + " where false", ["k", "total"], ["k"]) == (
+        0,
+        0,
+    )
+    assert version(engine, keyed_dt) == before
+
+
+def test_a_global_aggregate_merges_on_no_key(engine, request):
+    """A global aggregate's DT holds one row: its delta replaces it (an empty key matches it)."""
+    schema = schema_for("apply_global_", request)
+    engine.execute(f"create schema if not exists {schema}")
+    try:
+        engine.execute(f"create table {schema}.dt (n bigint, total double) using delta")
+        engine.execute(f"insert into {schema}.dt values (3, 1.5D)")
+        table = DynamicTable(
+            schema, "dt", "select 1", DynamicTableConfig.from_model("dt", {"target_lag": "1 minute"})
+        )
+        changes = (
+            "select n, total, _dyn_weight from values (3, 1.5D, -1), (5, 4.5D, 1) as d(n, total, _dyn_weight)"
+        )
+        assert DeltaApplier(engine, table).merge_on_key(changes, ["n", "total"], []) == (1, 1)
+        assert [tuple(r) for r in engine.execute(f"select n, total from {table.relation}").collect()] == [
+            (5, 4.5)
+        ]
+    finally:
+        engine.execute(f"drop schema {schema} cascade")
+
+
+def contents_keyed(engine, dt):
+    return Counter(map(tuple, engine.execute(f"select k, total from {dt.relation}").collect()))

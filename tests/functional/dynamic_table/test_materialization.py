@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 from dbt.tests.util import run_dbt, run_dbt_and_capture, write_file
+from deltalake import DeltaTable
 
-from tests.functional.dynamic_table.dvs import assert_dvs, history, project_engine
+from tests.functional.dynamic_table.dvs import assert_dvs, history, metadata, project_engine
 from tests.functional.sources import raw_sources
 
 ORDERS_DT = """
@@ -131,6 +132,42 @@ class TestDynamicTableChain:
         result = service.refresh(dt, RefreshRequest(datetime.now(timezone.utc), Trigger.MANUAL))
         assert result.action == "NO_DATA"
         assert engine.statements_run == before
+
+    def test_a_delta_failing_an_engine_check_commits_nothing_and_leaves_no_intent(
+        self, project, raw, dyntable_warehouse, monkeypatch
+    ):
+        """A rule that yields a bad delta (here: each group's new row twice) is caught by the
+        checks the engine runs inside the MERGE (docs/ARCHITECTURE.md, "Applying"): nothing is
+        committed, the intent is withdrawn, and the run fails naming the model; the next run
+        refreshes the DT from where it was."""
+        from dbt.adapters.dyntable.dynamic_table.refresh.apply import DeltaApplier
+
+        run_dbt(["run"])
+        name = f"{project.test_schema}.revenue_dt"
+        before = assert_dvs(project, dyntable_warehouse, "revenue_dt")
+        merge_on_key = DeltaApplier.merge_on_key
+
+        def doubling(self, delta_sql, columns, key):
+            inserts = f"SELECT * FROM ({delta_sql}) AS d WHERE _dyn_weight > 0"
+            return merge_on_key(self, f"SELECT * FROM ({delta_sql}) AS d UNION ALL {inserts}", columns, key)
+
+        monkeypatch.setattr(DeltaApplier, "merge_on_key", doubling)
+        project.run_sql(f"insert into {raw}.orders values (50, 1, 5.0)")
+        _, output = run_dbt_and_capture(["run"], expect_pass=False)
+        assert "revenue_dt" in output and "would hold two rows" in output
+        failed = history(dyntable_warehouse, name)[-1]
+        assert (failed.state, failed.refresh_action) == ("FAILED", "INCREMENTAL")
+        frontier = metadata(dyntable_warehouse).frontier(name.lower())
+        assert frontier is not None and frontier.pending is None
+        assert frontier.dt_version == before.dt_version
+        location = project_engine(project).table_location(project.test_schema, "revenue_dt")
+        assert DeltaTable(location).version() == before.dt_version
+
+        monkeypatch.undo()
+        run_dbt(["run"])
+        assert last_actions(dyntable_warehouse, project)["revenue_dt"] == "INCREMENTAL"
+        assert "RECOVERY" not in {row.refresh_trigger for row in history(dyntable_warehouse, name)}
+        assert_all_dvs(project, dyntable_warehouse)
 
     def test_full_refresh_reinitializes(self, project, raw, dyntable_warehouse):
         run_dbt(["run"])

@@ -169,15 +169,34 @@ def fold_into_stored(node: Aggregate, delta: str, stored: str) -> Optional[str]:
     group = f" GROUP BY {', '.join(expr(e) for _, e in node.keys)}" if node.keys else ""
     grouped = f"SELECT {partials} FROM ({delta}) AS `_dyn_q`{group}"
     match = null_safe_match(keys, "`_dyn_o`", "`_dyn_g`")
-    folded = ", ".join(
+    folded = [
+        _COMBINE[kind](f"`_dyn_o`.{q(n)}", f"`_dyn_g`.{q(n)}")
+        for (n, _), (kind, _) in zip(node.aggregates, kinds)
+    ]
+    # One join of the touched groups with their stored rows gives both sides of each group, so
+    # the delta and the DT are each read once (an engine plans every read anew: Sail 0.7 reloads
+    # a Delta table's log for each).
+    values = [n for n, _ in node.aggregates]
+    both = ", ".join(
         [f"`_dyn_g`.{q(k)} AS {q(k)}" for k in keys]
-        + [
-            f"{_COMBINE[kind](f'`_dyn_o`.{q(n)}', f'`_dyn_g`.{q(n)}')} AS {q(n)}"
-            for (n, _), (kind, _) in zip(node.aggregates, kinds)
-        ]
+        + [f"`_dyn_o`.{q(n)} AS {q(f'_dyn_old{i}')}" for i, n in enumerate(values)]
+        + [f"{f} AS {q(f'_dyn_new{i}')}" for i, f in enumerate(folded)]
+        + ["`_dyn_o`.`_dyn_held` AS `_dyn_held`"]
     )
-    new = f"SELECT {folded} FROM ({grouped}) AS `_dyn_g` LEFT JOIN ({stored}) AS `_dyn_o` ON {match}"
-    old = f"SELECT `_dyn_o`.* FROM ({stored}) AS `_dyn_o` LEFT SEMI JOIN ({grouped}) AS `_dyn_g` ON {match}"
-    terms = union_all([signed(old, node.columns, -1), signed(new, node.columns, 1)])
-    assert terms is not None
+    joined = (
+        f"SELECT {both} FROM ({grouped}) AS `_dyn_g` LEFT JOIN (SELECT *, 1 AS `_dyn_held` FROM "
+        f"({stored}) AS `_dyn_s`) AS `_dyn_o` ON {match}"
+    )
+    sides = ", ".join(
+        [f"{q(k)} AS {q(k)}" for k in keys]
+        + [
+            f"CASE WHEN `_dyn_side` = 1 THEN {q(f'_dyn_new{i}')} ELSE {q(f'_dyn_old{i}')} END AS {q(n)}"
+            for i, n in enumerate(values)
+        ]
+        + [f"CAST(`_dyn_side` AS BIGINT) AS {q(WEIGHT)}"]
+    )
+    terms = (
+        f"SELECT {sides} FROM ({joined}) AS `_dyn_j` LATERAL VIEW explode(CASE WHEN `_dyn_held` IS NULL "
+        "THEN array(1) ELSE array(1, -1) END) AS `_dyn_side`"
+    )
     return consolidate(terms, node.columns)

@@ -6,8 +6,9 @@ one refresh code path; the connection manager owns the adapter's, as it owns the
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Optional
+from typing import Iterator, Optional
 
 from dbt.adapters.dyntable.dynamic_table.metadata import MetadataStore
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
@@ -38,6 +39,22 @@ class DynamicTableService:
     def _register(self, schema: str, table: str, location: Path) -> None:
         self.engine.execute(f"CREATE SCHEMA IF NOT EXISTS {quote(schema)}")
         self.engine.execute(PersistedTable(schema, table, location).create_statement())
+
+    def open_batch(self) -> None:
+        """Start a batch of refreshes (a dbt invocation, a runner tick): their history is
+        written at its end (docs/ARCHITECTURE.md, "Metadata tables"), and what the engine
+        remembers of the catalog is asked afresh ("Cost of a refresh")."""
+        self.engine.forget_catalog()
+        self.metadata.open_batch()
+
+    def close_batch(self) -> None:
+        self.metadata.close_batch()
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        self.engine.forget_catalog()
+        with self.metadata.batch():
+            yield
 
     def refresh(self, dt: DynamicTable, request: RefreshRequest) -> RefreshResult:
         return self.pipeline.refresh(dt, request)

@@ -7,11 +7,12 @@ which engine it runs on.
 
 from __future__ import annotations
 
+import re
 import uuid
 from abc import ABC, abstractmethod
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, Dict, Iterator, Optional, Sequence
+from typing import TYPE_CHECKING, ClassVar, Dict, Iterator, Optional, Sequence, Tuple
 
 from dbt.adapters.dyntable.delta_log import DeltaLog
 from dbt.adapters.dyntable.vocabulary import quote, sql_string
@@ -20,6 +21,12 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
+
+
+#: Statements that may change what the catalog says of a table or view.
+_CHANGES_CATALOG = re.compile(
+    r"\s*(CREATE|DROP|ALTER|REPLACE|RESTORE|TRUNCATE|MSCK|REFRESH|USE)\b", re.IGNORECASE
+)
 
 
 class EngineError(RuntimeError):
@@ -41,6 +48,10 @@ class Capabilities:
     time_travel_behind_checkpoint: bool = True
     """`VERSION AS OF v` reads versions older than the table's latest checkpoint. Sail 0.7 fails
     on most of them ("Missing commit file"): such versions are read from their files instead."""
+    merge_source_once: bool = True
+    """A MERGE computes its source once (delta-spark materializes it), so a source that reads
+    tables is given to it inline. Sail 0.7 plans a MERGE's source four times over, each reading
+    every table again: there a refresh computes the source once and merges from its rows."""
     escaped_table_paths: bool = True
     """A table whose name needs escaping in a path (a space, a non-ASCII letter) keeps its log
     where its catalog entry says. Sail 0.7 escapes such a location once for the log and twice for
@@ -65,10 +76,18 @@ class Engine(ABC):
     statements_run: int = 0
     """Statements this engine ran for the adapter; a NO_DATA refresh must not add to it."""
 
+    _catalog_memo: Optional[Dict[Tuple[str, str], Dict[str, str]]] = None
+
     def execute(self, statement: str) -> "DataFrame":
         """Run one SQL statement (DDL, DML or a query) the way this engine needs it run."""
         self.statements_run += 1
-        return self._run(statement)
+        if not _CHANGES_CATALOG.match(statement):
+            return self._run(statement)
+        self.forget_catalog()
+        try:
+            return self._run(statement)
+        finally:
+            self.forget_catalog()
 
     def _run(self, statement: str) -> "DataFrame":
         """Hand a statement to Spark unchanged; engines that must adapt DDL (the embedded one)
@@ -101,7 +120,27 @@ class Engine(ABC):
 
     def catalog_entry(self, schema: str, name: str) -> Dict[str, str]:
         """The catalog's description of one table or view (`SHOW TABLE EXTENDED`'s
-        ``Key: value`` lines, e.g. Type, Location, View Text); empty if it does not exist."""
+        ``Key: value`` lines, e.g. Type, Location, View Text); empty if it does not exist.
+
+        Remembered until this engine runs a statement that changes the catalog or
+        :meth:`forget_catalog` is called (at each end of a dbt invocation or a runner tick): a
+        refresh asks for its DT and each source several times, and a catalog lookup costs a
+        metastore query on JVM Spark (docs/ARCHITECTURE.md, "Cost of a refresh")."""
+        key = (schema.lower(), name.lower())
+        memo = self._catalog_memo
+        if memo is None:
+            memo = self._catalog_memo = {}
+        entry = memo.get(key)
+        if entry is None:
+            entry = memo[key] = self._catalog_entry(schema, name)
+        return dict(entry)
+
+    def forget_catalog(self) -> None:
+        """Ask the catalog afresh from now on (another process may have changed it)."""
+        self._catalog_memo = {}
+
+    def _catalog_entry(self, schema: str, name: str) -> Dict[str, str]:
+        """:meth:`catalog_entry` from the catalog itself: `SHOW TABLE EXTENDED`."""
         pattern = "'" + name.replace("'", "\\'") + "'"
         try:
             rows = self.spark.sql(f"SHOW TABLE EXTENDED IN `{schema}` LIKE {pattern}").collect()

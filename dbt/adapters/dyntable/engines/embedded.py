@@ -59,6 +59,7 @@ class EmbeddedEngine(Engine):
         alter_table_columns=False,
         persistent_catalog=False,
         time_travel_behind_checkpoint=False,
+        merge_source_once=False,
         escaped_table_paths=False,
     )
 
@@ -355,6 +356,7 @@ class EmbeddedEngine(Engine):
         # catalog-only drop: Sail's DROP TABLE leaves the files).
         self.spark.sql(f"DROP TABLE IF EXISTS {relation}")
         self.spark.sql(PersistedTable(schema, name, Path(location)).create_statement())
+        self.forget_catalog()
 
     def table_location(self, schema: str, name: str) -> Optional[str]:
         path = self.warehouse.table_location(schema, name)

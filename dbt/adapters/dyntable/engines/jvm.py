@@ -368,6 +368,7 @@ class JvmSparkEngine(Engine):
         self._proc: Optional["subprocess.Popen[bytes]"] = None
         self._gateway: Optional["JavaGateway"] = None
         self._output: Optional[_DriverOutput] = None
+        self._catalog: Optional[Any] = None  # the session catalog and the classes to ask it
 
     @property
     def local(self) -> bool:
@@ -599,6 +600,35 @@ class JvmSparkEngine(Engine):
                 raise
             raise repaired from None
 
+    def _catalog_entry(self, schema: str, name: str) -> Dict[str, str]:
+        """The entry, asked of the session's catalog directly: a few Py4J calls, where a `SHOW
+        TABLE EXTENDED` is a command parsed, planned and collected (30-50 ms). The same keys as
+        that command's lines: Type, Location, View Text."""
+        from py4j.protocol import Py4JError
+        from pyspark.errors import AnalysisException
+
+        if self._catalog is None:
+            # Each step of a JVM path is a Py4J call: resolve the classes once.
+            jvm = self.spark._jvm
+            assert jvm is not None
+            self._catalog = (
+                self.spark._jsparkSession.sessionState().catalog(),
+                jvm.org.apache.spark.sql.catalyst.TableIdentifier,
+                jvm.scala.Some,
+            )
+        catalog, table_identifier, some = self._catalog
+        try:
+            table = catalog.getTableMetadata(table_identifier(name, some(schema)))
+        except (AnalysisException, Py4JError):  # no such table, or no such schema
+            return {}
+        entry = {"Type": str(table.tableType().name())}
+        location, text = table.storage().locationUri(), table.viewText()
+        if location.isDefined():
+            entry["Location"] = str(location.get().toString())
+        if text.isDefined():
+            entry["View Text"] = str(text.get())
+        return entry
+
     def explain_failure(self, error: Exception) -> str:
         repaired = repair_unformattable_error(error)
         return str(repaired if repaired is not None else error).strip()
@@ -648,6 +678,7 @@ class JvmSparkEngine(Engine):
         from pyspark import SparkContext
 
         spark, self._spark = self._spark, None
+        self._catalog = None
         gateway, self._gateway = self._gateway, None
         proc, self._proc = self._proc, None
         if spark is not None:

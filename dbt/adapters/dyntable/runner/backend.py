@@ -48,4 +48,4 @@ class ServiceBackend:
         self.service.recorder.schedule(dt, SchedulingState.SUSPENDED)
 
     def batch(self) -> ContextManager[None]:
-        return self.service.metadata.batch()
+        return self.service.batch()

@@ -11,7 +11,9 @@ that never reads the DT.
 With a row key (group keys, distinct rows, a top-1 partition, or a key the project declares), the
 DT holds at most one row per key and the merge matches on the key alone: a deleted row is the row
 stored under its key, even when its non-key values (a sum of doubles, say) were recomputed with
-different rounding.
+different rounding. A key the plan proves is applied by one MERGE whose source the engine
+computes and checks itself (:meth:`DeltaApplier.merge_on_key`): the delta never comes to this
+process.
 
 Before the MERGE (docs/ARCHITECTURE.md, "Applying"): the delta must be consolidated (no tuple twice)
 and must never delete more copies of a tuple (a keyed row) than the DT holds; with a key, no key may
@@ -23,8 +25,9 @@ so in a warning.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import List, Optional, Sequence, Tuple
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pyarrow as pa
@@ -46,6 +49,23 @@ KIND = "_dyn_kind"
 KEY_OLD, KEY_WEIGHT, KEY_RANK = "_dyn_key_old", "_dyn_key_weight", "_dyn_key_rank"
 #: Rows of the delta holding the same tuple (1 when consolidated), and a marker of a DT row.
 COPIES, PRESENT = "_dyn_copies", "_dyn_present"
+
+
+#: The prefix of the errors the engine raises (``raise_error``) when a delta checked inside a
+#: statement fails a validation; the code after it names which (``ENGINE_CHECKS``).
+ENGINE_CHECK = "dyntable delta check"
+ENGINE_CHECKS = {
+    "weight-0": "the delta has rows of weight 0",
+    "key-twice": "a key of ({key}) would hold two rows",
+    "not-held": "the delta deletes rows the table does not hold",
+}
+
+
+def _fail(code: str, as_type: Optional[str] = None) -> str:
+    """SQL that fails the statement with the engine check ``code``; ``as_type`` where it stands
+    for a column's value (Sail types a MERGE's every clause, taken or not)."""
+    failing = f"raise_error({sql_string(f'{ENGINE_CHECK} {code}')})"
+    return f"CAST({failing} AS {as_type})" if as_type else failing
 
 
 #: How a user recovers a DT whose delta failed validation.
@@ -157,10 +177,14 @@ class DeltaApplier:
             return self.engine.schema_of(f"SELECT * FROM {self.dt.relation}")
         return log.schema_at(log.latest_version())
 
+    def _types(self) -> Dict[str, str]:
+        """The DT's column types in SQL, by lower-case column name."""
+        return {f.name.lower(): f.dataType.simpleString() for f in self._schema().fields}
+
     def _typed(self, columns: List[str]) -> str:
         """``columns`` cast to the DT's types: a rule's arithmetic (a folded sum, a widened union)
         may produce a wider type than the query's, which the MERGE would refuse."""
-        types = {f.name.lower(): f.dataType.simpleString() for f in self._schema().fields}
+        types = self._types()
         return ", ".join(
             f"CAST({quote(c)} AS {types[c.lower()]}) AS {quote(c)}" if c.lower() in types else quote(c)
             for c in columns
@@ -241,6 +265,94 @@ class DeltaApplier:
             f"LATERAL VIEW explode(sequence(1, {copies})) AS {COPIES}"
         )
         return self.row_count() - before, 0
+
+    def merge_on_key(self, delta_sql: str, columns: List[str], key: Sequence[str]) -> Tuple[int, int]:
+        """Apply a delta matched on a key the plan proves in one MERGE, its source computed and
+        checked by the engine (docs/ARCHITECTURE.md, "Applying").
+
+        Per key the delta holds at most a delete of the stored row and an insert: both are an
+        update, one alone a delete or an insert. A key the delta repeats, a row of weight 0 or
+        beyond ±1, an insert under a key the DT holds and a delete of a key it does not hold
+        fail the statement (``raise_error``), so nothing is committed, and raise
+        :class:`DeltaValidationError`. The rows inserted and deleted come from the commit's
+        metrics (an update is one of each). The DT holds at most one row per key because every
+        refresh keeps it so: a rebuild writes the query's rows, whose key the plan proves, and
+        this MERGE never inserts under a key held."""
+        key = list(key)
+        weight = quote(WEIGHT)
+        rows, least, most = f"count({weight})", f"min({weight})", f"max({weight})"
+        kind = (
+            f"CASE WHEN min(abs({weight})) = 0 THEN {_fail('weight-0')} "
+            f"WHEN {least} < -1 OR ({rows} = 2 AND {most} < 0) THEN {_fail('not-held')} "
+            f"WHEN {most} > 1 OR {rows} > 2 OR ({rows} = 2 AND {least} > 0) THEN {_fail('key-twice')} "
+            f"WHEN {rows} = 2 THEN 'U' WHEN {most} > 0 THEN 'I' ELSE 'D' END"
+        )
+        keyed = {k.lower() for k in key}
+        # One row per key: the insert's values where the key has one (the larger weight).
+        values = [
+            quote(c) if c.lower() in keyed else f"max_by({quote(c)}, {weight}) AS {quote(c)}" for c in columns
+        ]
+        group = f" GROUP BY {', '.join(quote(c) for c in key)}" if key else ""
+        source = (
+            f"SELECT {', '.join(values)}, {kind} AS {KIND} FROM (SELECT {self._typed(columns)}, {weight} "
+            f"FROM ({delta_sql}) AS q) AS d{group} HAVING count(*) > 0"
+        )
+        log = self._log()
+        assert log is not None, "an incremental refresh applies to an existing DT"
+        before = log.latest_version()
+        try:
+            with self._merge_source(source) as merged:
+                if merged is not None:
+                    self._merge_keyed(merged, key, columns)
+        except Exception as exc:  # noqa: BLE001 - an engine check becomes the validation error
+            detail = _engine_check(exc, key)
+            if detail is None:
+                raise
+            raise DeltaValidationError(self.dt.name, detail) from None
+        after = log.latest_version()
+        if after == before:
+            return 0, 0  # nothing matched and nothing inserted: the engines commit nothing
+        metrics = log.operation_metrics(after)
+        updates = metrics.get("numTargetRowsUpdated", 0)
+        return metrics.get("numTargetRowsInserted", 0) + updates, metrics.get(
+            "numTargetRowsDeleted", 0
+        ) + updates
+
+    @contextmanager
+    def _merge_source(self, source: str) -> Iterator[Optional[str]]:
+        """``source`` as a MERGE reads it: inline where the engine computes a MERGE's source once,
+        else computed once here (its checks run then) and read from a view of its rows; None
+        when it has no rows."""
+        if self.engine.capabilities.merge_source_once:
+            yield f"({source})"
+            return
+        rows = self.engine.execute(source).toArrow()
+        if rows.num_rows == 0:
+            yield None
+            return
+        with self.engine.temporary_view(rows) as view:
+            yield view
+
+    def _merge_keyed(self, source: str, key: List[str], columns: List[str]) -> None:
+        """The MERGE of :meth:`merge_on_key`, whose checks against the DT's rows are its clauses:
+        an insert under a key held, or a delete or update of a key not held, fails it."""
+        updated = [c for c in columns if c.lower() not in {k.lower() for k in key}] or columns
+        names = ", ".join(quote(c) for c in columns)
+        values = [f"s.{quote(c)}" for c in columns]
+        types = self._types()
+        held = _fail("key-twice", types[updated[0].lower()])
+        not_held = _fail("not-held", types[columns[0].lower()])
+        self.engine.execute(
+            f"MERGE INTO {self.dt.relation} AS t USING {source} AS s "
+            f"ON {null_safe_match(key, 't', 's')} "
+            f"WHEN MATCHED AND s.{KIND} = 'D' THEN DELETE "
+            f"WHEN MATCHED AND s.{KIND} = 'U' THEN UPDATE SET "
+            f"{', '.join(f'{quote(c)} = s.{quote(c)}' for c in updated)} "
+            f"WHEN MATCHED THEN UPDATE SET {quote(updated[0])} = {held} "
+            f"WHEN NOT MATCHED AND s.{KIND} = 'I' THEN INSERT ({names}) VALUES ({', '.join(values)}) "
+            f"WHEN NOT MATCHED THEN INSERT ({names}) "
+            f"VALUES ({', '.join([not_held, *values[1:]])})"
+        )
 
     def _staged(
         self, delta_sql: str, columns: List[str], key: Optional[List[str]], reads_dt: bool
@@ -343,6 +455,16 @@ class DeltaApplier:
                 f"VALUES ({', '.join(f's.{quote(c)}' for c in columns)})"
             )
         return delta.inserted, delta.deleted
+
+
+def _engine_check(error: BaseException, key: Sequence[str]) -> Optional[str]:
+    """What a failed engine check (``_fail``) in ``error`` found, as a validation detail; None
+    when the error is no check's."""
+    text = str(error)
+    for code, detail in ENGINE_CHECKS.items():
+        if f"{ENGINE_CHECK} {code}" in text:
+            return detail.format(key=", ".join(key))
+    return None
 
 
 def _repeated(rows: pa.Table, copies: pa.ChunkedArray) -> pa.Table:

@@ -326,10 +326,17 @@ class RefreshPipeline:
         ):
             applier = DeltaApplier(self.engine, dt)
             key = planned.key
-            # An append the fuse need not count and no region filters runs in the engine alone.
+            # A delta the fuse need not count and no region filters is applied by the engine
+            # alone: appended, or merged on a key the plan proves.
             in_engine = not refresh.guarded and dt.config.immutable_where is None
             if in_engine and applier.appends(delta.insert_only, key.columns, key.declared_by):
-                return self._append(refresh, dt_log, applier, delta_sql)
+                columns = planned.plan.columns
+                return self._in_engine(refresh, dt_log, lambda: applier.append(delta_sql, columns))
+            if in_engine and key.columns is not None and key.declared_by is None:
+                columns, proven = planned.plan.columns, key.columns
+                return self._in_engine(
+                    refresh, dt_log, lambda: applier.merge_on_key(delta_sql, columns, proven)
+                )
             staged = applier.prepare(
                 delta_sql, planned.plan.columns, key.columns, key.declared_by, delta.insert_only
             )
@@ -351,14 +358,11 @@ class RefreshPipeline:
         result.immutable_rows_ignored = ignored
         return result
 
-    def _append(
-        self, refresh: _Refresh, dt_log: DeltaLog, applier: DeltaApplier, delta_sql: str
+    def _in_engine(
+        self, refresh: _Refresh, dt_log: DeltaLog, apply: Callable[[], Tuple[int, int]]
     ) -> RefreshResult:
-        planned = refresh.decision.planned
-        assert planned is not None
-        columns = planned.plan.columns
-        result = self._commit(refresh, dt_log, refresh.frontier, lambda: applier.append(delta_sql, columns))
-        if result.rows_inserted == 0:
+        result = self._commit(refresh, dt_log, refresh.frontier, apply)
+        if result.rows_inserted == result.rows_deleted == 0:
             result.reason = UNCHANGED_RESULT
         return result
 
@@ -375,7 +379,16 @@ class RefreshPipeline:
         self.recorder.intend(refresh.dt, current, intent)
         failpoint("after_intent")
         failpoint("during_apply")
-        inserted, deleted = apply()
+        try:
+            inserted, deleted = apply()
+        except Exception:
+            # A statement that failed (a check inside it, or the engine) committed nothing:
+            # withdraw the intent rather than leave it for the next refresh to discard.
+            # The statement's own error is the one to report, whatever the withdrawal meets.
+            with contextlib.suppress(Exception):
+                if dt_log.latest_version() == intent.base_version:
+                    self.recorder.withdraw(refresh.dt, current)
+            raise
         failpoint("after_apply")
         dt_version = dt_log.latest_version()
         reached = self.recorder.commit(refresh.dt, intent, dt_version, dt_log.commit_id(dt_version))

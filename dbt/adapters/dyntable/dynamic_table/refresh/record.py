@@ -105,6 +105,14 @@ class Recorder:
         """Record ``intent`` before the DT's commit."""
         self.metadata.record_intent(dt.name, current, intent)
 
+    def withdraw(self, dt: DynamicTable, current: Optional[Frontier]) -> None:
+        """Take back the intent of a refresh that failed without committing: the frontier is
+        ``current`` again (none, for a DT that had none)."""
+        if current is None:
+            self.metadata.forget(dt.name)
+        else:
+            self.metadata.discard_intent(current)
+
     def commit(self, dt: DynamicTable, intent: Intent, dt_version: int, dt_commit: Optional[str]) -> Frontier:
         """The frontier ``intent`` reaches, with the DT at ``dt_version`` (commit ``dt_commit``)."""
         return self.metadata.commit_intent(dt.name, intent, dt_version, dt_commit)
