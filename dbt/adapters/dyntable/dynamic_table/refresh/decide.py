@@ -26,6 +26,8 @@ from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, RefreshRequest
 from dbt.adapters.dyntable.dynamic_table.metadata import Frontier, MetadataStore, Sources, SourceVersion
 from dbt.adapters.dyntable.dynamic_table.model import PLAIN_NAME, DynamicTable, RefreshError
 from dbt.adapters.dyntable.dynamic_table.pinning import boundary_tables, read_views
+from dbt.adapters.dyntable.dynamic_table.refresh.apply import in_engine
+from dbt.adapters.dyntable.dynamic_table.refresh.guard import is_guarded
 from dbt.adapters.dyntable.dynamic_table.refresh.plan import NotPlanned, PlannedOrNot, PlannedQuery
 from dbt.adapters.dyntable.engines.base import Engine
 from dbt.adapters.dyntable.vocabulary import fingerprint, quoted_table
@@ -33,11 +35,11 @@ from dbt.adapters.dyntable.vocabulary import fingerprint, quoted_table
 #: Reading the changes of an interval with rewritten files reads both versions of each and groups
 #: them by every column to cancel the unchanged rows: counted twice their bytes.
 REWRITTEN_READ_COST = 2
-#: A byte of the delta's result costs this many bytes of scanning: it is collected, validated and
-#: applied through Arrow (docs/ARCHITECTURE.md, "Applying"), where a recompute writes in the
-#: engine. Calibrated on benchmarks/refresh_vs_full.py: there, appends of 10% of a fact refresh
-#: faster incrementally and of 50% faster by a recompute, for filters and joins alike.
-DELTA_BYTE_COST = 10
+#: A byte of the delta's result costs this many bytes of scanning where it comes to this process
+#: to be validated and staged through Arrow (docs/ARCHITECTURE.md, "Applying"), and where the
+#: engine applies it alone (an append, a merge on a proven key) as much as a byte a recompute
+#: writes. Calibrated on benchmarks/refresh_vs_full.py.
+DELTA_BYTE_COST = {True: 1, False: 10}
 #: The rebuild reason of `--full-refresh`: the user asked for every row to be computed again.
 FULL_REFRESH = "--full-refresh"
 
@@ -194,7 +196,7 @@ def decide(
     if isinstance(planned, NotPlanned):
         return Decision(Action.FULL, planned.reason)
     if dt.config.refresh_mode == "auto":
-        cost = estimate(planned, observed, dt.relation)
+        cost = estimate(planned, observed, dt)
         action = Action.FULL if cost.incremental > cost.full else Action.INCREMENTAL
         return Decision(action, cost.reason(), planned=planned if action is Action.INCREMENTAL else None)
     return Decision(Action.INCREMENTAL, "sources changed", planned=planned)
@@ -254,15 +256,18 @@ class Estimate:
         )
 
 
-def estimate(planned: PlannedQuery, observed: Observation, stored: str) -> Estimate:
+def estimate(planned: PlannedQuery, observed: Observation, dt: DynamicTable) -> Estimate:
     """What an INCREMENTAL and a FULL refresh would read and write (docs/ARCHITECTURE.md,
     "Deciding"). The delta query is derived symbolically, as ``explain`` does, with the sources'
     real kinds of change, and its reads counted: every read of a source version is a scan of it,
     of its changes a read of the changed files, of the DT a scan of the DT; a delta that may
-    delete rewrites the DT's files. A recompute scans each source once per read of it in the
-    query and writes the DT."""
+    delete rewrites the DT's files; the delta's own rows cost more where they come to this
+    process. A recompute scans each source once per read of it in the query and writes the DT."""
     sources = {s.name: s for s in observed.sources}
+    stored = dt.relation
     delta = differentiate(planned.plan, _SymbolicChanges(sources), stored=stored)
+    key = planned.key
+    engine_alone = in_engine(dt, is_guarded(dt), delta.insert_only, key.columns, key.declared_by)
     parts: Dict[str, int] = {}
     for (name, version), count in source_reads(delta.sql).items():
         source = sources[name]
@@ -282,7 +287,8 @@ def estimate(planned: PlannedQuery, observed: Observation, stored: str) -> Estim
         for s in observed.sources
         if s.interval is not None and s.size_bytes
     )
-    parts["the delta"] = int(DELTA_BYTE_COST * min(changed_share, 1.0) * observed.dt_size_bytes)
+    delta_cost = DELTA_BYTE_COST[engine_alone is not None]
+    parts["the delta"] = int(delta_cost * min(changed_share, 1.0) * observed.dt_size_bytes)
     scans = sum(s.size_bytes * _scans(planned.plan.root, s.name) for s in observed.sources)
     return Estimate(sum(parts.values()), scans + observed.dt_size_bytes, tuple(parts.items()))
 

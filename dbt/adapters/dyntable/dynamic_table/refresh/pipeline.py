@@ -47,6 +47,8 @@ from dbt.adapters.dyntable.dynamic_table.refresh.apply import (
     FULL_REFRESH_FIX,
     DeltaApplier,
     DeltaValidationError,
+    InEngine,
+    in_engine,
 )
 from dbt.adapters.dyntable.dynamic_table.refresh.decide import Decision, Definition, Observation
 from dbt.adapters.dyntable.dynamic_table.refresh.record import Recorder, RefreshResult
@@ -325,15 +327,13 @@ class RefreshPipeline:
             ),
         ):
             applier = DeltaApplier(self.engine, dt)
-            key = planned.key
-            # A delta the fuse need not count and no region filters is applied by the engine
-            # alone: appended, or merged on a key the plan proves.
-            in_engine = not refresh.guarded and dt.config.immutable_where is None
-            if in_engine and applier.appends(delta.insert_only, key.columns, key.declared_by):
-                columns = planned.plan.columns
+            key, columns = planned.key, planned.plan.columns
+            how = in_engine(dt, refresh.guarded, delta.insert_only, key.columns, key.declared_by)
+            if how is InEngine.APPEND:
                 return self._in_engine(refresh, dt_log, lambda: applier.append(delta_sql, columns))
-            if in_engine and key.columns is not None and key.declared_by is None:
-                columns, proven = planned.plan.columns, key.columns
+            if how is InEngine.MERGE:
+                assert key.columns is not None
+                proven = key.columns
                 return self._in_engine(
                     refresh, dt_log, lambda: applier.merge_on_key(delta_sql, columns, proven)
                 )
