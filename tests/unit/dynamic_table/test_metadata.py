@@ -5,8 +5,10 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
 from deltalake import DeltaTable
 
+from dbt.adapters.dyntable.dynamic_table import metadata
 from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, State, Trigger
 from dbt.adapters.dyntable.dynamic_table.metadata import (
     COMPACT_EVERY,
@@ -88,3 +90,21 @@ def test_a_metadata_table_made_by_an_older_version_gets_the_log_settings(tmp_pat
     assert "delta.logRetentionDuration" not in DeltaTable(str(location)).metadata().configuration
     MetadataStore(tmp_path / "meta", "meta").ensure()
     assert DeltaTable(str(location)).metadata().configuration == LOG_SETTINGS
+
+
+def test_files_compaction_removed_are_deleted_after_the_retention(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each commit writes a small file and compaction merges them: the merged-away files go with
+    the vacuum that follows, once removed longer than the retention (here: at once)."""
+    monkeypatch.setattr(metadata, "VACUUM_RETENTION_HOURS", 0)
+    store = MetadataStore(tmp_path / "meta", "meta")
+    store.ensure()
+    for version in range(4 * COMPACT_EVERY):
+        store.commit_intent("s.a", intent(version), version, f"d{version}")
+    table = DeltaTable(str(store.location(FRONTIERS)))
+    on_disk = list(store.location(FRONTIERS).glob("*.parquet"))
+    # the live files, and at most those written since the last compaction's vacuum
+    assert len(on_disk) <= len(table.file_uris()) + COMPACT_EVERY
+    fresh = MetadataStore(tmp_path / "meta", "meta").frontier("s.a")
+    assert fresh is not None and fresh.dt_version == 4 * COMPACT_EVERY - 1
