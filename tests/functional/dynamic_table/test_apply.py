@@ -77,7 +77,7 @@ def test_appended_delta_stays_in_the_engine_and_counts_its_rows(engine, dt):
 def test_an_appended_row_of_weight_below_one_fails_and_leaves_the_dt(engine, dt):
     applier = DeltaApplier(engine, dt)
     before, held = version(engine, dt), contents(engine, dt)
-    with pytest.raises(Exception, match="weight < 1"):
+    with pytest.raises(DeltaValidationError, match="an appended row has a weight below 1"):
         applier.append(delta_sql([(5, "e", 1), (6, "f", 0)]), COLUMNS)
     assert (version(engine, dt), contents(engine, dt)) == (before, held)
 

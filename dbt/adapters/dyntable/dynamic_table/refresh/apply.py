@@ -12,8 +12,7 @@ With a row key (group keys, distinct rows, a top-1 partition, or a key the proje
 DT holds at most one row per key and the merge matches on the key alone: a deleted row is the row
 stored under its key, even when its non-key values (a sum of doubles, say) were recomputed with
 different rounding. A key the plan proves is applied by one MERGE whose source the engine
-computes and checks itself (:meth:`DeltaApplier.merge_on_key`): the delta never comes to this
-process.
+computes and checks itself (:meth:`DeltaApplier.merge_on_key`).
 
 Before the MERGE (docs/ARCHITECTURE.md, "Applying"): the delta must be consolidated (no tuple twice)
 and must never delete more copies of a tuple (a keyed row) than the DT holds; with a key, no key may
@@ -59,6 +58,7 @@ ENGINE_CHECKS = {
     "weight-0": "the delta has rows of weight 0",
     "key-twice": "a key of ({key}) would hold two rows",
     "not-held": "the delta deletes rows the table does not hold",
+    "not-positive": "an appended row has a weight below 1",
 }
 
 
@@ -284,16 +284,14 @@ class DeltaApplier:
         before = self.row_count()
         names = ", ".join(quote(c) for c in columns)
         # The plan proves every weight positive; sequence(1, 0) would still yield two rows.
-        refused = sql_string(
-            f"Refresh of {self.dt.name} stopped before touching it: an appended row has weight < 1"
-        )
         weight = f"d.{quote(WEIGHT)}"
-        copies = f"CASE WHEN {weight} > 0 THEN CAST({weight} AS INT) ELSE raise_error({refused}) END"
-        self.engine.execute(
-            f"INSERT INTO {self.dt.relation} ({names}) SELECT {names} FROM (SELECT {self._typed(columns)}, "
-            f"{quote(WEIGHT)} FROM ({delta_sql}) AS q) AS d "
-            f"LATERAL VIEW explode(sequence(1, {copies})) AS {COPIES}"
-        )
+        copies = f"CASE WHEN {weight} > 0 THEN CAST({weight} AS INT) ELSE {_fail('not-positive')} END"
+        typed = f"SELECT {self._typed(columns)}, {quote(WEIGHT)} FROM ({delta_sql}) AS q"
+        with self._engine_checks([]):
+            self.engine.execute(
+                f"INSERT INTO {self.dt.relation} ({names}) SELECT {names} FROM ({typed}) AS d "
+                f"LATERAL VIEW explode(sequence(1, {copies})) AS {COPIES}"
+            )
         return self.row_count() - before, 0
 
     def merge_on_key(self, delta_sql: str, columns: List[str], key: Sequence[str]) -> Tuple[int, int]:
@@ -330,23 +328,29 @@ class DeltaApplier:
         log = self._log()
         assert log is not None, "an incremental refresh applies to an existing DT"
         before = log.latest_version()
-        try:
-            with self._merge_source(source) as merged:
-                if merged is not None:
-                    self._merge_keyed(merged, key, columns)
-        except Exception as exc:  # noqa: BLE001 - an engine check becomes the validation error
-            detail = _engine_check(exc, key)
-            if detail is None:
-                raise
-            raise DeltaValidationError(self.dt.name, detail) from None
+        with self._engine_checks(key), self._merge_source(source) as merged:
+            if merged is not None:
+                self._merge_keyed(merged, key, columns)
         after = log.latest_version()
         if after == before:
             return 0, 0  # nothing matched and nothing inserted: the engines commit nothing
         metrics = log.operation_metrics(after)
-        updates = metrics.get("numTargetRowsUpdated", 0)
-        return metrics.get("numTargetRowsInserted", 0) + updates, metrics.get(
-            "numTargetRowsDeleted", 0
-        ) + updates
+        updated = metrics.get("numTargetRowsUpdated", 0)
+        inserted, deleted = metrics.get("numTargetRowsInserted", 0), metrics.get("numTargetRowsDeleted", 0)
+        return inserted + updated, deleted + updated
+
+    @contextmanager
+    def _engine_checks(self, key: Sequence[str]) -> Iterator[None]:
+        """A statement inside fails with an engine check (``_fail``) as
+        :class:`DeltaValidationError`, with what the check found."""
+        try:
+            yield
+        except Exception as exc:  # noqa: BLE001 - only a check's failure is translated
+            text = str(exc)
+            for code, detail in ENGINE_CHECKS.items():
+                if f"{ENGINE_CHECK} {code}" in text:
+                    raise DeltaValidationError(self.dt.name, detail.format(key=", ".join(key))) from None
+            raise
 
     @contextmanager
     def _merge_source(self, source: str) -> Iterator[Optional[str]]:
@@ -485,16 +489,6 @@ class DeltaApplier:
                 f"VALUES ({', '.join(f's.{quote(c)}' for c in columns)})"
             )
         return delta.inserted, delta.deleted
-
-
-def _engine_check(error: BaseException, key: Sequence[str]) -> Optional[str]:
-    """What a failed engine check (``_fail``) in ``error`` found, as a validation detail; None
-    when the error is no check's."""
-    text = str(error)
-    for code, detail in ENGINE_CHECKS.items():
-        if f"{ENGINE_CHECK} {code}" in text:
-            return detail.format(key=", ".join(key))
-    return None
 
 
 def _repeated(rows: pa.Table, copies: pa.ChunkedArray) -> pa.Table:
