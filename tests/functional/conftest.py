@@ -24,7 +24,7 @@ lacks what a test needs (a strict xfail: it fails once the engine gains the feat
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Dict, Iterator
+from typing import Any, Dict, Iterator, List
 
 import pytest
 
@@ -103,16 +103,24 @@ def dbt_profile_target(engine: Any, engine_profile_target: Dict[str, Any]) -> Di
     return dict(engine_profile_target)
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item]) -> None:
+    """Turn `xfail_profile` markers for the profile this session runs on into strict xfails when
+    the tests are collected, so they cover a class fixture that fails on that engine too (pytest
+    reads a test's xfail before its fixtures are set up)."""
+    profile = config.getoption("--profile")
+    for item in items:
+        for marker in item.iter_markers("xfail_profile"):
+            if profile in marker.args:
+                # strict: when the engine gains the feature, the test says so by failing.
+                item.add_marker(pytest.mark.xfail(reason=marker.kwargs["reason"], strict=True))
+                break
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    """Apply `skip_profile` / `xfail_profile` markers for the profile this session runs on, before
-    any fixture is set up (a class's fixtures may use what the skipped engine lacks)."""
+    """Apply `skip_profile` markers for the profile this session runs on, before any fixture is
+    set up (a class's fixtures may use what the skipped engine lacks)."""
     profile = item.config.getoption("--profile")
     marker = item.get_closest_marker("skip_profile")
     if marker is not None and profile in marker.args:
         reason = marker.kwargs.get("reason")
         pytest.skip(f"skipped on the '{profile}' profile" + (f": {reason}" if reason else ""))
-    for marker in item.iter_markers("xfail_profile"):
-        if profile in marker.args:
-            # strict: when the engine gains the feature, the test says so by failing.
-            item.add_marker(pytest.mark.xfail(reason=marker.kwargs["reason"], strict=True))
-            break

@@ -7,6 +7,8 @@ from dbt.tests.util import run_dbt
 
 from tests.functional.adapter.delta import delta_project
 
+pytestmark = pytest.mark.jvm_ci
+
 
 def zero_based_column_indexes(catalog):
     """dbt-spark numbers catalog columns from 0 (the position in DESCRIBE); the suite expects 1."""
@@ -38,7 +40,6 @@ class DeltaDocsProject:
         )
 
 
-@pytest.mark.jvm_ci
 class TestDocsGenerate(DeltaDocsProject, BaseDocsGenerate):
     @pytest.fixture(scope="class")
     def expected_catalog(self, project, table_owner):
@@ -54,7 +55,6 @@ class TestDocsGenerate(DeltaDocsProject, BaseDocsGenerate):
         )
 
 
-@pytest.mark.jvm_ci
 class TestDocsGenReferences(DeltaDocsProject, BaseDocsGenReferences):
     @pytest.fixture(scope="class")
     def expected_catalog(self, project, table_owner):

@@ -14,6 +14,8 @@ from dbt.tests.adapter.empty.test_empty import (
 
 from tests.functional.adapter.delta import delta_project
 
+pytestmark = pytest.mark.jvm_ci
+
 NO_SEED_EMPTY = (
     "dbt-core 1.11 (pinned) has no `dbt seed --empty`, and its `dbt build --empty` loads seeds in "
     "full; this dbt-tests-adapter suite targets a later dbt-core"

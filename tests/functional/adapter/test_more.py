@@ -22,6 +22,8 @@ from dbt.tests.adapter.unit_testing.test_types import BaseUnitTestingTypes
 
 from tests.functional.adapter.delta import delta_project
 
+pytestmark = pytest.mark.jvm_ci
+
 
 class Delta:
     @pytest.fixture(scope="class")

@@ -6,6 +6,8 @@ from dbt.tests.util import run_dbt
 
 from tests.functional.adapter.delta import delta_project
 
+pytestmark = pytest.mark.jvm_ci
+
 seed_csv = """id,label,flag,amount
 1,plain,true,1.50
 2,it's,false,
@@ -14,7 +16,6 @@ seed_csv = """id,label,flag,amount
 """
 
 
-@pytest.mark.jvm_ci
 class TestSeedValues:
     @pytest.fixture(scope="class")
     def project_config_update(self):

@@ -14,6 +14,8 @@ from tests.functional.lifecycle.helpers import assert_refreshed, last
 from tests.functional.runner.test_runner import dyntable
 from tests.functional.sources import raw_sources
 
+pytestmark = pytest.mark.jvm_ci
+
 BY_RATIO = """
 {{ config(materialized='dynamic_table', target_lag='1 minute', max_change_ratio=0.5) }}
 select id, amount from {{ source('raw', 'orders') }}
@@ -55,7 +57,6 @@ class TestChangeFuse:
         name = f"{project.test_schema}.{model}"
         return metadata(warehouse).graph(name)[name]
 
-    @pytest.mark.jvm_ci
     def test_a_large_change_is_stopped_until_accepted(self, project, raw, dyntable_warehouse):
         run_dbt(["run", "--select", "by_ratio"])  # a first build is not guarded
         project.run_sql(f"insert into {raw}.orders values (10, 1.0), (11, 2.0)")

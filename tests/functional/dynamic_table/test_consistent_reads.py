@@ -16,6 +16,8 @@ from tests.functional.dynamic_table.dvs import history, project_engine
 from tests.functional.runner.test_runner import dyntable
 from tests.functional.sources import raw_sources
 
+pytestmark = pytest.mark.jvm_ci
+
 REVENUE = """
 {{ config(materialized='dynamic_table', target_lag='1 minute') }}
 select customer_id, sum(amount) as total from {{ source('raw', 'orders') }} group by customer_id
@@ -75,7 +77,6 @@ class TestConsistentReads:
     def last_refresh(self, warehouse, project, model):
         return history(warehouse, f"{project.test_schema}.{model}")[-1]
 
-    @pytest.mark.jvm_ci
     def test_a_reader_sees_both_tables_at_one_data_timestamp(self, project, raw, dyntable_warehouse):
         run_dbt(["run"])
         first = self.last_refresh(dyntable_warehouse, project, "revenue")

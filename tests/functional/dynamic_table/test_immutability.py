@@ -20,6 +20,8 @@ from tests.functional.lifecycle.helpers import last
 from tests.functional.runner.test_runner import dyntable
 from tests.functional.sources import raw_sources
 
+pytestmark = pytest.mark.jvm_ci
+
 PREDICATE = "day < current_date() - interval 2 days"
 
 DAILY = """
@@ -95,7 +97,6 @@ def assert_mutable_region_is_the_query(project: Any, warehouse: Any, model: str)
     assert check.rows > 0
 
 
-@pytest.mark.jvm_ci
 class TestImmutableWhere:
     @pytest.fixture(scope="class")
     def project_config_update(self):

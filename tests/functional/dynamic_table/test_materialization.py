@@ -17,6 +17,8 @@ from deltalake import DeltaTable
 from tests.functional.dynamic_table.dvs import assert_dvs, history, metadata, project_engine
 from tests.functional.sources import raw_sources
 
+pytestmark = pytest.mark.jvm_ci
+
 ORDERS_DT = """
 {{ config(materialized='dynamic_table', target_lag='1 minute', refresh_mode='incremental') }}
 select o.order_id, o.customer_id, o.amount, c.name, c.country
@@ -82,7 +84,6 @@ def last_actions(warehouse, project):
     return {m: history(warehouse, f"{project.test_schema}.{m}")[-1].refresh_action for m in MODELS}
 
 
-@pytest.mark.jvm_ci
 class TestDynamicTableChain:
     def test_create_then_changes_then_no_data(self, project, raw, dyntable_warehouse):
         results = run_dbt(["run"])
@@ -223,7 +224,6 @@ class TestDynamicTableChain:
         assert catalog.nodes["model.test.big_dt"].stats["target_lag"].value == "5 minutes"
 
 
-@pytest.mark.jvm_ci
 class TestAppends:
     """Inserts through a join are appended by the engine (docs/ARCHITECTURE.md, "Applying"):
     duplicate rows go in as often as inserted, and the history counts what was appended."""
@@ -261,7 +261,6 @@ class TestAppends:
         assert frozen and gc.get_freeze_count() == 0
 
 
-@pytest.mark.jvm_ci
 class TestConfigurationChanges:
     @pytest.fixture(scope="class")
     def models(self):
@@ -354,7 +353,6 @@ class TestInitializeOnSchedule:
 
 
 @pytest.mark.skip_profile("embedded", reason="the embedded engine has no change data feed")
-@pytest.mark.jvm_ci
 class TestChangeDataFeedSources:
     """Sources with Delta's change data feed on: an engine that has the feed reads rewrites
     (updates, deletes) from it instead of diffing the rewritten files, and the DTs stay equal to

@@ -18,6 +18,8 @@ from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
 from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
 from tests.functional.dynamic_table.dvs import assert_dvs, history, project_engine
 
+pytestmark = pytest.mark.jvm_ci
+
 INCREMENTAL = (
     "{{ config(materialized='dynamic_table', target_lag='1 minute', refresh_mode='incremental') }}\n"
 )
@@ -105,7 +107,6 @@ def last(warehouse, project, model):
     return history(warehouse, f"{project.test_schema}.{model}")[-1]
 
 
-@pytest.mark.jvm_ci
 class TestPlanningInputs:
     @pytest.fixture(scope="class")
     def models(self):

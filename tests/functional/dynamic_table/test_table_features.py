@@ -17,6 +17,8 @@ from tests.functional.lifecycle.helpers import assert_refreshed, location
 from tests.functional.runner.test_runner import dyntable
 from tests.functional.sources import raw_sources
 
+pytestmark = pytest.mark.jvm_ci
+
 PARTITIONED = """
 {{ config(materialized='dynamic_table', target_lag='1 minute', partition_by='region') }}
 select id, region, amount from {{ source('raw', 'orders') }}

@@ -14,6 +14,8 @@ from tests.functional.lifecycle.helpers import assert_refreshed, last
 from tests.functional.runner.test_runner import dyntable
 from tests.functional.sources import raw_sources
 
+pytestmark = pytest.mark.jvm_ci
+
 CHECKED = """
 {{ config(materialized='dynamic_table', target_lag='1 minute', verify='full') }}
 select id, amount, cast(null as string) as note from {{ source('raw', 'orders') }}

@@ -18,6 +18,8 @@ from tests.functional.lifecycle.helpers import as_a_new_process, commits
 from tests.functional.runner.test_runner import dyntable
 from tests.functional.sources import raw_sources
 
+pytestmark = pytest.mark.jvm_ci
+
 TOTALS = """
 {{ config(materialized='dynamic_table', target_lag='1 minute') }}
 select kind, count(*) as n from {{ source('raw', 'events') }} group by kind

@@ -12,6 +12,8 @@ from tests.functional.dynamic_table.dvs import project_engine
 from tests.functional.lifecycle.helpers import assert_refreshed
 from tests.functional.sources import raw_sources
 
+pytestmark = pytest.mark.jvm_ci
+
 SOURCES = raw_sources("orders", "straße")
 
 # Columns with a space, a backtick, a quote and non-ASCII letters, grouped and summed.
@@ -59,6 +61,12 @@ def raw(project):
     project.run_sql(f"drop schema if exists {schema} cascade")
 
 
+@pytest.mark.xfail_profile(
+    "spark_session",
+    reason="Delta on JVM Spark stores column names with a space or any of ,;{}()= only in tables with "
+    "column mapping (delta.columnMapping.mode), which dbt-dyntable neither sets up for a dynamic table "
+    "nor reads incrementally in a source: this test's raw table cannot even be created there",
+)
 class TestIdentifiers:
     @pytest.fixture(scope="class")
     def project_config_update(self):

@@ -10,6 +10,8 @@ from tests.functional.adapter.delta import delta_project
 from tests.functional.lifecycle.helpers import assert_refreshed
 from tests.functional.sources import raw_sources
 
+pytestmark = pytest.mark.jvm_ci
+
 KEYS = {
     "array_key": "array(region, channel)",
     "struct_key": "named_struct('r', region, 'c', channel)",

@@ -12,6 +12,8 @@ from tests.functional.lifecycle.helpers import assert_refreshed
 from tests.functional.runner.test_runner import dyntable
 from tests.functional.sources import raw_sources
 
+pytestmark = pytest.mark.jvm_ci
+
 GOOD = """
 {{ config(materialized='dynamic_table', target_lag='1 minute') }}
 select kind, count(*) as n from {{ source('raw', 'events') }} group by kind

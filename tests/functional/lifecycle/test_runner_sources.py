@@ -21,6 +21,8 @@ from tests.functional.lifecycle.helpers import assert_refreshed, commits, locati
 from tests.functional.runner.test_runner import dyntable
 from tests.functional.sources import raw_sources
 
+pytestmark = pytest.mark.jvm_ci
+
 SEED = "customer_id,country\n1,GB\n2,US\n3,NL\n"
 
 BY_COUNTRY = """

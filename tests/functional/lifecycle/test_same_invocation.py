@@ -11,6 +11,8 @@ from tests.functional.adapter.delta import delta_project
 from tests.functional.dynamic_table.dvs import metadata
 from tests.functional.lifecycle.helpers import assert_refreshed, last
 
+pytestmark = pytest.mark.jvm_ci
+
 
 def reads(project, warehouse, model):
     """How the model's last refresh read each source, by table name."""

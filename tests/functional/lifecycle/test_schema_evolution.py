@@ -12,6 +12,8 @@ from tests.functional.adapter.delta import delta_project
 from tests.functional.lifecycle.helpers import assert_refreshed, location
 from tests.functional.sources import raw_sources
 
+pytestmark = pytest.mark.jvm_ci
+
 SUMMARY = """
 {{ config(materialized='dynamic_table', target_lag='1 minute'%s) }}
 select kind, count(*) as n, sum(amount) as total from {{ source('raw', 'events') }} group by kind

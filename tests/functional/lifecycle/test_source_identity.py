@@ -22,6 +22,8 @@ from tests.functional.lifecycle.helpers import (
 )
 from tests.functional.sources import raw_sources
 
+pytestmark = pytest.mark.jvm_ci
+
 SEED = """customer_id,country,credit
 1,GB,10
 2,US,20
@@ -89,7 +91,6 @@ class TestSourceIdentity:
         for model in MODELS:
             assert_refreshed(project, warehouse, model, "REINITIALIZE")
 
-    @pytest.mark.jvm_ci
     def test_a_reloaded_seed_is_a_new_table_even_at_the_same_version(self, project, raw, dyntable_warehouse):
         self.build(project, raw, dyntable_warehouse)
         seed = location(project, f"{project.test_schema}.customers")

@@ -10,6 +10,8 @@ from tests.functional.adapter.delta import delta_project
 from tests.functional.lifecycle.helpers import assert_refreshed
 from tests.functional.sources import raw_sources
 
+pytestmark = pytest.mark.jvm_ci
+
 TOTALS = """
 {{ config(materialized='dynamic_table', target_lag='1 minute') }}
 select kind, count(*) as n, sum(amount) as amount from {{ source('raw', 'events') }} group by kind
