@@ -337,9 +337,7 @@ class RefreshPipeline:
                 return self._in_engine(
                     refresh, dt_log, lambda: applier.merge_on_key(delta_sql, columns, proven)
                 )
-            staged = applier.prepare(
-                delta_sql, planned.plan.columns, key.columns, key.declared_by, delta.insert_only
-            )
+            staged = applier.prepare(delta_sql, columns, key.columns, key.declared_by, delta.insert_only)
             if refresh.guarded:
                 change = guard.Change(applier.row_count(), staged.inserted, staged.deleted)
                 guard.check(dt, Action.INCREMENTAL, change)
