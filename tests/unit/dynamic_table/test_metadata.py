@@ -108,3 +108,19 @@ def test_files_compaction_removed_are_deleted_after_the_retention(
     assert len(on_disk) <= len(table.file_uris()) + COMPACT_EVERY
     fresh = MetadataStore(tmp_path / "meta", "meta").frontier("s.a")
     assert fresh is not None and fresh.dt_version == 4 * COMPACT_EVERY - 1
+
+
+def test_inside_one_look_a_table_is_read_as_of_its_first_read(tmp_path: Path) -> None:
+    """A refresh checks each table for other writers' commits once: another process's frontier
+    written meanwhile shows after it, and a write inside starts from the latest version."""
+    store, other = MetadataStore(tmp_path / "meta", "meta"), MetadataStore(tmp_path / "meta", "meta")
+    store.ensure()
+    store.commit_intent("s.a", intent(1), 1, "d1")
+    with store.one_look():
+        assert set(store.frontiers()) == {"s.a"}
+        other.commit_intent("s.b", intent(2), 2, "d2")
+        assert set(store.frontiers()) == {"s.a"}  # as of the first read
+        store.commit_intent("s.c", intent(3), 3, "d3")  # written after other's commit, not over it
+        assert set(store.frontiers()) == {"s.a", "s.b", "s.c"}
+    other.commit_intent("s.d", intent(4), 4, "d4")
+    assert set(store.frontiers()) == {"s.a", "s.b", "s.c", "s.d"}

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timedelta, timezone
 from enum import Enum
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Dict, Iterator, List, Mapping, Optional, Tuple, Type
+from typing import Any, Callable, ClassVar, Dict, Iterator, List, Mapping, Optional, Set, Tuple, Type
 from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
@@ -101,11 +101,12 @@ COMMIT_RETRIES = 20
 #: Every metadata commit adds a small file and every read lists them all: compact a table's files
 #: into one every this many commits, so a read stays one file wide however long the runner runs.
 COMPACT_EVERY = 25
-#: The metadata tables keep no log history of their own (their rows are the history): each 50th
-#: commit writes a checkpoint and removes the commits before it, so finding the latest version
-#: lists a bounded `_delta_log` however many refreshes ran. A reader whose next commit was removed
-#: reads the table afresh (``_table``).
-LOG_SETTINGS = {"delta.checkpointInterval": "50", "delta.logRetentionDuration": "interval 0 seconds"}
+#: The metadata tables keep no log history of their own (their rows are the history): each 10th
+#: commit writes a checkpoint and removes the commits before it. Opening a table, or checking an
+#: open one for new commits, replays the commits since its last checkpoint: 2.8 ms with 44 of them
+#: against 0.5 ms right after one (docs/ARCHITECTURE.md, "Metadata"). A reader whose next commit
+#: was removed reads the table afresh (``_table``).
+LOG_SETTINGS = {"delta.checkpointInterval": "10", "delta.logRetentionDuration": "interval 0 seconds"}
 #: Compaction's vacuum deletes the data files removed this long ago: every reader reads the latest
 #: version, and one that loaded a version whose files went since reads afresh (``_rows``). Without
 #: it, each commit's small file stayed on disk: 1,400 files after 1,000 refreshes.
@@ -385,6 +386,8 @@ class MetadataStore:
         # Frontiers and graph rows are read by every refresh: kept in memory as of a Delta version,
         # re-read when another writer moved the table, patched with what this store writes.
         self._cached: Dict[str, Tuple[int, List[Dict[str, Any]]]] = {}
+        # The tables this thread's refresh checked for new commits (``one_look``).
+        self._looked = threading.local()
         # Inside a batch (a runner tick, a dbt invocation), history rows and the frontier
         # advances of NO_DATA refreshes wait in memory and are written once, at its end.
         self._batch_lock = threading.Lock()
@@ -440,6 +443,21 @@ class MetadataStore:
                 existing.alter.set_table_properties(LOG_SETTINGS)
             except (CommitFailedError, DeltaError):
                 pass  # another process set them first
+
+    @contextmanager
+    def one_look(self) -> Iterator[None]:
+        """Inside (one refresh, in this thread), each table is checked for other writers' commits
+        at its first read only; later reads see that version, or a newer one this store wrote.
+        The refresh holds its DT's lock, so its own rows cannot move meanwhile, and it reads the
+        other DTs' rows as of its start, as a refresh a moment earlier would have."""
+        if getattr(self._looked, "tables", None) is not None:
+            yield  # already inside one
+            return
+        self._looked.tables = set()
+        try:
+            yield
+        finally:
+            self._looked.tables = None
 
     # -- frontiers -------------------------------------------------------------------------------
 
@@ -650,17 +668,23 @@ class MetadataStore:
     def _table(self, table: str) -> DeltaTable:
         """``table`` at its latest version (other processes write these tables too); callers
         hold ``_open_lock`` while they use it."""
+        looked: Optional[Set[str]] = getattr(self._looked, "tables", None)
         with self._reading(table), self._open_lock:
             opened = self._open.get(table)
+            if opened is not None and looked is not None and table in looked:
+                return opened
             if opened is not None:
                 try:
                     opened.update_incremental()
-                    return opened
                 except DeltaError:
                     # The log no longer continues what this process read (a table re-created,
                     # or commits lost in a restore from backup): read it afresh.
                     self._cached.pop(table, None)
-            opened = self._open[table] = DeltaTable(str(self.location(table)))
+                    opened = None
+            if opened is None:
+                opened = self._open[table] = DeltaTable(str(self.location(table)))
+            if looked is not None:
+                looked.add(table)
             return opened
 
     def _commit(
@@ -671,8 +695,11 @@ class MetadataStore:
     ) -> None:
         """Run a metadata write, retrying when another process committed first; ``patch`` turns
         the cached rows into the written version's when the write committed right after them."""
+        looked: Optional[Set[str]] = getattr(self._looked, "tables", None)
         with self._write_lock, self._reading(table):
             for attempt in range(COMMIT_RETRIES):
+                if looked is not None:
+                    looked.discard(table)  # each attempt writes from the table's latest version
                 try:
                     with self._open_lock:
                         write()

@@ -116,7 +116,7 @@ class RefreshPipeline:
 
     def refresh(self, dt: DynamicTable, request: RefreshRequest) -> RefreshResult:
         started, refresh_id = utcnow(), uuid.uuid4().hex
-        with RefreshLock(self.locks, dt.name):
+        with RefreshLock(self.locks, dt.name), self.metadata.one_look():
             frontier = self.recorder.recover(dt, self._dt_log(dt))
             decided: List[Decision] = []
             try:
