@@ -316,3 +316,35 @@ def test_snapshots_shared_across_instances_follow_a_re_created_table(tmp_path: P
     again = DeltaLog(location).snapshot(0)
     assert again.table_id != first.table_id
     assert [f.name for f in again.schema.fields] == ["id"]
+
+
+def backdate_log_folder(table: Path) -> None:
+    """Make ``_delta_log`` look untouched for a minute: its listing may then be reused."""
+    folder = table / "_delta_log"
+    then = folder.stat().st_mtime_ns - 60_000_000_000
+    os.utime(folder, ns=(then, then))
+
+
+def test_a_reused_listing_follows_commits_cleanups_and_re_creation(table: Path) -> None:
+    backdate_log_folder(table)
+    log = DeltaLog(table)
+    assert log.latest_version() == 4 == DeltaLog(table).latest_version()
+    write_deltalake(table, rows([7]), mode="append")  # a commit changes the folder
+    assert log.latest_version() == 5 == DeltaLog(table).latest_version()
+    backdate_log_folder(table)
+    assert DeltaLog(table).version_at(10**15) == 5
+    DeltaLog(table).commit_timestamp(0)
+    commit_file(table, 0).unlink()  # the log cleaned up
+    with pytest.raises(HistoryUnavailable):
+        DeltaLog(table).commit_timestamp(0)
+    shutil.rmtree(table)  # dropped and re-created: a new folder
+    write_deltalake(table, rows([1]))
+    backdate_log_folder(table)
+    assert DeltaLog(table).latest_version() == 0
+
+
+def test_a_held_listing_answers_as_of_when_it_was_taken(table: Path) -> None:
+    held = DeltaLog(table).hold_listing()
+    write_deltalake(table, rows([7]), mode="append")
+    assert held.latest_version() == 4 and held.version_at(10**15) == 4
+    assert DeltaLog(table).latest_version() == 5

@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import bisect
 import json
+import os
 import re
 import threading
+import time
 import urllib.parse
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -51,6 +53,14 @@ SNAPSHOT_CACHE_SIZE = 8
 SHARED_SNAPSHOT_CACHE_SIZE = 64
 _shared_snapshots: "OrderedDict[Tuple[str, int, str], Snapshot]" = OrderedDict()
 _shared_snapshots_lock = threading.Lock()
+#: A local ``_delta_log``'s listing is reused while the folder is the same one with the same
+#: modification time, and that time is older than this before the listing was taken: a folder
+#: changed within the same tick of a coarse clock would otherwise look unchanged (git's index
+#: treats such entries as "racily clean" the same way). A source with a month of commits holds
+#: thousands of files, and a refresh asks for its versions several times (docs/ARCHITECTURE.md,
+#: "Reading sources").
+LISTING_RACY_NS = 2_000_000_000
+_listings: Dict[str, Tuple[Tuple[int, int, int], int, "_Listing"]] = {}
 
 
 class DeltaLogError(RuntimeError):
@@ -242,6 +252,8 @@ class DeltaLog:
         self._snapshots: "OrderedDict[int, Snapshot]" = OrderedDict()
         self._commits: Dict[int, _Commit] = {}
         self._commit_ict: Dict[int, Optional[int]] = {}
+        self._commit_ids: Dict[int, str] = {}
+        self._held: Optional[_Listing] = None
 
     def __repr__(self) -> str:
         return f"DeltaLog({self.location!r})"
@@ -314,15 +326,40 @@ class DeltaLog:
         return versions, stamps
 
     def _in_commit_timestamp(self, version: int) -> Optional[int]:
+        """The commit's in-commit timestamp. Where a table records them, commitInfo is its
+        commits' first action (Delta protocol, "In-Commit Timestamps"): one line is parsed, not
+        the compaction's thousands of file actions."""
         if version not in self._commit_ict:
-            info = self._read_commit(version).commit_info
-            value = info.get("inCommitTimestamp")
+            parsed = self._commits.get(version)
+            if parsed is not None:
+                value = parsed.commit_info.get("inCommitTimestamp")
+            else:
+                first = self._commit_bytes(version).split(b"\n", 1)[0]
+                info = (json.loads(first).get("commitInfo") if first.strip() else None) or {}
+                value = info.get("inCommitTimestamp")
             self._commit_ict[version] = int(value) if value is not None else None
         return self._commit_ict[version]
 
+    def hold_listing(self) -> "DeltaLog":
+        """From now on answer from one listing, taken now: a refresh reads each source at the
+        version it observed, so commits landing later are the next refresh's, and the source's
+        log is not listed again for each question (docs/ARCHITECTURE.md, "Reading sources").
+        Never for a table the caller writes."""
+        self._held = self._listing()
+        return self
+
     def _listing(self) -> _Listing:
+        if self._held is not None:
+            return self._held
+        folder = f"{self._root}/{LOG_DIR}"
+        listed_at = time.time_ns()
+        stamp = self._folder_stamp(folder)
+        if stamp is not None:
+            cached = _listings.get(folder)
+            if cached is not None and cached[0] == stamp and stamp[2] < cached[1] - LISTING_RACY_NS:
+                return cached[2]
         try:
-            infos = self._fs.get_file_info(pafs.FileSelector(f"{self._root}/{LOG_DIR}"))
+            infos = self._fs.get_file_info(pafs.FileSelector(folder))
         except FileNotFoundError:
             return _Listing({}, ())
         commits: Dict[int, int] = {}
@@ -332,7 +369,21 @@ class DeltaLog:
                 commits[int(match.group(1))] = info.mtime_ns // 1_000_000 if info.mtime_ns else 0
             elif match := CHECKPOINT_FILE.match(info.base_name):
                 checkpoints.append(int(match.group(1)))
-        return _Listing(commits, tuple(sorted(set(checkpoints))))
+        listing = _Listing(commits, tuple(sorted(set(checkpoints))))
+        if stamp is not None:
+            _listings[folder] = (stamp, listed_at, listing)
+        return listing
+
+    def _folder_stamp(self, folder: str) -> Optional[Tuple[int, int, int]]:
+        """The local folder's device, inode and modification time; None elsewhere (an object
+        store's listing is not reused)."""
+        if not isinstance(self._fs, pafs.LocalFileSystem):
+            return None
+        try:
+            found = os.stat(folder)
+        except OSError:
+            return None
+        return (found.st_dev, found.st_ino, found.st_mtime_ns)
 
     # -- snapshots --------------------------------------------------------------------------------
 
@@ -468,12 +519,7 @@ class DeltaLog:
         cached = self._commits.get(version)
         if cached is not None:
             return cached
-        path = f"{self._root}/{LOG_DIR}/{version:020d}.json"
-        try:
-            with self._fs.open_input_stream(path) as stream:
-                raw = stream.read()
-        except FileNotFoundError as exc:
-            raise HistoryUnavailable(f"{self.location}: the commit of version {version} is gone.") from exc
+        raw = self._commit_bytes(version)
         text = raw.decode("utf-8")
         identity = fingerprint(raw)
         commit = _Commit(
@@ -498,10 +544,24 @@ class DeltaLog:
         self._commits[version] = commit
         return commit
 
+    def _commit_bytes(self, version: int) -> bytes:
+        path = f"{self._root}/{LOG_DIR}/{version:020d}.json"
+        try:
+            with self._fs.open_input_stream(path) as stream:
+                return bytes(stream.read())
+        except FileNotFoundError as exc:
+            raise HistoryUnavailable(f"{self.location}: the commit of version {version} is gone.") from exc
+
     def commit_id(self, version: int) -> str:
         """The identity of ``version``'s commit (see :attr:`_Commit.identity`);
-        :class:`HistoryUnavailable` if its commit file is gone."""
-        return self._read_commit(version).identity
+        :class:`HistoryUnavailable` if its commit file is gone. A digest of its bytes: nothing
+        is parsed."""
+        parsed = self._commits.get(version)
+        if parsed is not None:
+            return parsed.identity
+        if version not in self._commit_ids:
+            self._commit_ids[version] = fingerprint(self._commit_bytes(version))
+        return self._commit_ids[version]
 
     def operation_metrics(self, version: int) -> Dict[str, int]:
         """The row and file counts the writer of ``version`` recorded in its ``commitInfo``

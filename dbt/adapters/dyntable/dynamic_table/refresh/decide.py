@@ -372,6 +372,7 @@ def observe(
                 f"Source {name} does not exist or is not a Delta table. Build it first "
                 "(dbt run), or fix the reference in the model."
             )
+        log.hold_listing()
         read = _read_of(name, upstream, across, request)
         version = _version_read(log, name, read, upstream, effective, metadata)
         states.append(_source_state(log, name, version, read, resuming))
