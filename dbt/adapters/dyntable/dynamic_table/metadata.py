@@ -104,8 +104,8 @@ COMPACT_EVERY = 25
 #: The metadata tables keep no log history of their own (their rows are the history): each 10th
 #: commit writes a checkpoint and removes the commits before it. Opening a table, or checking an
 #: open one for new commits, replays the commits since its last checkpoint: 2.8 ms with 44 of them
-#: against 0.5 ms right after one (docs/ARCHITECTURE.md, "Metadata"). A reader whose next commit
-#: was removed reads the table afresh (``_table``).
+#: against 0.5 ms right after one (docs/ARCHITECTURE.md, "Metadata tables"). A reader whose next
+#: commit was removed reads the table afresh (``_table``).
 LOG_SETTINGS = {"delta.checkpointInterval": "10", "delta.logRetentionDuration": "interval 0 seconds"}
 #: Compaction's vacuum deletes the data files removed this long ago: every reader reads the latest
 #: version, and one that loaded a version whose files went since reads afresh (``_rows``). Without
@@ -592,7 +592,7 @@ class MetadataStore:
         (unreadable ones skipped); with no loadable version, from every readable data file in the
         folder. Either way nothing wrong is served afterwards: the latest row per DT wins, and a
         frontier lost or older than its DT's data makes the DT recompute (docs/ARCHITECTURE.md,
-        "Metadata")."""
+        "Metadata tables")."""
         with self._write_lock, self._open_lock:
             self._open.clear()
             self._cached.clear()
