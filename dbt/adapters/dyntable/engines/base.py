@@ -12,7 +12,7 @@ import uuid
 from abc import ABC, abstractmethod
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, Dict, Iterator, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, ClassVar, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from dbt.adapters.dyntable.delta_log import DeltaLog
 from dbt.adapters.dyntable.vocabulary import quote, sql_string
@@ -27,6 +27,22 @@ if TYPE_CHECKING:
 _CHANGES_CATALOG = re.compile(
     r"\s*(CREATE|DROP|ALTER|REPLACE|RESTORE|TRUNCATE|MSCK|REFRESH|USE)\b", re.IGNORECASE
 )
+
+
+#: Stopped Spark Connect sessions, kept for the life of the process: pyspark 4.0's session
+#: finalizer shuts down the thread pool all Connect clients share, and run by the garbage
+#: collector while this thread submits to that pool, it hangs the process (docs/ARCHITECTURE.md,
+#: "Engines"). A stopped session is closed already; keeping it costs a few objects.
+_stopped_sessions: List["SparkSession"] = []
+
+
+def stop_connect_session(spark: "SparkSession") -> None:
+    """Stop a Spark Connect session where its finalizer cannot run mid-query."""
+    _stopped_sessions.append(spark)
+    try:
+        spark.stop()
+    except Exception:  # noqa: BLE001 - the server may already be gone
+        pass
 
 
 class EngineError(RuntimeError):

@@ -11,7 +11,7 @@ import socket
 from typing import TYPE_CHECKING, ClassVar, Optional
 from urllib.parse import urlparse
 
-from dbt.adapters.dyntable.engines.base import Capabilities, Engine, EngineError
+from dbt.adapters.dyntable.engines.base import Capabilities, Engine, EngineError, stop_connect_session
 from dbt.adapters.dyntable.vocabulary import first_line
 
 if TYPE_CHECKING:
@@ -72,7 +72,7 @@ class ConnectEngine(Engine):
         try:
             spark.sql("SELECT 1").collect()
         except Exception as exc:
-            spark.stop()
+            stop_connect_session(spark)
             raise EngineError(
                 f"The Spark Connect server at {self.connect_url} did not run a query: "
                 f"{first_line(exc)}. Check `connect_url`."
@@ -89,7 +89,4 @@ class ConnectEngine(Engine):
     def stop(self) -> None:
         spark, self._spark = self._spark, None
         if spark is not None:
-            try:
-                spark.stop()
-            except Exception:  # noqa: BLE001 - the server may already be gone
-                pass
+            stop_connect_session(spark)

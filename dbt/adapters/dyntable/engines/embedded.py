@@ -26,7 +26,7 @@ import sqlglot
 from deltalake import DeltaTable
 from sqlglot import exp
 
-from dbt.adapters.dyntable.engines.base import Capabilities, Engine, EngineError
+from dbt.adapters.dyntable.engines.base import Capabilities, Engine, EngineError, stop_connect_session
 from dbt.adapters.dyntable.engines.warehouse import AttachReport, PersistedTable, Warehouse, parse_ddl
 from dbt.adapters.dyntable.vocabulary import DIALECT, first_line, quote
 
@@ -185,10 +185,7 @@ class EmbeddedEngine(Engine):
         spark, self._spark = self._spark, None
         server, self._server = self._server, None
         if spark is not None:
-            try:
-                spark.stop()
-            except Exception:  # noqa: BLE001 - the server may already be gone
-                pass
+            stop_connect_session(spark)
         if server is not None:
             try:
                 server.stop()
