@@ -6,6 +6,7 @@ import datetime as dt
 import json
 import os
 import shutil
+from collections import OrderedDict
 from decimal import Decimal
 from pathlib import Path
 from typing import Dict, List
@@ -14,6 +15,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
+from dbt.adapters.dyntable import delta_log
 from dbt.adapters.dyntable.delta_log import (
     DeltaLog,
     HistoryUnavailable,
@@ -348,3 +350,21 @@ def test_a_held_listing_answers_as_of_when_it_was_taken(table: Path) -> None:
     write_deltalake(table, rows([7]), mode="append")
     assert held.latest_version() == 4 and held.version_at(10**15) == 4
     assert DeltaLog(table).latest_version() == 5
+
+
+def test_reused_listings_are_bounded_least_recently_used_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(delta_log, "_listings", OrderedDict())
+    monkeypatch.setattr(delta_log, "LISTING_CACHE_SIZE", 2)
+    folders = {}
+    for name in ("a", "b", "c"):
+        write_deltalake(tmp_path / name, rows([1]))
+        backdate_log_folder(tmp_path / name)
+        folders[name] = str(tmp_path / name / "_delta_log")
+    DeltaLog(tmp_path / "a").latest_version()
+    DeltaLog(tmp_path / "b").latest_version()
+    DeltaLog(tmp_path / "a").latest_version()  # a reused: b is now the least recently used
+    DeltaLog(tmp_path / "c").latest_version()
+    assert list(delta_log._listings) == [folders["a"], folders["c"]]
+

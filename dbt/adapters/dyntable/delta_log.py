@@ -60,7 +60,11 @@ _shared_snapshots_lock = threading.Lock()
 #: thousands of files, and a refresh asks for its versions several times (docs/ARCHITECTURE.md,
 #: "Reading sources").
 LISTING_RACY_NS = 2_000_000_000
-_listings: Dict[str, Tuple[Tuple[int, int, int], int, "_Listing"]] = {}
+#: Listings kept, least recently used dropped first: one per source a process reads, so a runner
+#: over a warehouse of thousands of tables does not keep every log's listing for its lifetime.
+LISTING_CACHE_SIZE = 256
+_listings: "OrderedDict[str, Tuple[Tuple[int, int, int], int, _Listing]]" = OrderedDict()
+_listings_lock = threading.Lock()
 
 
 class DeltaLogError(RuntimeError):
@@ -355,9 +359,11 @@ class DeltaLog:
         listed_at = time.time_ns()
         stamp = self._folder_stamp(folder)
         if stamp is not None:
-            cached = _listings.get(folder)
-            if cached is not None and cached[0] == stamp and stamp[2] < cached[1] - LISTING_RACY_NS:
-                return cached[2]
+            with _listings_lock:
+                cached = _listings.get(folder)
+                if cached is not None and cached[0] == stamp and stamp[2] < cached[1] - LISTING_RACY_NS:
+                    _listings.move_to_end(folder)
+                    return cached[2]
         try:
             infos = self._fs.get_file_info(pafs.FileSelector(folder))
         except FileNotFoundError:
@@ -371,7 +377,11 @@ class DeltaLog:
                 checkpoints.append(int(match.group(1)))
         listing = _Listing(commits, tuple(sorted(set(checkpoints))))
         if stamp is not None:
-            _listings[folder] = (stamp, listed_at, listing)
+            with _listings_lock:
+                _listings[folder] = (stamp, listed_at, listing)
+                _listings.move_to_end(folder)
+                if len(_listings) > LISTING_CACHE_SIZE:
+                    _listings.popitem(last=False)
         return listing
 
     def _folder_stamp(self, folder: str) -> Optional[Tuple[int, int, int]]:

@@ -177,14 +177,17 @@ class Engine(ABC):
         location = self.catalog_entry(schema, name).get("Location")
         return location.removeprefix("file:") if location and location.startswith("file:/") else location
 
-    def delta_log(self, name: str) -> Optional[DeltaLog]:
+    def delta_log(self, name: str, *, hold_listing: bool = False) -> Optional[DeltaLog]:
         """The Delta log of the table ``name`` (``schema.table``); None if it is not a Delta
-        table of this engine."""
+        table of this engine. With ``hold_listing``, the log answers from the listing its
+        existence check took (:meth:`DeltaLog.hold_listing`): one listing per source per refresh."""
         schema, table = name.split(".", 1)
         location = self.table_location(schema, table)
         if location is None:
             return None
         log = DeltaLog(location)
+        if hold_listing:
+            log.hold_listing()
         return log if log.exists() else None
 
     def view_definition(self, schema: str, name: str) -> Optional[str]:

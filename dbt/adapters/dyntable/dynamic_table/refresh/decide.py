@@ -359,7 +359,7 @@ def observe(
     resuming = frontier if definition.rebuild_reason is None else None
     states = []
     for name in names:
-        log = engine.delta_log(name)
+        log = engine.delta_log(name, hold_listing=True)
         if log is None and not engine.capabilities.escaped_table_paths and not _plain(name):
             raise RefreshError(
                 f"Source {name} cannot be read incrementally by the {engine.name} engine: it stores "
@@ -372,7 +372,6 @@ def observe(
                 f"Source {name} does not exist or is not a Delta table. Build it first "
                 "(dbt run), or fix the reference in the model."
             )
-        log.hold_listing()
         read = _read_of(name, upstream, across, request)
         version = _version_read(log, name, read, upstream, effective, metadata)
         states.append(_source_state(log, name, version, read, resuming))
