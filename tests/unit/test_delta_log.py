@@ -368,3 +368,29 @@ def test_reused_listings_are_bounded_least_recently_used_first(
     DeltaLog(tmp_path / "c").latest_version()
     assert list(delta_log._listings) == [folders["a"], folders["c"]]
 
+
+def test_a_later_version_replayed_from_a_loaded_one_equals_a_fresh_load(
+    table: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(delta_log, "_replay_bases", OrderedDict())
+    monkeypatch.setattr(delta_log, "_shared_snapshots", OrderedDict())
+    replays: List[int] = []
+    replay = DeltaTable.load_as_version
+    monkeypatch.setattr(DeltaTable, "load_as_version", lambda t, v: replays.append(v) or replay(t, v))
+    DeltaLog(table).snapshot(1)  # the base every later version is replayed from
+    added_column = pa.table({"id": pa.array([8], pa.int64()), "v": ["z"], "w": [1.5]})
+    write_deltalake(table, added_column, mode="append", schema_mode="merge")
+    for version in (3, 4, 5):
+        replayed = DeltaLog(table).snapshot(version)
+        fresh = delta_log.DeltaLog(table)._build_snapshot(DeltaTable(str(table), version=version), version)
+        assert replayed == fresh
+    assert replays == [3, 4, 5]
+    assert [f.name for f in DeltaLog(table).snapshot(5).schema.fields] == ["id", "v", "w"]
+    shutil.rmtree(table)  # re-created with more versions than the base: never replayed onto
+    for batch in ([1], [2], [3], [4], [5], [6], [7]):
+        write_deltalake(table, rows(batch, "new"), mode="append")
+    assert DeltaLog(table).snapshot(6) == delta_log.DeltaLog(table)._build_snapshot(
+        DeltaTable(str(table), version=6), 6
+    )
+    assert DeltaLog(table).row_count(6) == 7
+    assert replays == [3, 4, 5]  # the re-created table's version 6 was loaded afresh

@@ -53,6 +53,14 @@ SNAPSHOT_CACHE_SIZE = 8
 SHARED_SNAPSHOT_CACHE_SIZE = 64
 _shared_snapshots: "OrderedDict[Tuple[str, int, str], Snapshot]" = OrderedDict()
 _shared_snapshots_lock = threading.Lock()
+#: Per location, the ``deltalake`` table object of the newest version loaded and the identity of
+#: that version's commit: a later version is loaded from it by replaying only the commits between
+#: (``load_as_version``), not from the last checkpoint. A source's next version, and a DT's version
+#: after its MERGE, are one or a few commits on (docs/ARCHITECTURE.md, "Reading sources"). Taken
+#: out while in use, so no two threads move one object.
+REPLAY_BASE_CACHE_SIZE = 64
+_replay_bases: "OrderedDict[str, Tuple[int, str, DeltaTable]]" = OrderedDict()
+_replay_bases_lock = threading.Lock()
 #: A local ``_delta_log``'s listing is reused while the folder is the same one with the same
 #: modification time, and that time is older than this before the listing was taken: a folder
 #: changed within the same tick of a coarse clock would otherwise look unchanged (git's index
@@ -428,8 +436,10 @@ class DeltaLog:
             return None
 
     def _load_snapshot(self, version: int) -> Snapshot:
+        table = self._replayed_to(version)
         try:
-            table = DeltaTable(self.location, version=version)
+            if table is None:
+                table = DeltaTable(self.location, version=version)
         except (TableNotFoundError, DeltaError) as exc:
             # deltalake also says "not found" for a version whose log segment was cleaned up.
             if not self.exists():
@@ -438,7 +448,41 @@ class DeltaLog:
                 f"Version {version} of {self.location} cannot be rebuilt from its log "
                 f"(cleaned up or not committed yet): {exc}"
             ) from exc
-        return self._build_snapshot(table, version)
+        snapshot = self._build_snapshot(table, version)
+        self._keep_replay_base(table, version)
+        return snapshot
+
+    def _replayed_to(self, version: int) -> Optional[DeltaTable]:
+        """The table at ``version``, replayed from the newest earlier version loaded in this
+        process, if its commit is still the one loaded (a table re-created at the location
+        writes new commits); None when there is no such base or the replay fails."""
+        with _replay_bases_lock:
+            base = _replay_bases.get(self.location)
+            if base is None or base[0] >= version:
+                return None
+            del _replay_bases[self.location]
+        base_version, identity, table = base
+        try:
+            if self.commit_id(base_version) != identity:
+                return None
+            table.load_as_version(version)
+        except Exception:  # noqa: BLE001 - the shortcut only: the caller loads from the checkpoint
+            return None
+        return table
+
+    def _keep_replay_base(self, table: DeltaTable, version: int) -> None:
+        try:
+            identity = self.commit_id(version)
+        except HistoryUnavailable:
+            return
+        with _replay_bases_lock:
+            kept = _replay_bases.get(self.location)
+            if kept is not None and kept[0] > version:
+                return
+            _replay_bases[self.location] = (version, identity, table)
+            _replay_bases.move_to_end(self.location)
+            if len(_replay_bases) > REPLAY_BASE_CACHE_SIZE:
+                _replay_bases.popitem(last=False)
 
     def _build_snapshot(self, table: DeltaTable, version: int) -> Snapshot:
         metadata = table.metadata()
