@@ -50,6 +50,12 @@ def test_frontiers_keep_one_row_per_table_after_compaction(tmp_path: Path) -> No
         "s.b": 2 * COMPACT_EVERY - 1,
     }
     assert fresh["s.a"].sources == {"s.t": SourceVersion(2 * COMPACT_EVERY - 1, f"c{2 * COMPACT_EVERY - 1}")}
+    store._prune_frontiers(store._open[FRONTIERS])  # what the next compaction keeps: the latest rows
+    kept = DeltaTable(str(store.location(FRONTIERS))).to_pyarrow_table().to_pylist()
+    assert sorted((row["name"], row["dt_version"]) for row in kept) == [
+        ("s.a", 2 * COMPACT_EVERY - 1),
+        ("s.b", 2 * COMPACT_EVERY - 1),
+    ]
 
 
 def test_refresh_history_older_than_the_retention_is_dropped(tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ from typing import Any, Callable, ClassVar, Dict, Iterator, List, Mapping, Optio
 from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.fs as pa_fs
 import pyarrow.parquet as pq
@@ -738,12 +739,15 @@ class MetadataStore:
     def _prune_frontiers(self, opened: DeltaTable) -> None:
         """Rewrite the frontiers table with each DT's latest row only. The overwrite removes the
         files it read: a row another process appends meanwhile stays."""
-        rows = self._dataset(FRONTIERS).to_table().to_pylist()
-        latest: Dict[str, Dict[str, Any]] = {}
-        for row in sorted(rows, key=lambda r: r["updated_at"]):
-            latest[row["name"]] = row
-        if len(latest) < len(rows):
-            data = pa.Table.from_pylist(list(latest.values()), schema=SCHEMAS[FRONTIERS])
+        rows = self._dataset(FRONTIERS).to_table()
+        # Per name, the row of the newest updated_at; of equal ones the later row (a stable sort).
+        order = pa.array(range(rows.num_rows), pa.int64())
+        ranked = rows.select(["name", "updated_at"]).append_column("_row", order).sort_by("updated_at")
+        ranked = ranked.append_column("_rank", pa.array(range(rows.num_rows), pa.int64()))
+        latest = ranked.group_by("name", use_threads=False).aggregate([("_rank", "max")])
+        if latest.num_rows < rows.num_rows:
+            keep = pc.take(ranked.column("_row"), latest.column("_rank_max"))
+            data = rows.take(keep).select(SCHEMAS[FRONTIERS].names).cast(SCHEMAS[FRONTIERS])
             write_deltalake(opened, data, mode="overwrite")
 
 
