@@ -5,8 +5,10 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
-from deltalake import DeltaTable
+from deltalake import DeltaTable, write_deltalake
+from deltalake.table import TableFeatures
 
 from dbt.adapters.dyntable.dynamic_table import metadata
 from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, State, Trigger
@@ -17,6 +19,7 @@ from dbt.adapters.dyntable.dynamic_table.metadata import (
     SCHEMAS,
     HistoryRow,
     Intent,
+    MetadataDamaged,
     MetadataStore,
     SourceVersion,
     utcnow,
@@ -130,3 +133,31 @@ def test_inside_one_look_a_table_is_read_as_of_its_first_read(tmp_path: Path) ->
         assert set(store.frontiers()) == {"s.a", "s.b", "s.c"}
     other.commit_intent("s.d", intent(4), 4, "d4")
     assert set(store.frontiers()) == {"s.a", "s.b", "s.c", "s.d"}
+
+
+def test_rows_written_before_a_column_existed_read_it_as_null(tmp_path: Path) -> None:
+    location = tmp_path / "meta" / FRONTIERS
+    location.mkdir(parents=True)
+    older = pa.schema([f for f in SCHEMAS[FRONTIERS] if f.name != "views"])
+    row = {name: None for name in older.names}
+    row.update(name="s.a", data_timestamp=utcnow(), source_versions="{}", sources="{}", dt_version=4)
+    row.update(
+        dt_commit="c4", definition_hash="h", refresh_mode="auto", definition="sql", updated_at=utcnow()
+    )
+    write_deltalake(location, pa.Table.from_pylist([row], schema=older))
+    store = MetadataStore(tmp_path / "meta", "meta")
+    store.ensure()  # adds the missing column
+    read = store.frontier("s.a")
+    assert read is not None and read.dt_version == 4 and read.views is None
+
+
+def test_a_table_moved_to_a_higher_reader_protocol_is_never_read_as_plain_files(tmp_path: Path) -> None:
+    """Deletion vectors would hide rows of its files: deltalake reads it or says why it cannot."""
+    store = MetadataStore(tmp_path / "meta", "meta")
+    store.ensure()
+    store.commit_intent("s.a", intent(7), 7, "d7")
+    DeltaTable(str(store.location(FRONTIERS))).alter.add_feature(
+        TableFeatures.DeletionVectors, allow_protocol_versions_increase=True
+    )
+    with pytest.raises(MetadataDamaged, match="deletionVectors.*dyntable repair"):
+        MetadataStore(tmp_path / "meta", "meta").frontier("s.a")
