@@ -6,7 +6,6 @@ import datetime as dt
 import json
 import os
 import shutil
-from collections import OrderedDict
 from decimal import Decimal
 from pathlib import Path
 from typing import Dict, List
@@ -355,8 +354,7 @@ def test_a_held_listing_answers_as_of_when_it_was_taken(table: Path) -> None:
 def test_reused_listings_are_bounded_least_recently_used_first(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(delta_log, "_listings", OrderedDict())
-    monkeypatch.setattr(delta_log, "LISTING_CACHE_SIZE", 2)
+    monkeypatch.setattr(delta_log, "_listings", delta_log._Lru(2))
     folders = {}
     for name in ("a", "b", "c"):
         write_deltalake(tmp_path / name, rows([1]))
@@ -372,8 +370,8 @@ def test_reused_listings_are_bounded_least_recently_used_first(
 def test_a_later_version_replayed_from_a_loaded_one_equals_a_fresh_load(
     table: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(delta_log, "_replay_bases", OrderedDict())
-    monkeypatch.setattr(delta_log, "_shared_snapshots", OrderedDict())
+    monkeypatch.setattr(delta_log, "_replay_bases", delta_log._Lru(delta_log.REPLAY_BASE_CACHE_SIZE))
+    monkeypatch.setattr(delta_log, "_shared_snapshots", delta_log._Lru(delta_log.SHARED_SNAPSHOT_CACHE_SIZE))
     replays: List[int] = []
     replay = DeltaTable.load_as_version
     monkeypatch.setattr(DeltaTable, "load_as_version", lambda t, v: replays.append(v) or replay(t, v))

@@ -27,7 +27,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, Generic, Iterator, List, Mapping, Optional, Tuple, TypeVar, Union
 
 import numpy as np
 import pyarrow as pa
@@ -51,16 +51,12 @@ SNAPSHOT_CACHE_SIZE = 8
 #: one `dbt run` read the same source versions, and a runner's next tick reads as its start the
 #: version the last one ended at: each is loaded once (docs/ARCHITECTURE.md, "Reading sources").
 SHARED_SNAPSHOT_CACHE_SIZE = 64
-_shared_snapshots: "OrderedDict[Tuple[str, int, str], Snapshot]" = OrderedDict()
-_shared_snapshots_lock = threading.Lock()
 #: Per location, the ``deltalake`` table object of the newest version loaded and the identity of
 #: that version's commit: a later version is loaded from it by replaying only the commits between
 #: (``load_as_version``), not from the last checkpoint. A source's next version, and a DT's version
 #: after its MERGE, are one or a few commits on (docs/ARCHITECTURE.md, "Reading sources"). Taken
 #: out while in use, so no two threads move one object.
 REPLAY_BASE_CACHE_SIZE = 64
-_replay_bases: "OrderedDict[str, Tuple[int, str, DeltaTable]]" = OrderedDict()
-_replay_bases_lock = threading.Lock()
 #: A local ``_delta_log``'s listing is reused while the folder is the same one with the same
 #: modification time, and that time is older than this before the listing was taken: a folder
 #: changed within the same tick of a coarse clock would otherwise look unchanged (git's index
@@ -71,8 +67,45 @@ LISTING_RACY_NS = 2_000_000_000
 #: Listings kept, least recently used dropped first: one per source a process reads, so a runner
 #: over a warehouse of thousands of tables does not keep every log's listing for its lifetime.
 LISTING_CACHE_SIZE = 256
-_listings: "OrderedDict[str, Tuple[Tuple[int, int, int], int, _Listing]]" = OrderedDict()
-_listings_lock = threading.Lock()
+
+_Key = TypeVar("_Key")
+_Value = TypeVar("_Value")
+
+
+class _Lru(Generic[_Key, _Value]):
+    """A map that keeps its ``size`` most recently used entries; safe across threads."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._entries: "OrderedDict[_Key, _Value]" = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: _Key) -> Optional[_Value]:
+        with self._lock:
+            value = self._entries.get(key)
+            if value is not None:
+                self._entries.move_to_end(key)
+            return value
+
+    def put(self, key: _Key, value: _Value) -> None:
+        with self._lock:
+            self._entries[key] = value
+            self._entries.move_to_end(key)
+            if len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+
+    def pop(self, key: _Key) -> Optional[_Value]:
+        with self._lock:
+            return self._entries.pop(key, None)
+
+    def __iter__(self) -> Iterator[_Key]:
+        with self._lock:
+            return iter(list(self._entries))
+
+
+_shared_snapshots: "_Lru[Tuple[str, int, str], Snapshot]" = _Lru(SHARED_SNAPSHOT_CACHE_SIZE)
+_replay_bases: "_Lru[str, Tuple[int, str, DeltaTable]]" = _Lru(REPLAY_BASE_CACHE_SIZE)
+_listings: "_Lru[str, Tuple[Tuple[int, int, int], int, _Listing]]" = _Lru(LISTING_CACHE_SIZE)
 
 
 class DeltaLogError(RuntimeError):
@@ -261,7 +294,7 @@ class DeltaLog:
         self._root = self._root.rstrip("/")
         local = isinstance(self._fs, pafs.LocalFileSystem)
         self.root_uri = Path(self._root).as_uri() if local else self.location
-        self._snapshots: "OrderedDict[int, Snapshot]" = OrderedDict()
+        self._snapshots: "_Lru[int, Snapshot]" = _Lru(SNAPSHOT_CACHE_SIZE)
         self._commits: Dict[int, _Commit] = {}
         self._commit_ict: Dict[int, Optional[int]] = {}
         self._commit_ids: Dict[int, str] = {}
@@ -367,11 +400,9 @@ class DeltaLog:
         listed_at = time.time_ns()
         stamp = self._folder_stamp(folder)
         if stamp is not None:
-            with _listings_lock:
-                cached = _listings.get(folder)
-                if cached is not None and cached[0] == stamp and stamp[2] < cached[1] - LISTING_RACY_NS:
-                    _listings.move_to_end(folder)
-                    return cached[2]
+            cached = _listings.get(folder)
+            if cached is not None and cached[0] == stamp and stamp[2] < cached[1] - LISTING_RACY_NS:
+                return cached[2]
         try:
             infos = self._fs.get_file_info(pafs.FileSelector(folder))
         except FileNotFoundError:
@@ -385,11 +416,7 @@ class DeltaLog:
                 checkpoints.append(int(match.group(1)))
         listing = _Listing(commits, tuple(sorted(set(checkpoints))))
         if stamp is not None:
-            with _listings_lock:
-                _listings[folder] = (stamp, listed_at, listing)
-                _listings.move_to_end(folder)
-                if len(_listings) > LISTING_CACHE_SIZE:
-                    _listings.popitem(last=False)
+            _listings.put(folder, (stamp, listed_at, listing))
         return listing
 
     def _folder_stamp(self, folder: str) -> Optional[Tuple[int, int, int]]:
@@ -409,22 +436,13 @@ class DeltaLog:
         """The table at ``version`` (cached); :class:`HistoryUnavailable` if it cannot be rebuilt."""
         cached = self._snapshots.get(version)
         if cached is not None:
-            self._snapshots.move_to_end(version)
             return cached
         key = self._shared_key(version)
-        with _shared_snapshots_lock:
-            shared = _shared_snapshots.get(key) if key is not None else None
-            if shared is not None:
-                _shared_snapshots.move_to_end(key)  # type: ignore[arg-type]
+        shared = _shared_snapshots.get(key) if key is not None else None
         snapshot = shared or self._load_snapshot(version)
         if key is not None and shared is None:
-            with _shared_snapshots_lock:
-                _shared_snapshots[key] = snapshot
-                if len(_shared_snapshots) > SHARED_SNAPSHOT_CACHE_SIZE:
-                    _shared_snapshots.popitem(last=False)
-        self._snapshots[version] = snapshot
-        if len(self._snapshots) > SNAPSHOT_CACHE_SIZE:
-            self._snapshots.popitem(last=False)
+            _shared_snapshots.put(key, snapshot)
+        self._snapshots.put(version, snapshot)
         return snapshot
 
     def _shared_key(self, version: int) -> Optional[Tuple[str, int, str]]:
@@ -456,11 +474,12 @@ class DeltaLog:
         """The table at ``version``, replayed from the newest earlier version loaded in this
         process, if its commit is still the one loaded (a table re-created at the location
         writes new commits); None when there is no such base or the replay fails."""
-        with _replay_bases_lock:
-            base = _replay_bases.get(self.location)
-            if base is None or base[0] >= version:
-                return None
-            del _replay_bases[self.location]
+        base = _replay_bases.pop(self.location)
+        if base is None:
+            return None
+        if base[0] >= version:
+            self._keep_replay_base(base[2], base[0], base[1])
+            return None
         base_version, identity, table = base
         try:
             if self.commit_id(base_version) != identity:
@@ -470,19 +489,16 @@ class DeltaLog:
             return None
         return table
 
-    def _keep_replay_base(self, table: DeltaTable, version: int) -> None:
-        try:
-            identity = self.commit_id(version)
-        except HistoryUnavailable:
-            return
-        with _replay_bases_lock:
-            kept = _replay_bases.get(self.location)
-            if kept is not None and kept[0] > version:
+    def _keep_replay_base(self, table: DeltaTable, version: int, identity: Optional[str] = None) -> None:
+        """Keep ``table`` (at ``version``) as the location's base, unless a newer one is kept."""
+        if identity is None:
+            try:
+                identity = self.commit_id(version)
+            except HistoryUnavailable:
                 return
-            _replay_bases[self.location] = (version, identity, table)
-            _replay_bases.move_to_end(self.location)
-            if len(_replay_bases) > REPLAY_BASE_CACHE_SIZE:
-                _replay_bases.popitem(last=False)
+        kept = _replay_bases.get(self.location)
+        if kept is None or kept[0] <= version:
+            _replay_bases.put(self.location, (version, identity, table))
 
     def _build_snapshot(self, table: DeltaTable, version: int) -> Snapshot:
         metadata = table.metadata()
