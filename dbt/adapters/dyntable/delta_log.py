@@ -39,6 +39,13 @@ from pyspark.sql.types import StructType
 from dbt.adapters.dyntable.vocabulary import fingerprint
 
 LOG_DIR = "_delta_log"
+
+
+def commit_file(version: int) -> str:
+    """The path of ``version``'s commit, relative to the table's root."""
+    return f"{LOG_DIR}/{version:020d}.json"
+
+
 COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
 #: Classic, multi-part (`.checkpoint.0000000001.0000000003.parquet`) and V2 (`.checkpoint.<uuid>.json`).
 CHECKPOINT_FILE = re.compile(r"^(\d{20})\.checkpoint(?:\.[^.]+|\.\d{10}\.\d{10})?\.(?:parquet|json)$")
@@ -615,7 +622,7 @@ class DeltaLog:
         return commit
 
     def _commit_bytes(self, version: int) -> bytes:
-        path = f"{self._root}/{LOG_DIR}/{version:020d}.json"
+        path = f"{self._root}/{commit_file(version)}"
         try:
             with self._fs.open_input_stream(path) as stream:
                 return bytes(stream.read())

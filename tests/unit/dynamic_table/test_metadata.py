@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from datetime import timedelta
 from pathlib import Path
 
@@ -133,6 +134,26 @@ def test_inside_one_look_a_table_is_read_as_of_its_first_read(tmp_path: Path) ->
         assert set(store.frontiers()) == {"s.a", "s.b", "s.c"}
     other.commit_intent("s.d", intent(4), 4, "d4")
     assert set(store.frontiers()) == {"s.a", "s.b", "s.c", "s.d"}
+
+
+def test_a_table_restored_from_an_older_backup_is_read_and_written_afresh(tmp_path: Path) -> None:
+    """A process holding the frontier table open while its folder is restored from an older
+    backup (whose log ends before the version it read, and past a checkpoint written since)
+    reads the restored rows and writes after them."""
+    store = MetadataStore(tmp_path / "meta", "meta")
+    store.ensure()
+    store.commit_intent("s.a", intent(1), 1, "d1")
+    backup = tmp_path / "backup"
+    shutil.copytree(store.location(FRONTIERS), backup)
+    interval = int(LOG_SETTINGS["delta.checkpointInterval"])
+    for version in range(2, 2 + interval):
+        store.commit_intent("s.b", intent(version), version, f"d{version}")
+    assert set(store.frontiers()) == {"s.a", "s.b"}
+    shutil.rmtree(store.location(FRONTIERS))
+    shutil.copytree(backup, store.location(FRONTIERS))
+    assert set(store.frontiers()) == {"s.a"}
+    store.commit_intent("s.c", intent(3), 3, "d3")
+    assert set(MetadataStore(tmp_path / "meta", "meta").frontiers()) == {"s.a", "s.c"}
 
 
 def test_rows_written_before_a_column_existed_read_it_as_null(tmp_path: Path) -> None:

@@ -33,6 +33,7 @@ from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError
 from deltalake.schema import Field as DeltaField
 
+from dbt.adapters.dyntable.delta_log import commit_file
 from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, SchedulingState, SourceRead, State, Trigger
 from dbt.adapters.dyntable.vocabulary import first_line
 
@@ -677,7 +678,12 @@ class MetadataStore:
             if opened is not None:
                 try:
                     opened.update_incremental()
+                    # A log restored from an older backup may still "update" without error
+                    # while it no longer holds the version read.
+                    rewound = not (self.location(table) / commit_file(opened.version())).exists()
                 except DeltaError:
+                    rewound = True
+                if rewound:
                     # The log no longer continues what this process read (a table re-created,
                     # or commits lost in a restore from backup): read it afresh.
                     self._cached.pop(table, None)
