@@ -24,6 +24,9 @@ from dbt.adapters.dyntable.differentiation import (
     differentiate,
     plan_query,
 )
+from dbt.adapters.dyntable.dynamic_table.config import DynamicTableConfig
+from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
+from dbt.adapters.dyntable.dynamic_table.refresh.apply import DeltaApplier
 from dbt.adapters.dyntable.engines.base import Engine
 
 WEIGHT = "_dyn_weight"
@@ -57,6 +60,9 @@ class Outcome:
     after: Counter
     delta_rows: List[Tuple[Tuple[Any, ...], int]]
     applied: Counter
+    #: The stored rows after the delta's accumulation was applied to them (``DeltaApplier.
+    #: accumulate``, one MERGE in the engine), when the delta offers one.
+    accumulated: Optional[Counter] = None
 
     def report(self, dml: Sequence[str]) -> str:
         missing = self.after - self.applied
@@ -129,7 +135,9 @@ class Warehouse:
         end = {t: self.version(t) for t in plan.sources}
         after = self.rows(sql)
         try:
-            delta, collected = self._delta(plan, start, end, resolver, insert_only, stored_relation)
+            delta, collected, accumulated = self._delta(
+                plan, start, end, resolver, insert_only, stored_relation
+            )
         finally:
             if stored_relation:
                 self.engine.execute(f"drop table {stored_relation}")
@@ -141,7 +149,7 @@ class Warehouse:
         applied = Counter(before)
         for values, weight in delta_rows:
             applied[values] += weight
-        outcome = Outcome(sql, delta, before, after, delta_rows, +applied)
+        outcome = Outcome(sql, delta, before, after, delta_rows, +applied, accumulated)
         negative = {k: v for k, v in applied.items() if v < 0}
         assert not negative, f"delta deletes rows that are not there: {negative}\n" + outcome.report(dml)
         tuples = [values for values, _ in delta_rows]
@@ -150,6 +158,10 @@ class Warehouse:
         if delta.insert_only:
             assert all(w > 0 for _, w in delta_rows), outcome.report(dml)
         assert outcome.applied == after, outcome.report(dml)
+        if accumulated is not None:
+            assert accumulated == after, (
+                f"accumulated into the stored rows: {dict(accumulated)}\n" + outcome.report(dml)
+            )
         return outcome
 
     def _delta(
@@ -160,8 +172,9 @@ class Warehouse:
         resolver: str,
         insert_only: Optional[Set[str]],
         stored_relation: Optional[str],
-    ) -> Tuple[DeltaQuery, List[Any]]:
-        """The derivative over [start, end] read through ``resolver``, and its rows."""
+    ) -> Tuple[DeltaQuery, List[Any], Optional[Counter]]:
+        """The derivative over [start, end] read through ``resolver``, its rows, and the stored
+        rows after its accumulation (when it has one) was applied to them."""
         if resolver == "file-sets":
             logs = {}
             for table in plan.sources:
@@ -169,7 +182,11 @@ class Warehouse:
                 logs[table] = (DeltaLog(self.engine.table_location(schema, name)), start[table], end[table])
             with FileSetResolver(self.engine.spark, logs, capabilities=self.engine.capabilities) as file_sets:
                 delta = differentiate(plan, file_sets, stored_relation)
-                return delta, self.engine.execute(delta.sql).collect()
+                return (
+                    delta,
+                    self.engine.execute(delta.sql).collect(),
+                    self._accumulated(delta, stored_relation),
+                )
         columns = None
         if resolver == "grouped-counts":
             columns = {t: self.engine.spark.table(t).columns for t in plan.sources}
@@ -177,4 +194,16 @@ class Warehouse:
             {t: (start[t], end[t]) for t in plan.sources}, insert_only=insert_only, columns=columns
         )
         delta = differentiate(plan, version_diff, stored_relation)
-        return delta, self.engine.execute(delta.sql).collect()
+        return delta, self.engine.execute(delta.sql).collect(), self._accumulated(delta, stored_relation)
+
+    def _accumulated(self, delta: DeltaQuery, stored_relation: Optional[str]) -> Optional[Counter]:
+        """The stored rows after ``delta``'s accumulation is applied to them as a refresh applies
+        it, or None when the delta has none. Run after the delta's own rows were read."""
+        if delta.accumulation is None or stored_relation is None:
+            return None
+        schema, name = stored_relation.split(".")
+        stored = DynamicTable(
+            schema, name, "select 1", DynamicTableConfig.from_model(name, {"target_lag": "1 minute"})
+        )
+        DeltaApplier(self.engine, stored).accumulate(delta.accumulation)
+        return self.rows(f"select * from {stored_relation}")

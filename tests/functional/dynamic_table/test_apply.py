@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from dataclasses import replace
 
 import pytest
 from deltalake import DeltaTable
 
+from dbt.adapters.dyntable.differentiation.aggregate import Accumulation
 from dbt.adapters.dyntable.dynamic_table.config import DynamicTableConfig
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
 from dbt.adapters.dyntable.dynamic_table.refresh.apply import DeltaApplier, DeltaValidationError
@@ -183,6 +185,23 @@ def test_a_delta_on_a_proven_key_is_one_merge_checked_by_the_engine(engine, keye
     assert Counter(
         map(tuple, engine.execute(f"select k, total from {keyed_dt.relation}").collect())
     ) == Counter({(1, 0.5): 1, (2, 5.0): 1, (3, 1.0): 1})
+
+
+def test_an_accumulation_folds_partials_into_the_stored_groups_in_one_merge(engine, keyed_dt):
+    """Partials of inserts: a held group's sum becomes the stored one plus the partial (the NULL
+    key matched NULL-safely), a new group is inserted, a NULL partial keeps the stored sum; the
+    counts come from the commit's metrics, an update being one of each."""
+    applier = DeltaApplier(engine, keyed_dt)
+    before = version(engine, keyed_dt)
+    partials = "select k, total from values (2, 1.5D), (null, cast(null as double)), (4, 2.0D) as p(k, total)"
+    accumulation = Accumulation(partials, ["k"], ["k", "total"], {"total": "sum"})
+    assert applier.accumulate(accumulation) == (3, 2)
+    assert version(engine, keyed_dt) == before + 1
+    assert contents_keyed(engine, keyed_dt) == Counter(
+        {(1, 0.1 + 0.2): 1, (2, 6.5): 1, (None, 7.0): 1, (4, 2.0): 1}
+    )
+    assert applier.accumulate(replace(accumulation, sql=partials + " where false")) == (0, 0)
+    assert version(engine, keyed_dt) == before + 1  # no partials: no commit
 
 
 TWICE, NOT_HELD = r"a key of \(k\) would hold two rows", "deletes rows the table does not hold"

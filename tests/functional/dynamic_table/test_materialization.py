@@ -143,6 +143,7 @@ class TestDynamicTableChain:
         refreshes the DT from where it was."""
         from dbt.adapters.dyntable.dynamic_table.refresh.apply import DeltaApplier
 
+        project.run_sql(f"insert into {raw}.orders values (50, 1, 5.0)")
         run_dbt(["run"])
         name = f"{project.test_schema}.revenue_dt"
         before = assert_dvs(project, dyntable_warehouse, "revenue_dt")
@@ -153,7 +154,8 @@ class TestDynamicTableChain:
             return merge_on_key(self, f"SELECT * FROM ({delta_sql}) AS d UNION ALL {inserts}", columns, key)
 
         monkeypatch.setattr(DeltaApplier, "merge_on_key", doubling)
-        project.run_sql(f"insert into {raw}.orders values (50, 1, 5.0)")
+        # An update, so the groups' delta is merged on their key (inserts alone are accumulated).
+        project.run_sql(f"update {raw}.orders set amount = 6.0 where order_id = 50")
         _, output = run_dbt_and_capture(["run"], expect_pass=False)
         assert "revenue_dt" in output and "would hold two rows" in output
         failed = history(dyntable_warehouse, name)[-1]

@@ -34,11 +34,17 @@ are folded into the DT's stored rows instead::
 which reads ΔQ and the touched rows of the DT, never Q. It is exact for inserts only: a deletion
 could empty a group or take away its minimum, which the stored row cannot tell. Deletes and the
 other aggregates (count(distinct), avg, bool_and/or, ...) read Q|I1 as above.
+
+Such a fold is also offered as an :class:`Accumulation`: the partials γk'(ΔQ) alone, one row per
+touched group, which the DT applies by one MERGE on the group keys that folds each partial into
+the stored value (``SET n = n + s.n``) and inserts new groups. Its source never reads the DT, so
+the engine reads the DT once, in the MERGE, instead of twice (docs/ARCHITECTURE.md, "Applying").
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional, Sequence, Tuple
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from sqlglot import exp
 
@@ -151,23 +157,41 @@ def foldable(aggregate: exp.Expression) -> Optional[Tuple[str, Optional[exp.Expr
     return None
 
 
-def fold_into_stored(node: Aggregate, delta: str, stored: str) -> Optional[str]:
-    """``-(stored rows of the touched groups) + (those rows with the delta folded in)``, or None
-    when some aggregate cannot be folded. ``delta`` must be positive."""
+def _foldable_kinds(node: Aggregate) -> Optional[List[Tuple[str, Optional[exp.Expression]]]]:
+    """The kind and argument of each of ``node``'s aggregates, or None when one cannot fold."""
     found = [foldable(e) for _, e in node.aggregates]
     kinds = [k for k in found if k is not None]
-    if len(kinds) != len(found):
-        return None
-    keys = [n for n, _ in node.keys]
+    return kinds if len(kinds) == len(found) else None
+
+
+def _partials(
+    node: Aggregate,
+    delta: str,
+    kinds: Sequence[Tuple[str, Optional[exp.Expression]]],
+    names: Optional[Mapping[str, str]] = None,
+) -> str:
+    """γk'(ΔQ): per touched group, its keys and each aggregate's partial over the positive
+    ``delta``, under ``node``'s column names or the ``names`` given for them."""
+    names = names or {}
     partials = ", ".join(
-        [f"{expr(e)} AS {q(n)}" for n, e in node.keys]
+        [f"{expr(e)} AS {q(names.get(n, n))}" for n, e in node.keys]
         + [
-            f"{_PARTIAL[kind](expr(arg) if arg is not None else '')} AS {q(n)}"
+            f"{_PARTIAL[kind](expr(arg) if arg is not None else '')} AS {q(names.get(n, n))}"
             for (n, _), (kind, arg) in zip(node.aggregates, kinds)
         ]
     )
     group = f" GROUP BY {', '.join(expr(e) for _, e in node.keys)}" if node.keys else ""
-    grouped = f"SELECT {partials} FROM ({delta}) AS `_dyn_q`{group}"
+    return f"SELECT {partials} FROM ({delta}) AS `_dyn_q`{group}"
+
+
+def fold_into_stored(node: Aggregate, delta: str, stored: str) -> Optional[str]:
+    """``-(stored rows of the touched groups) + (those rows with the delta folded in)``, or None
+    when some aggregate cannot be folded. ``delta`` must be positive."""
+    kinds = _foldable_kinds(node)
+    if kinds is None:
+        return None
+    keys = [n for n, _ in node.keys]
+    grouped = _partials(node, delta, kinds)
     match = null_safe_match(keys, "`_dyn_o`", "`_dyn_g`")
     folded = [
         _COMBINE[kind](f"`_dyn_o`.{q(n)}", f"`_dyn_g`.{q(n)}")
@@ -200,3 +224,39 @@ def fold_into_stored(node: Aggregate, delta: str, stored: str) -> Optional[str]:
         "THEN array(1) ELSE array(1, -1) END) AS `_dyn_side`"
     )
     return consolidate(terms, node.columns)
+
+
+@dataclass(frozen=True)
+class Accumulation:
+    """An insert-only ΔQ of a stored GROUP BY of count, sum, min and max, as partials to fold into
+    the DT: ``sql`` returns one row per touched group, its ``keys`` and each of the other
+    ``columns``' partial over the inserted rows, under the DT's column names. A MERGE on the keys
+    sets each stored value to :meth:`folded` and inserts the groups the DT does not hold."""
+
+    sql: str
+    keys: List[str]
+    columns: List[str]
+    kinds: Mapping[str, str]  # per aggregate column: its kind in ``_COMBINE``
+
+    def folded(self, column: str, stored: str, partial: str) -> str:
+        """The SQL of ``column``'s stored value with the partial folded in."""
+        return _COMBINE[self.kinds[column]](stored, partial)
+
+
+def accumulation(node: Aggregate, d: "Differentiator", names: Mapping[str, str]) -> Optional[Accumulation]:
+    """``node``'s delta as an :class:`Accumulation`, when the DT stores its rows (under ``names``),
+    its input only gained rows, it groups by at least one key and every aggregate folds; else
+    None. Its SQL reads the delta of ``node``'s input, never the DT."""
+    if not node.keys or d.stored_rows(node) is None or not d.positive(node.child):
+        return None
+    kinds = _foldable_kinds(node)
+    delta = d.derive(node.child)
+    if kinds is None or delta is None:
+        return None
+    by_kind: Dict[str, str] = {names[n]: kind for (n, _), (kind, _) in zip(node.aggregates, kinds)}
+    return Accumulation(
+        d.with_ctes(_partials(node, delta, kinds, names)),
+        [names[n] for n, _ in node.keys],
+        [names[n] for n in node.columns],
+        by_kind,
+    )

@@ -27,7 +27,15 @@ from dbt.adapters.dyntable.differentiation import (
 from dbt.adapters.dyntable.differentiation import (
     filter as filter_rule,
 )
-from dbt.adapters.dyntable.differentiation.plan import Filter, Node, Plan, Project, Scan, is_monotone_node
+from dbt.adapters.dyntable.differentiation.plan import (
+    Aggregate,
+    Filter,
+    Node,
+    Plan,
+    Project,
+    Scan,
+    is_monotone_node,
+)
 from dbt.adapters.dyntable.differentiation.render import rename, render
 from dbt.adapters.dyntable.differentiation.resolver import SourceResolver
 from dbt.adapters.dyntable.differentiation.sqltext import expr
@@ -80,6 +88,9 @@ class DeltaQuery:
     #: The formula that differentiated each node of the plan, by ``id(node)``: what ``explain``
     #: prints beside the plan, so it shows the rules this delta was made with.
     applied: Mapping[int, str] = field(default_factory=dict, compare=False)
+    #: The same change as partials to fold into the DT's stored groups, when it can be applied so
+    #: (inserts under a stored GROUP BY of count, sum, min and max; ``aggregate.py``).
+    accumulation: Optional[aggregate.Accumulation] = field(default=None, compare=False)
 
 
 class Differentiator:
@@ -166,10 +177,27 @@ class Differentiator:
         self.applied[id(node)] = formula
 
     def with_ctes(self, sql: str) -> str:
-        if not self.ctes:
+        """``sql`` with the CTEs it reads, directly or through other CTEs (a CTE reads only those
+        before it), so an engine never analyses one that is not read."""
+        read, text = [], sql
+        for name, body in reversed(self.ctes):
+            if q(name) in text:
+                read.append((name, body))
+                text += body
+        if not read:
             return sql
-        named = ",\n".join(f"{q(name)} AS ({body})" for name, body in self.ctes)
+        named = ",\n".join(f"{q(name)} AS ({body})" for name, body in reversed(read))
         return f"WITH {named}\n{sql}"
+
+
+def _renamed_root(plan: Plan) -> Tuple[Node, Dict[str, str]]:
+    """The node below the projections at the root that only rename columns, and the output
+    column each of its columns becomes."""
+    node, names = plan.root, dict(zip(plan.root.columns, plan.columns))
+    while isinstance(node, Project) and node.is_rename():
+        names = {child: names[n] for n, child in node.renamed().items()}  # type: ignore[union-attr]
+        node = node.child
+    return node, names
 
 
 def _stored_node(plan: Plan, stored: str) -> Tuple[Node, str]:
@@ -177,10 +205,8 @@ def _stored_node(plan: Plan, stored: str) -> Tuple[Node, str]:
     the root, or below the projections that only rename the columns of the node beneath them, or
     below one that drops only a column a filter beneath pins to a constant (``rn = 1``): every
     stored row had that value."""
-    node, names = plan.root, {c: q(n) for c, n in zip(plan.root.columns, plan.columns)}
-    while isinstance(node, Project) and node.is_rename():
-        names = {child: names[n] for n, child in node.renamed().items()}  # type: ignore[union-attr]
-        node = node.child
+    node, output = _renamed_root(plan)
+    names = {c: q(n) for c, n in output.items()}
     if isinstance(node, Project) and isinstance(node.child, Filter):
         renamed, pinned = node.renamed(), node.child.pinned()
         if (
@@ -217,10 +243,12 @@ def differentiate(plan: Plan, resolver: SourceResolver, stored: Optional[str] = 
         )
     positive = differentiator.positive(root)
     outer = f"SELECT {renamed}, {q(WEIGHT)} AS {q(WEIGHT)} FROM ({delta}) AS `_dyn_q`"
+    grouped, names = _renamed_root(plan)
     return DeltaQuery(
         differentiator.with_ctes(consolidate(outer, plan.columns, positive=positive)),
         list(plan.columns),
         plan.row_key,
         positive,
         differentiator.applied,
+        aggregate.accumulation(grouped, differentiator, names) if isinstance(grouped, Aggregate) else None,
     )

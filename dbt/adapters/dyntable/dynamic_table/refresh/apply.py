@@ -12,7 +12,9 @@ With a row key (group keys, distinct rows, a top-1 partition, or a key the proje
 DT holds at most one row per key and the merge matches on the key alone: a deleted row is the row
 stored under its key, even when its non-key values (a sum of doubles, say) were recomputed with
 different rounding. A key the plan proves is applied by one MERGE whose source the engine
-computes and checks itself (:meth:`DeltaApplier.merge_on_key`).
+computes and checks itself (:meth:`DeltaApplier.merge_on_key`); inserts under stored groups of
+count, sum, min and max by one MERGE folding their partials into the groups
+(:meth:`DeltaApplier.accumulate`).
 
 Before the MERGE (docs/ARCHITECTURE.md, "Applying"): the delta must be consolidated (no tuple twice)
 and must never delete more copies of a tuple (a keyed row) than the DT holds; with a key, no key may
@@ -27,7 +29,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import Enum
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pyarrow as pa
@@ -35,6 +37,8 @@ import pyarrow.compute as pc
 from pyspark.sql.types import NullType, StructType
 
 from dbt.adapters.dyntable.delta_log import DeltaLog
+from dbt.adapters.dyntable.differentiation import DeltaQuery
+from dbt.adapters.dyntable.differentiation.aggregate import Accumulation
 from dbt.adapters.dyntable.dynamic_table.lifecycle import Action
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable, RefreshError
 from dbt.adapters.dyntable.dynamic_table.table_features import TableFeatures
@@ -81,12 +85,15 @@ class InEngine(str, Enum):
     """It only inserts, matched on whole rows or a declared key: one INSERT ... SELECT."""
     MERGE = "merge"
     """It is matched on a key the plan proves: one MERGE checked by the engine."""
+    ACCUMULATE = "accumulate"
+    """It only inserts under a stored GROUP BY of count, sum, min and max: one MERGE on the
+    group keys folds its partials into the stored groups, its source never reading the DT."""
 
 
 def in_engine(
     dt: DynamicTable,
     guarded: bool,
-    insert_only: bool,
+    delta: DeltaQuery,
     key: Optional[Sequence[str]],
     declared_by: Optional[str],
 ) -> Optional[InEngine]:
@@ -95,11 +102,16 @@ def in_engine(
     deletes rows matched whole or on a declared key."""
     if guarded or dt.config.immutable_where is not None:
         return None
-    if DeltaApplier.appends(insert_only, key, declared_by):
+    if DeltaApplier.appends(delta.insert_only, key, declared_by):
         return InEngine.APPEND
-    if key is not None and declared_by is None:
-        return InEngine.MERGE
-    return None
+    if key is None or declared_by is not None:
+        return None
+    accumulation = delta.accumulation
+    if accumulation is not None and sorted(c.lower() for c in accumulation.keys) == sorted(
+        c.lower() for c in key
+    ):
+        return InEngine.ACCUMULATE
+    return InEngine.MERGE
 
 
 class DeltaValidationError(RuntimeError):
@@ -325,15 +337,55 @@ class DeltaApplier:
             f"SELECT {', '.join(values)}, {kind} AS {KIND} FROM (SELECT {self._typed(columns)}, {weight} "
             f"FROM ({delta_sql}) AS q) AS d{group} HAVING count(*) > 0"
         )
+
+        def merge() -> None:
+            with self._engine_checks(key), self._merge_source(source) as merged:
+                if merged is not None:
+                    self._merge_keyed(merged, key, columns)
+
+        return self._counted(merge)
+
+    def accumulate(self, accumulation: Accumulation) -> Tuple[int, int]:
+        """Fold an insert-only delta's partials into the DT's stored groups by one MERGE on the
+        group keys: a stored group's values become the folded ones (an update), a new group is
+        inserted (docs/ARCHITECTURE.md, "Applying"). The partials, one row per group, never read
+        the DT, so the DT is read once, by the MERGE. Rows are counted as by
+        :meth:`merge_on_key`."""
+        keys, columns = accumulation.keys, accumulation.columns
+        types = self._types()
+        folded = ", ".join(
+            f"{quote(c)} = CAST({accumulation.folded(c, f't.{quote(c)}', f's.{quote(c)}')} "
+            f"AS {types[c.lower()]})"
+            for c in columns
+            if c in accumulation.kinds
+        )
+        names = ", ".join(quote(c) for c in columns)
+        source = f"SELECT {self._typed(columns)} FROM ({accumulation.sql}) AS q"
+
+        def merge() -> None:
+            with self._merge_source(source) as partials:
+                if partials is not None:
+                    self.engine.execute(
+                        f"MERGE INTO {self.dt.relation} AS t USING {partials} AS s "
+                        f"ON {null_safe_match(keys, 't', 's')} "
+                        f"WHEN MATCHED THEN UPDATE SET {folded} "
+                        f"WHEN NOT MATCHED THEN INSERT ({names}) "
+                        f"VALUES ({', '.join(f's.{quote(c)}' for c in columns)})"
+                    )
+
+        return self._counted(merge)
+
+    def _counted(self, merge: Callable[[], None]) -> Tuple[int, int]:
+        """Run ``merge`` (at most one MERGE) and return the rows it inserted and deleted, from
+        its commit's metrics, an update being one of each; (0, 0) when the engine committed
+        nothing (nothing matched and nothing was inserted)."""
         log = self._log()
         assert log is not None, "an incremental refresh applies to an existing DT"
         before = log.latest_version()
-        with self._engine_checks(key), self._merge_source(source) as merged:
-            if merged is not None:
-                self._merge_keyed(merged, key, columns)
+        merge()
         after = log.latest_version()
         if after == before:
-            return 0, 0  # nothing matched and nothing inserted: the engines commit nothing
+            return 0, 0
         metrics = log.operation_metrics(after)
         updated = metrics.get("numTargetRowsUpdated", 0)
         inserted, deleted = metrics.get("numTargetRowsInserted", 0), metrics.get("numTargetRowsDeleted", 0)

@@ -26,7 +26,7 @@ from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, RefreshRequest
 from dbt.adapters.dyntable.dynamic_table.metadata import Frontier, MetadataStore, Sources, SourceVersion
 from dbt.adapters.dyntable.dynamic_table.model import PLAIN_NAME, DynamicTable, RefreshError
 from dbt.adapters.dyntable.dynamic_table.pinning import boundary_tables, read_views
-from dbt.adapters.dyntable.dynamic_table.refresh.apply import in_engine
+from dbt.adapters.dyntable.dynamic_table.refresh.apply import InEngine, in_engine
 from dbt.adapters.dyntable.dynamic_table.refresh.guard import is_guarded
 from dbt.adapters.dyntable.dynamic_table.refresh.plan import NotPlanned, PlannedOrNot, PlannedQuery
 from dbt.adapters.dyntable.engines.base import Engine
@@ -267,9 +267,13 @@ def estimate(planned: PlannedQuery, observed: Observation, dt: DynamicTable) -> 
     stored = dt.relation
     delta = differentiate(planned.plan, _SymbolicChanges(sources), stored=stored)
     key = planned.key
-    engine_alone = in_engine(dt, is_guarded(dt), delta.insert_only, key.columns, key.declared_by)
+    engine_alone = in_engine(dt, is_guarded(dt), delta, key.columns, key.declared_by)
+    # An accumulation's partials read what the delta reads but the DT; the MERGE reads the DT.
+    applied = (
+        delta.accumulation.sql if engine_alone is InEngine.ACCUMULATE and delta.accumulation else delta.sql
+    )
     parts: Dict[str, int] = {}
-    for (name, version), count in source_reads(delta.sql).items():
+    for (name, version), count in source_reads(applied).items():
         source = sources[name]
         if version == "changes":
             interval = source.interval
@@ -278,7 +282,7 @@ def estimate(planned: PlannedQuery, observed: Observation, dt: DynamicTable) -> 
             parts[f"{name} changes"] = count * weight * (interval.added_bytes + interval.removed_bytes)
         else:
             parts[f"{name} at {version}"] = count * source.size_bytes
-    stored_reads = delta.sql.count(stored) + (0 if delta.insert_only else 1)
+    stored_reads = applied.count(stored) + (0 if delta.insert_only else 1)
     if stored_reads:
         parts["this table"] = stored_reads * observed.dt_size_bytes
     # The result's share of the DT: as large as the changed share of each changed source.

@@ -328,9 +328,12 @@ class RefreshPipeline:
         ):
             applier = DeltaApplier(self.engine, dt)
             key, columns = planned.key, planned.plan.columns
-            how = in_engine(dt, refresh.guarded, delta.insert_only, key.columns, key.declared_by)
+            how = in_engine(dt, refresh.guarded, delta, key.columns, key.declared_by)
             if how is InEngine.APPEND:
                 return self._in_engine(refresh, dt_log, lambda: applier.append(delta_sql, columns))
+            accumulation = delta.accumulation
+            if how is InEngine.ACCUMULATE and accumulation is not None:
+                return self._in_engine(refresh, dt_log, lambda: applier.accumulate(accumulation))
             if how is InEngine.MERGE:
                 assert key.columns is not None
                 proven = key.columns
