@@ -190,13 +190,19 @@ def test_a_delta_on_a_proven_key_is_one_merge_checked_by_the_engine(engine, keye
 def test_an_accumulation_folds_partials_into_the_stored_groups_in_one_merge(engine, keyed_dt):
     """Partials of inserts: a held group's sum becomes the stored one plus the partial (the NULL
     key matched NULL-safely), a new group is inserted, a NULL partial keeps the stored sum; the
-    counts come from the commit's metrics, an update being one of each."""
+    counts come from the commit's metrics, an update being one of each. The MERGE is deltalake's,
+    run by this process, where the engine allows it (the embedded one), else the engine's."""
     applier = DeltaApplier(engine, keyed_dt)
     before = version(engine, keyed_dt)
     partials = "select k, total from values (2, 1.5D), (null, cast(null as double)), (4, 2.0D) as p(k, total)"
-    accumulation = Accumulation(partials, ["k"], ["k", "total"], {"total": "sum"})
+    accumulation = Accumulation(
+        partials, ["K"], ["K", "Total"], {"Total": "sum"}
+    )  # names as a query spells them
     assert applier.accumulate(accumulation) == (3, 2)
     assert version(engine, keyed_dt) == before + 1
+    committed = DeltaTable(engine.table_location(keyed_dt.schema, keyed_dt.identifier)).history(1)[0]
+    assert committed["operation"] == "MERGE"
+    assert committed.get("clientVersion", "").startswith("delta-rs") == engine.capabilities.merge_in_process
     assert contents_keyed(engine, keyed_dt) == Counter(
         {(1, 0.1 + 0.2): 1, (2, 6.5): 1, (None, 7.0): 1, (4, 2.0): 1}
     )

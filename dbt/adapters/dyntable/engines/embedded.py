@@ -60,6 +60,7 @@ class EmbeddedEngine(Engine):
         persistent_catalog=False,
         time_travel_behind_checkpoint=False,
         merge_source_once=False,
+        merge_in_process=True,
         escaped_table_paths=False,
     )
 

@@ -34,16 +34,19 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import sqlglot
+from deltalake import DeltaTable
 from pyspark.sql.types import NullType, StructType
+from sqlglot import exp
 
-from dbt.adapters.dyntable.delta_log import DeltaLog
+from dbt.adapters.dyntable.delta_log import DeltaLog, Snapshot
 from dbt.adapters.dyntable.differentiation import DeltaQuery
 from dbt.adapters.dyntable.differentiation.aggregate import Accumulation
 from dbt.adapters.dyntable.dynamic_table.lifecycle import Action
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable, RefreshError
 from dbt.adapters.dyntable.dynamic_table.table_features import TableFeatures
 from dbt.adapters.dyntable.engines.base import Engine
-from dbt.adapters.dyntable.vocabulary import WEIGHT, null_safe_match, quote, sql_string
+from dbt.adapters.dyntable.vocabulary import DIALECT, WEIGHT, null_safe_match, quote, sql_string
 
 OLD = "_dyn_old"
 KIND = "_dyn_kind"
@@ -71,6 +74,26 @@ def _fail(code: str, as_type: Optional[str] = None) -> str:
     for a column's value (Sail types a MERGE's every clause, taken or not)."""
     failing = f"raise_error({sql_string(f'{ENGINE_CHECK} {code}')})"
     return f"CAST({failing} AS {as_type})" if as_type else failing
+
+
+def _writable_in_process(snapshot: Snapshot) -> bool:
+    """The DT uses nothing deltalake's writer might not keep (table features, column mapping,
+    CHECK constraints), so this process may MERGE into it (``Capabilities.merge_in_process``)."""
+    return (
+        not snapshot.writer_features
+        and snapshot.column_mapping_mode == "none"
+        and not any(k.startswith("delta.constraints.") for k in snapshot.configuration)
+    )
+
+
+def _datafusion(spark_sql: str) -> str:
+    """A Spark SQL expression as deltalake's MERGE reads it (DataFusion: double-quoted names,
+    ``IS NOT DISTINCT FROM``). Each conjunct is parenthesized: DataFusion binds ``AND`` tighter
+    than ``IS NOT DISTINCT FROM``."""
+    parsed = sqlglot.parse_one(spark_sql, read=DIALECT)
+    if not isinstance(parsed, exp.And):
+        return parsed.sql(dialect="postgres")
+    return " AND ".join(f"({c.sql(dialect='postgres')})" for c in parsed.flatten())
 
 
 #: How a user recovers a DT whose delta failed validation.
@@ -351,29 +374,60 @@ class DeltaApplier:
         inserted (docs/ARCHITECTURE.md, "Applying"). The partials, one row per group, never read
         the DT, so the DT is read once, by the MERGE. Rows are counted as by
         :meth:`merge_on_key`."""
-        keys, columns = accumulation.keys, accumulation.columns
-        types = self._types()
-        folded = ", ".join(
-            f"{quote(c)} = CAST({accumulation.folded(c, f't.{quote(c)}', f's.{quote(c)}')} "
-            f"AS {types[c.lower()]})"
-            for c in columns
+        log = self._log()
+        assert log is not None, "an incremental refresh applies to an existing DT"
+        # The DT's own spelling of each column: deltalake matches names exactly, Spark either way.
+        named = {f.name.lower(): f.name for f in self._schema().fields}
+        keys = [named[k.lower()] for k in accumulation.keys]
+        columns = [named[c.lower()] for c in accumulation.columns]
+        on = null_safe_match(keys, "t", "s")
+        folded = {
+            named[c.lower()]: accumulation.folded(
+                c, f"t.{quote(named[c.lower()])}", f"s.{quote(named[c.lower()])}"
+            )
+            for c in accumulation.columns
             if c in accumulation.kinds
-        )
-        names = ", ".join(quote(c) for c in columns)
+        }
         source = f"SELECT {self._typed(columns)} FROM ({accumulation.sql}) AS q"
+        if self.engine.capabilities.merge_in_process and _writable_in_process(
+            log.snapshot(log.latest_version())
+        ):
+            return self._merge_in_process(log, source, on, folded)
+        types = self._types()
+        updates = ", ".join(f"{quote(c)} = CAST({fold} AS {types[c.lower()]})" for c, fold in folded.items())
+        names = ", ".join(quote(c) for c in columns)
 
         def merge() -> None:
             with self._merge_source(source) as partials:
                 if partials is not None:
                     self.engine.execute(
-                        f"MERGE INTO {self.dt.relation} AS t USING {partials} AS s "
-                        f"ON {null_safe_match(keys, 't', 's')} "
-                        f"WHEN MATCHED THEN UPDATE SET {folded} "
+                        f"MERGE INTO {self.dt.relation} AS t USING {partials} AS s ON {on} "
+                        f"WHEN MATCHED THEN UPDATE SET {updates} "
                         f"WHEN NOT MATCHED THEN INSERT ({names}) "
                         f"VALUES ({', '.join(f's.{quote(c)}' for c in columns)})"
                     )
 
         return self._counted(merge)
+
+    def _merge_in_process(
+        self, log: DeltaLog, source: str, on: str, updates: Dict[str, str]
+    ) -> Tuple[int, int]:
+        """The MERGE of :meth:`accumulate` run by this process with deltalake (the engine's
+        ``merge_in_process``) from the source's rows: ``on`` and ``updates`` are Spark SQL over
+        ``t`` (the DT) and ``s`` (a source row), its values already of the DT's types. deltalake
+        casts what it writes to the DT's schema, as the engine's MERGE does with its CASTs."""
+        rows = self.engine.execute(source).toArrow()
+        if rows.num_rows == 0:
+            return 0, 0
+        merge = DeltaTable(log.location).merge(rows, _datafusion(on), source_alias="s", target_alias="t")
+        if updates:
+            merge = merge.when_matched_update(
+                {_datafusion(quote(c)): _datafusion(fold) for c, fold in updates.items()}
+            )
+        inserts = {_datafusion(quote(c)): _datafusion(f"s.{quote(c)}") for c in rows.column_names}
+        metrics = merge.when_not_matched_insert(inserts).execute()
+        inserted, updated = int(metrics["num_target_rows_inserted"]), int(metrics["num_target_rows_updated"])
+        return inserted + updated, int(metrics["num_target_rows_deleted"]) + updated
 
     def _counted(self, merge: Callable[[], None]) -> Tuple[int, int]:
         """Run ``merge`` (at most one MERGE) and return the rows it inserted and deleted, from

@@ -1,0 +1,61 @@
+"""The MERGE this process runs with deltalake for the embedded engine (docs/ARCHITECTURE.md,
+"Applying"): which DTs it may write, and its Spark SQL as DataFusion reads it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dbt.adapters.dyntable.delta_log import Snapshot
+from dbt.adapters.dyntable.dynamic_table.refresh.apply import _datafusion, _writable_in_process
+
+
+def snapshot(configuration=None, writer_features=()):
+    schema = {"type": "struct", "fields": [{"name": "k", "type": "long", "nullable": True, "metadata": {}}]}
+    return Snapshot(
+        version=3,
+        table_id="t",
+        schema_json=json.dumps(schema),
+        partition_columns=(),
+        configuration=configuration or {},
+        files={},
+        writer_features=writer_features,
+    )
+
+
+def test_a_plain_dt_is_merged_in_process():
+    assert _writable_in_process(snapshot({"delta.checkpointInterval": "10"}))
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [
+        pytest.param({"writer_features": ("clustering", "domainMetadata")}, id="table_features"),
+        pytest.param({"configuration": {"delta.columnMapping.mode": "name"}}, id="column_mapping"),
+        pytest.param({"configuration": {"delta.constraints.positive": "k > 0"}}, id="check_constraint"),
+    ],
+)
+def test_a_dt_using_what_deltalake_might_not_keep_keeps_the_engines_merge(changed):
+    assert not _writable_in_process(snapshot(**changed))
+
+
+def test_conditions_become_datafusion_each_conjunct_parenthesized():
+    """DataFusion binds AND tighter than IS NOT DISTINCT FROM: unparenthesized, the second key's
+    column would be AND-ed with the first's."""
+    assert (
+        _datafusion("t.`k` <=> s.`k` AND t.`Order Month` <=> s.`Order Month`")
+        == '(t."k" IS NOT DISTINCT FROM s."k") AND (t."Order Month" IS NOT DISTINCT FROM s."Order Month")'
+    )
+    assert _datafusion("t.`k` <=> s.`k`") == 't."k" IS NOT DISTINCT FROM s."k"'
+
+
+def test_names_and_folds_keep_their_spelling():
+    assert _datafusion("`Total`") == '"Total"'
+    assert _datafusion("s.`a``b`") == 's."a`b"'
+    assert (
+        _datafusion(
+            "CASE WHEN t.`m` IS NULL THEN s.`m` WHEN s.`m` IS NULL THEN t.`m` ELSE LEAST(t.`m`, s.`m`) END"
+        )
+        == 'CASE WHEN t."m" IS NULL THEN s."m" WHEN s."m" IS NULL THEN t."m" ELSE LEAST(t."m", s."m") END'
+    )
