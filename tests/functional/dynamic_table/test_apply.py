@@ -46,6 +46,17 @@ def version(engine, dt):
     return DeltaTable(engine.table_location(dt.schema, dt.identifier)).version()
 
 
+def last_commit(engine, dt):
+    return DeltaTable(engine.table_location(dt.schema, dt.identifier)).history(1)[0]
+
+
+def written_here(engine, dt):
+    """The DT's last commit is deltalake's, from this process, and the engine allows that
+    (``Capabilities.merge_in_process``: rows this process holds are written by it)."""
+    written = last_commit(engine, dt).get("clientVersion", "").startswith("delta-rs")
+    return written == engine.capabilities.merge_in_process
+
+
 def delta_sql(rows):
     values = ", ".join(f"({k}, {'null' if v is None else repr(v)}, {w})" for k, v, w in rows)
     return f"select k, v, _dyn_weight from values {values} as d(k, v, _dyn_weight)"
@@ -56,6 +67,7 @@ def test_bag_semantics_delete_one_of_two_copies_and_insert_duplicates(engine, dt
     prepared = applier.prepare(delta_sql([(1, "a", -1), (2, None, 1), (4, "d", 2)]), COLUMNS)
     assert applier.apply(prepared) == (3, 1)
     assert contents(engine, dt) == Counter({(1, "a"): 1, (2, None): 2, (3, "c"): 1, (4, "d"): 2})
+    assert last_commit(engine, dt)["operation"] == "MERGE" and written_here(engine, dt)
 
 
 def test_insert_only_delta_is_one_commit(engine, dt):
@@ -64,6 +76,7 @@ def test_insert_only_delta_is_one_commit(engine, dt):
     applier.apply(applier.prepare(delta_sql([(5, "e", 1), (1, "a", 1)]), COLUMNS))
     assert version(engine, dt) == before + 1
     assert contents(engine, dt)[(1, "a")] == 3
+    assert written_here(engine, dt)
 
 
 def test_appended_delta_stays_in_the_engine_and_counts_its_rows(engine, dt):
@@ -142,6 +155,7 @@ def test_keyed_delta_replaces_the_row_under_its_key_despite_float_rounding(engin
     assert Counter(
         map(tuple, engine.execute(f"select k, total from {keyed_dt.relation}").collect())
     ) == Counter({(1, 0.5): 1, (2, 5.0): 1, (3, 1.0): 1})
+    assert written_here(engine, keyed_dt)
 
 
 def test_keyed_delta_that_would_store_a_key_twice_fails_and_leaves_the_dt(engine, keyed_dt):
@@ -200,9 +214,7 @@ def test_an_accumulation_folds_partials_into_the_stored_groups_in_one_merge(engi
     )  # names as a query spells them
     assert applier.accumulate(accumulation) == (3, 2)
     assert version(engine, keyed_dt) == before + 1
-    committed = DeltaTable(engine.table_location(keyed_dt.schema, keyed_dt.identifier)).history(1)[0]
-    assert committed["operation"] == "MERGE"
-    assert committed.get("clientVersion", "").startswith("delta-rs") == engine.capabilities.merge_in_process
+    assert last_commit(engine, keyed_dt)["operation"] == "MERGE" and written_here(engine, keyed_dt)
     assert contents_keyed(engine, keyed_dt) == Counter(
         {(1, 0.1 + 0.2): 1, (2, 6.5): 1, (None, 7.0): 1, (4, 2.0): 1}
     )

@@ -11,8 +11,11 @@ from dbt.adapters.dyntable.delta_log import Snapshot
 from dbt.adapters.dyntable.dynamic_table.refresh.apply import _datafusion, _writable_in_process
 
 
-def snapshot(configuration=None, writer_features=()):
-    schema = {"type": "struct", "fields": [{"name": "k", "type": "long", "nullable": True, "metadata": {}}]}
+def snapshot(configuration=None, writer_features=(), column_type="long"):
+    schema = {
+        "type": "struct",
+        "fields": [{"name": "k", "type": column_type, "nullable": True, "metadata": {}}],
+    }
     return Snapshot(
         version=3,
         table_id="t",
@@ -34,6 +37,10 @@ def test_a_plain_dt_is_merged_in_process():
         pytest.param({"writer_features": ("clustering", "domainMetadata")}, id="table_features"),
         pytest.param({"configuration": {"delta.columnMapping.mode": "name"}}, id="column_mapping"),
         pytest.param({"configuration": {"delta.constraints.positive": "k > 0"}}, id="check_constraint"),
+        pytest.param(
+            {"column_type": {"type": "array", "elementType": "long", "containsNull": True}},
+            id="nested_column",
+        ),
     ],
 )
 def test_a_dt_using_what_deltalake_might_not_keep_keeps_the_engines_merge(changed):

@@ -35,8 +35,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import sqlglot
-from deltalake import DeltaTable
-from pyspark.sql.types import NullType, StructType
+from deltalake import DeltaTable, write_deltalake
+from pyspark.sql.types import ArrayType, MapType, NullType, StructType
 from sqlglot import exp
 
 from dbt.adapters.dyntable.delta_log import DeltaLog, Snapshot
@@ -78,11 +78,13 @@ def _fail(code: str, as_type: Optional[str] = None) -> str:
 
 def _writable_in_process(snapshot: Snapshot) -> bool:
     """The DT uses nothing deltalake's writer might not keep (table features, column mapping,
-    CHECK constraints), so this process may MERGE into it (``Capabilities.merge_in_process``)."""
+    CHECK constraints) and only atomic columns (DataFusion compares nested values otherwise than
+    Spark's ``<=>``), so this process may write it (``Capabilities.merge_in_process``)."""
     return (
         not snapshot.writer_features
         and snapshot.column_mapping_mode == "none"
         and not any(k.startswith("delta.constraints.") for k in snapshot.configuration)
+        and not any(isinstance(f.dataType, (ArrayType, MapType, StructType)) for f in snapshot.schema.fields)
     )
 
 
@@ -246,6 +248,11 @@ class DeltaApplier:
         """The DT's column types in SQL, by lower-case column name."""
         return {f.name.lower(): f.dataType.simpleString() for f in self._schema().fields}
 
+    def _spelled(self, columns: Sequence[str]) -> List[str]:
+        """``columns`` as the DT spells them: deltalake matches names exactly, Spark either way."""
+        named = {f.name.lower(): f.name for f in self._schema().fields}
+        return [named.get(c.lower(), c) for c in columns]
+
     def _typed(self, columns: List[str]) -> str:
         """``columns`` cast to the DT's types: a rule's arithmetic (a folded sum, a widened union)
         may produce a wider type than the query's, which the MERGE would refuse."""
@@ -374,25 +381,22 @@ class DeltaApplier:
         inserted (docs/ARCHITECTURE.md, "Applying"). The partials, one row per group, never read
         the DT, so the DT is read once, by the MERGE. Rows are counted as by
         :meth:`merge_on_key`."""
-        log = self._log()
-        assert log is not None, "an incremental refresh applies to an existing DT"
-        # The DT's own spelling of each column: deltalake matches names exactly, Spark either way.
-        named = {f.name.lower(): f.name for f in self._schema().fields}
-        keys = [named[k.lower()] for k in accumulation.keys]
-        columns = [named[c.lower()] for c in accumulation.columns]
-        on = null_safe_match(keys, "t", "s")
+        columns = self._spelled(accumulation.columns)
+        on = null_safe_match(self._spelled(accumulation.keys), "t", "s")
         folded = {
-            named[c.lower()]: accumulation.folded(
-                c, f"t.{quote(named[c.lower()])}", f"s.{quote(named[c.lower()])}"
-            )
-            for c in accumulation.columns
-            if c in accumulation.kinds
+            c: accumulation.folded(named, f"t.{quote(c)}", f"s.{quote(c)}")
+            for named, c in zip(accumulation.columns, columns)
+            if named in accumulation.kinds
         }
         source = f"SELECT {self._typed(columns)} FROM ({accumulation.sql}) AS q"
-        if self.engine.capabilities.merge_in_process and _writable_in_process(
-            log.snapshot(log.latest_version())
-        ):
-            return self._merge_in_process(log, source, on, folded)
+        writer = self._in_process()
+        if writer is not None:
+            rows = self.engine.execute(source).toArrow()
+            if rows.num_rows == 0:
+                return 0, 0
+            metrics = _merge_rows(writer, rows, on, columns, update=folded)
+            inserted, updated = metrics["num_target_rows_inserted"], metrics["num_target_rows_updated"]
+            return inserted + updated, metrics["num_target_rows_deleted"] + updated
         types = self._types()
         updates = ", ".join(f"{quote(c)} = CAST({fold} AS {types[c.lower()]})" for c, fold in folded.items())
         names = ", ".join(quote(c) for c in columns)
@@ -409,25 +413,16 @@ class DeltaApplier:
 
         return self._counted(merge)
 
-    def _merge_in_process(
-        self, log: DeltaLog, source: str, on: str, updates: Dict[str, str]
-    ) -> Tuple[int, int]:
-        """The MERGE of :meth:`accumulate` run by this process with deltalake (the engine's
-        ``merge_in_process``) from the source's rows: ``on`` and ``updates`` are Spark SQL over
-        ``t`` (the DT) and ``s`` (a source row), its values already of the DT's types. deltalake
-        casts what it writes to the DT's schema, as the engine's MERGE does with its CASTs."""
-        rows = self.engine.execute(source).toArrow()
-        if rows.num_rows == 0:
-            return 0, 0
-        merge = DeltaTable(log.location).merge(rows, _datafusion(on), source_alias="s", target_alias="t")
-        if updates:
-            merge = merge.when_matched_update(
-                {_datafusion(quote(c)): _datafusion(fold) for c, fold in updates.items()}
-            )
-        inserts = {_datafusion(quote(c)): _datafusion(f"s.{quote(c)}") for c in rows.column_names}
-        metrics = merge.when_not_matched_insert(inserts).execute()
-        inserted, updated = int(metrics["num_target_rows_inserted"]), int(metrics["num_target_rows_updated"])
-        return inserted + updated, int(metrics["num_target_rows_deleted"]) + updated
+    def _in_process(self) -> Optional[DeltaTable]:
+        """The DT, opened for this process to write rows it holds with deltalake, where the engine
+        allows it (``Capabilities.merge_in_process``) and the DT uses nothing deltalake's writer
+        might not keep; else None: the engine writes them (docs/ARCHITECTURE.md, "Applying")."""
+        log = self._log()
+        if log is None or not self.engine.capabilities.merge_in_process:
+            return None
+        if not _writable_in_process(log.snapshot(log.latest_version())):
+            return None
+        return DeltaTable(log.location)
 
     def _counted(self, merge: Callable[[], None]) -> Tuple[int, int]:
         """Run ``merge`` (at most one MERGE) and return the rows it inserted and deleted, from
@@ -562,20 +557,26 @@ class DeltaApplier:
         """One commit. Insert-only: an INSERT of weight copies. Otherwise one MERGE that deletes
         every copy of each touched tuple and inserts back old + weight copies; with a row key, it
         deletes the row stored under each key the delta deletes and inserts the delta's inserts."""
-        rows, columns = delta.rows, delta.columns
+        rows, columns = delta.rows, self._spelled(delta.columns)
         weights = rows.column(WEIGHT)
         if delta.key is None:
             copies = pc.add(rows.column(OLD), weights)
-            deletes = rows.filter(pc.greater(rows.column(OLD), 0)).select(columns)
+            deletes = rows.filter(pc.greater(rows.column(OLD), 0))
         else:
             copies = weights
             # One delete per key: the stored row under it (deletes rank first within a key).
             first = pc.equal(rows.column(KEY_RANK), 1)
-            stored = pc.and_(pc.less(weights, 0), pc.greater(rows.column(OLD), 0))
-            deletes = rows.filter(pc.and_(first, stored)).select(columns)
-        inserts = _repeated(rows, copies).select(columns)
+            held = pc.and_(pc.less(weights, 0), pc.greater(rows.column(OLD), 0))
+            deletes = rows.filter(pc.and_(first, held))
+        deletes = deletes.select(delta.columns).rename_columns(columns)
+        inserts = _repeated(rows, copies).select(delta.columns).rename_columns(columns)
         names = ", ".join(quote(c) for c in columns)
+        writer = self._in_process()
         if deletes.num_rows == 0:
+            if writer is not None:
+                schema = pa.schema(writer.schema().to_arrow())
+                write_deltalake(writer, inserts.select(schema.names).cast(schema), mode="append")
+                return delta.inserted, delta.deleted
             with self.engine.temporary_view(inserts) as view:
                 self.engine.execute(f"INSERT INTO {self.dt.relation} ({names}) SELECT {names} FROM {view}")
             return delta.inserted, delta.deleted
@@ -585,16 +586,42 @@ class DeltaApplier:
                 inserts.append_column(KIND, pa.array(["I"] * inserts.num_rows, pa.string())),
             ]
         )
-        match = delta.key if delta.key is not None else columns
+        match = self._spelled(delta.key) if delta.key is not None else columns
+        on = f"{null_safe_match(match, 't', 's')} AND s.{KIND} = 'D'"
+        if writer is not None:
+            _merge_rows(writer, source, on, columns, delete=True, insert_when=f"s.{KIND} = 'I'")
+            return delta.inserted, delta.deleted
         with self.engine.temporary_view(source) as view:
             self.engine.execute(
-                f"MERGE INTO {self.dt.relation} AS t USING {view} AS s "
-                f"ON {null_safe_match(match, 't', 's')} AND s.{KIND} = 'D' "
+                f"MERGE INTO {self.dt.relation} AS t USING {view} AS s ON {on} "
                 "WHEN MATCHED THEN DELETE "
                 f"WHEN NOT MATCHED AND s.{KIND} = 'I' THEN INSERT ({names}) "
                 f"VALUES ({', '.join(f's.{quote(c)}' for c in columns)})"
             )
         return delta.inserted, delta.deleted
+
+
+def _merge_rows(
+    table: DeltaTable,
+    rows: pa.Table,
+    on: str,
+    columns: Sequence[str],
+    update: Optional[Dict[str, str]] = None,
+    delete: bool = False,
+    insert_when: Optional[str] = None,
+) -> Dict[str, int]:
+    """One deltalake MERGE of ``rows`` (``s``) into ``table`` (``t``) in this process, returning
+    its metrics: a matched row gets ``update`` (column: Spark SQL) or, with ``delete``, is
+    deleted; an unmatched one (where ``insert_when`` holds) is inserted as ``columns``. deltalake
+    casts what it writes to the table's schema, as the engine's MERGE does with its CASTs."""
+    merge = table.merge(rows, _datafusion(on), source_alias="s", target_alias="t")
+    if update:
+        merge = merge.when_matched_update({_datafusion(quote(c)): _datafusion(v) for c, v in update.items()})
+    if delete:
+        merge = merge.when_matched_delete()
+    inserted = {_datafusion(quote(c)): _datafusion(f"s.{quote(c)}") for c in columns}
+    merge = merge.when_not_matched_insert(inserted, _datafusion(insert_when) if insert_when else None)
+    return {name: int(value) for name, value in merge.execute().items()}
 
 
 def _repeated(rows: pa.Table, copies: pa.ChunkedArray) -> pa.Table:
