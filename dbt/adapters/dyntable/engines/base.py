@@ -69,9 +69,10 @@ class Capabilities:
     tables is given to it inline. Sail 0.7 plans a MERGE's source four times over, each reading
     every table again: there a refresh computes the source once and merges from its rows."""
     merge_in_process: bool = False
-    """This process may MERGE rows it holds into the engine's Delta tables itself, with the
-    `deltalake` package, between the engine's statements: the engine reads a table's log afresh
-    for each statement. Sail 0.7's MERGE of a few hundred rows costs 50-90 ms, deltalake's 25."""
+    """This process may write rows it holds (a MERGE, an append) into the engine's Delta tables
+    itself, with the `deltalake` package, between the engine's statements: the engine reads a
+    table's log afresh for each statement. Sail 0.7's MERGE of a few hundred rows costs 50-90 ms
+    and a view to hand it the rows; deltalake's costs about 25 ms."""
     escaped_table_paths: bool = True
     """A table whose name needs escaping in a path (a space, a non-ASCII letter) keeps its log
     where its catalog entry says. Sail 0.7 escapes such a location once for the log and twice for

@@ -14,7 +14,9 @@ stored under its key, even when its non-key values (a sum of doubles, say) were 
 different rounding. A key the plan proves is applied by one MERGE whose source the engine
 computes and checks itself (:meth:`DeltaApplier.merge_on_key`); inserts under stored groups of
 count, sum, min and max by one MERGE folding their partials into the groups
-(:meth:`DeltaApplier.accumulate`).
+(:meth:`DeltaApplier.accumulate`). Where the engine allows it (the embedded one), rows this process
+holds are merged or appended by deltalake here rather than handed back to the engine
+(:meth:`DeltaApplier._in_process`).
 
 Before the MERGE (docs/ARCHITECTURE.md, "Applying"): the delta must be consolidated (no tuple twice)
 and must never delete more copies of a tuple (a keyed row) than the DT holds; with a key, no key may
