@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable
@@ -77,6 +78,20 @@ def test_insert_only_delta_is_one_commit(engine, dt):
     assert version(engine, dt) == before + 1
     assert contents(engine, dt)[(1, "a")] == 3
     assert written_here(engine, dt)
+
+
+def test_writes_keep_a_checkpoint_every_ten_versions_whoever_writes(engine, dt):
+    """The engines checkpoint a table every 10 versions (Delta's default); rows written by this
+    process (``Capabilities.merge_in_process``) must too, or every reader of the DT replays up to
+    deltalake's 100 commits."""
+    applier = DeltaApplier(engine, dt)
+    start = version(engine, dt)
+    for i in range(11):
+        applier.apply(applier.prepare(delta_sql([(100 + i, "n", 1)]), COLUMNS))
+    location = engine.table_location(dt.schema, dt.identifier)
+    tenth = next(v for v in range(start + 1, start + 12) if v % 10 == 0)
+    assert (Path(location) / "_delta_log" / f"{tenth:020d}.checkpoint.parquet").exists()
+    assert contents(engine, dt)[(105, "n")] == 1 and written_here(engine, dt)
 
 
 def test_appended_delta_stays_in_the_engine_and_counts_its_rows(engine, dt):

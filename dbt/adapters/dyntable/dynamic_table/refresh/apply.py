@@ -578,6 +578,7 @@ class DeltaApplier:
             if writer is not None:
                 schema = pa.schema(writer.schema().to_arrow())
                 write_deltalake(writer, inserts.select(schema.names).cast(schema), mode="append")
+                _checkpointed(writer)
                 return delta.inserted, delta.deleted
             with self.engine.temporary_view(inserts) as view:
                 self.engine.execute(f"INSERT INTO {self.dt.relation} ({names}) SELECT {names} FROM {view}")
@@ -603,6 +604,19 @@ class DeltaApplier:
         return delta.inserted, delta.deleted
 
 
+#: Delta's default checkpoint interval, which delta-spark and Sail follow; deltalake's is 100, and
+#: a DT written here without this would have every reader replay up to 100 commits.
+CHECKPOINT_INTERVAL = 10
+
+
+def _checkpointed(table: DeltaTable) -> None:
+    """After a write by this process: a checkpoint at the versions where the engine would have
+    written one (the DT's ``delta.checkpointInterval``, else Delta's default)."""
+    configured = table.metadata().configuration.get("delta.checkpointInterval")
+    if table.version() % int(configured or CHECKPOINT_INTERVAL) == 0:
+        table.create_checkpoint()
+
+
 def _merge_rows(
     table: DeltaTable,
     rows: pa.Table,
@@ -623,7 +637,9 @@ def _merge_rows(
         merge = merge.when_matched_delete()
     inserted = {_datafusion(quote(c)): _datafusion(f"s.{quote(c)}") for c in columns}
     merge = merge.when_not_matched_insert(inserted, _datafusion(insert_when) if insert_when else None)
-    return {name: int(value) for name, value in merge.execute().items()}
+    metrics = {name: int(value) for name, value in merge.execute().items()}
+    _checkpointed(table)
+    return metrics
 
 
 def _repeated(rows: pa.Table, copies: pa.ChunkedArray) -> pa.Table:
