@@ -44,6 +44,8 @@ from dbt.adapters.dyntable import cli
 from dbt.adapters.dyntable.cli import app
 from dbt.adapters.dyntable.dynamic_table.config import TargetLag
 from dbt.adapters.dyntable.dynamic_table.lifecycle import SchedulingState, Trigger
+from dbt.adapters.dyntable.runner.graph import CANONICAL_UNIT_MS, canonical_period_ms
+from dbt.adapters.dyntable.runner.scheduler import to_ms
 from tests.functional.dynamic_table.dvs import assert_dvs, history, metadata, project_engine
 from tests.functional.sources import raw_sources
 
@@ -203,7 +205,19 @@ class TestRunner:
         assert states <= {"SUCCEEDED", "SKIPPED"}, scheduled
         scheduled = {m: [r for r in rows if r.state == "SUCCEEDED"] for m, rows in scheduled.items()}
         assert len(scheduled["orders_dt"]) >= 3
-        assert not scheduled["lookup_dt"]  # 1 hour: its boundary input is not dragged along
+        # lookup_dt (1 hour) is not dragged along by enriched_dt, which reads it through a
+        # boundary: it refreshes only when a boundary of its own period has passed since its
+        # data timestamp, which the run (far shorter than that period) can cross at most once.
+        assert len(scheduled["enriched_dt"]) >= 2
+        assert len(scheduled["lookup_dt"]) <= 1
+        lookup_period_ms = canonical_period_ms(
+            TargetLag.parse("1 hour").seconds, round(CANONICAL_UNIT_MS * float(clock.time_scale))
+        )
+        lookup = [r for r in rows_by_name(dyntable_warehouse, project, "lookup_dt") if r.state == "SUCCEEDED"]
+        for before, after in zip(lookup, lookup[1:]):
+            if after.refresh_trigger == "SCHEDULED":
+                boundary_ms = to_ms(after.data_timestamp) // lookup_period_ms * lookup_period_ms
+                assert to_ms(before.data_timestamp) < boundary_ms, (before, after)
         # one tick, one data timestamp: whenever a DT refreshed at T, what it reads did too
         stamps = {m: {r.data_timestamp for r in rows} for m, rows in scheduled.items()}
         assert stamps["revenue_dt"] <= stamps["orders_dt"]
