@@ -51,6 +51,9 @@ COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
 CHECKPOINT_FILE = re.compile(r"^(\d{20})\.checkpoint(?:\.[^.]+|\.\d{10}\.\d{10})?\.(?:parquet|json)$")
 COLUMN_MAPPING_MODE = "delta.columnMapping.mode"
 CHANGE_DATA_FEED = "delta.enableChangeDataFeed"
+CHECKPOINT_INTERVAL = "delta.checkpointInterval"
+#: Delta's default checkpoint interval, which delta-spark and Sail follow (deltalake's is 100).
+DEFAULT_CHECKPOINT_INTERVAL = 10
 #: Snapshots are immutable per version; a refresh touches two or three of them per source.
 SNAPSHOT_CACHE_SIZE = 8
 #: Snapshots shared by every instance in the process, keyed by location, version and the digest of

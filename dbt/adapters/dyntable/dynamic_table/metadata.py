@@ -33,7 +33,7 @@ from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError
 from deltalake.schema import Field as DeltaField
 
-from dbt.adapters.dyntable.delta_log import commit_file
+from dbt.adapters.dyntable.delta_log import CHECKPOINT_INTERVAL, DEFAULT_CHECKPOINT_INTERVAL, commit_file
 from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, SchedulingState, SourceRead, State, Trigger
 from dbt.adapters.dyntable.vocabulary import first_line
 
@@ -104,11 +104,14 @@ COMMIT_RETRIES = 20
 #: into one every this many commits, so a read stays one file wide however long the runner runs.
 COMPACT_EVERY = 25
 #: The metadata tables keep no log history of their own (their rows are the history): each 10th
-#: commit writes a checkpoint and removes the commits before it. Opening a table, or checking an
-#: open one for new commits, replays the commits since its last checkpoint: 2.8 ms with 44 of them
-#: against 0.5 ms right after one (docs/ARCHITECTURE.md, "Metadata tables"). A reader whose next
-#: commit was removed reads the table afresh (``_table``).
-LOG_SETTINGS = {"delta.checkpointInterval": "10", "delta.logRetentionDuration": "interval 0 seconds"}
+#: commit (Delta's default interval) writes a checkpoint and removes the commits before it. Opening
+#: a table, or checking an open one for new commits, replays the commits since its last checkpoint:
+#: 2.8 ms with 44 of them against 0.5 ms right after one (docs/ARCHITECTURE.md, "Metadata tables").
+#: A reader whose next commit was removed reads the table afresh (``_table``).
+LOG_SETTINGS = {
+    CHECKPOINT_INTERVAL: str(DEFAULT_CHECKPOINT_INTERVAL),
+    "delta.logRetentionDuration": "interval 0 seconds",
+}
 #: Compaction's vacuum deletes the data files removed this long ago: every reader reads the latest
 #: version, and one that loaded a version whose files went since reads afresh (``_rows``). Without
 #: it, each commit's small file stayed on disk: 1,400 files after 1,000 refreshes.

@@ -41,7 +41,12 @@ from deltalake import DeltaTable, write_deltalake
 from pyspark.sql.types import ArrayType, MapType, NullType, StructType
 from sqlglot import exp
 
-from dbt.adapters.dyntable.delta_log import DeltaLog, Snapshot
+from dbt.adapters.dyntable.delta_log import (
+    CHECKPOINT_INTERVAL,
+    DEFAULT_CHECKPOINT_INTERVAL,
+    DeltaLog,
+    Snapshot,
+)
 from dbt.adapters.dyntable.differentiation import DeltaQuery
 from dbt.adapters.dyntable.differentiation.aggregate import Accumulation
 from dbt.adapters.dyntable.dynamic_table.lifecycle import Action
@@ -604,16 +609,12 @@ class DeltaApplier:
         return delta.inserted, delta.deleted
 
 
-#: Delta's default checkpoint interval, which delta-spark and Sail follow; deltalake's is 100, and
-#: a DT written here without this would have every reader replay up to 100 commits.
-CHECKPOINT_INTERVAL = 10
-
-
 def _checkpointed(table: DeltaTable) -> None:
     """After a write by this process: a checkpoint at the versions where the engine would have
-    written one (the DT's ``delta.checkpointInterval``, else Delta's default)."""
-    configured = table.metadata().configuration.get("delta.checkpointInterval")
-    if table.version() % int(configured or CHECKPOINT_INTERVAL) == 0:
+    written one (the DT's ``delta.checkpointInterval``, else Delta's default). deltalake's own
+    default is 100: without this, every reader of a DT written here replays up to 100 commits."""
+    configured = table.metadata().configuration.get(CHECKPOINT_INTERVAL)
+    if table.version() % int(configured or DEFAULT_CHECKPOINT_INTERVAL) == 0:
         table.create_checkpoint()
 
 
