@@ -392,3 +392,22 @@ def test_a_later_version_replayed_from_a_loaded_one_equals_a_fresh_load(
     )
     assert DeltaLog(table).row_count(6) == 7
     assert replays == [3, 4, 5]  # the re-created table's version 6 was loaded afresh
+
+
+def test_a_table_written_here_is_the_next_snapshot_s_base(
+    table: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(delta_log, "_replay_bases", delta_log._Lru(delta_log.REPLAY_BASE_CACHE_SIZE))
+    monkeypatch.setattr(delta_log, "_shared_snapshots", delta_log._Lru(delta_log.SHARED_SNAPSHOT_CACHE_SIZE))
+    log = DeltaLog(table)
+    log.snapshot(4)
+    writer = log.for_writing()
+    assert log.for_writing() is not writer  # taken: nobody else moves it meanwhile
+    writer.merge(rows([2, 9], "m"), "t.id = s.id", source_alias="s", target_alias="t").when_matched_update(
+        {"v": "s.v"}
+    ).when_not_matched_insert({"id": "s.id", "v": "s.v"}).execute()
+    log.written(writer)
+    assert log.for_writing() is writer  # the written table, at the version it committed
+    log.written(writer)
+    assert DeltaLog(table).snapshot(5) == delta_log.DeltaLog(table)._build_snapshot(DeltaTable(str(table)), 5)
+    assert DeltaLog(table).row_count(5) == 6  # 1, 2 (updated), 3, 5, 6 and 9

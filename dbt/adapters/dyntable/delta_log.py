@@ -481,23 +481,37 @@ class DeltaLog:
         return snapshot
 
     def _replayed_to(self, version: int) -> Optional[DeltaTable]:
-        """The table at ``version``, replayed from the newest earlier version loaded in this
-        process, if its commit is still the one loaded (a table re-created at the location
-        writes new commits); None when there is no such base or the replay fails."""
+        """The table at ``version``, replayed from the newest version up to it loaded (or
+        written, :meth:`written`) in this process, if its commit is still the one loaded (a
+        table re-created at the location writes new commits); None when there is no such base
+        or the replay fails."""
         base = _replay_bases.pop(self.location)
         if base is None:
             return None
-        if base[0] >= version:
+        if base[0] > version:
             self._keep_replay_base(base[2], base[0], base[1])
             return None
         base_version, identity, table = base
         try:
             if self.commit_id(base_version) != identity:
                 return None
-            table.load_as_version(version)
+            if base_version < version:
+                table.load_as_version(version)
         except Exception:  # noqa: BLE001 - the shortcut only: the caller loads from the checkpoint
             return None
         return table
+
+    def for_writing(self) -> DeltaTable:
+        """The table at its latest version, for this process to write with deltalake: the one
+        this process loaded there, when there is one (taken out of the cache while the writer
+        moves it; hand it back with :meth:`written`), else opened from the log."""
+        table = self._replayed_to(self.latest_version())
+        return table if table is not None else DeltaTable(self.location)
+
+    def written(self, table: DeltaTable) -> None:
+        """``table`` committed a version from this process: the next snapshot of that version
+        starts from it instead of the log."""
+        self._keep_replay_base(table, table.version())
 
     def _keep_replay_base(self, table: DeltaTable, version: int, identity: Optional[str] = None) -> None:
         """Keep ``table`` (at ``version``) as the location's base, unless a newer one is kept."""

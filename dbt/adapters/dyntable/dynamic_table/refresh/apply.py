@@ -28,6 +28,7 @@ so in a warning.
 
 from __future__ import annotations
 
+import functools
 from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import Enum
@@ -95,6 +96,7 @@ def _writable_in_process(snapshot: Snapshot) -> bool:
     )
 
 
+@functools.lru_cache(maxsize=1024)
 def _datafusion(spark_sql: str) -> str:
     """A Spark SQL expression as deltalake's MERGE reads it (DataFusion: double-quoted names,
     ``IS NOT DISTINCT FROM``). Each conjunct is parenthesized: DataFusion binds ``AND`` tighter
@@ -402,6 +404,7 @@ class DeltaApplier:
             if rows.num_rows == 0:
                 return 0, 0
             metrics = _merge_rows(writer, rows, on, columns, update=folded)
+            self._written(writer)
             inserted, updated = metrics["num_target_rows_inserted"], metrics["num_target_rows_updated"]
             return inserted + updated, metrics["num_target_rows_deleted"] + updated
         types = self._types()
@@ -429,7 +432,15 @@ class DeltaApplier:
             return None
         if not _writable_in_process(log.snapshot(log.latest_version())):
             return None
-        return DeltaTable(log.location)
+        return log.for_writing()
+
+    def _written(self, writer: DeltaTable) -> None:
+        """After ``writer`` (:meth:`_in_process`) committed: checkpointed as the engine would,
+        and the DT's next snapshot read from it rather than from the log."""
+        _checkpointed(writer)
+        log = self._log()
+        assert log is not None, "only an existing DT is written in process"
+        log.written(writer)
 
     def _counted(self, merge: Callable[[], None]) -> Tuple[int, int]:
         """Run ``merge`` (at most one MERGE) and return the rows it inserted and deleted, from
@@ -583,7 +594,7 @@ class DeltaApplier:
             if writer is not None:
                 schema = pa.schema(writer.schema().to_arrow())
                 write_deltalake(writer, inserts.select(schema.names).cast(schema), mode="append")
-                _checkpointed(writer)
+                self._written(writer)
                 return delta.inserted, delta.deleted
             with self.engine.temporary_view(inserts) as view:
                 self.engine.execute(f"INSERT INTO {self.dt.relation} ({names}) SELECT {names} FROM {view}")
@@ -598,6 +609,7 @@ class DeltaApplier:
         on = f"{null_safe_match(match, 't', 's')} AND s.{KIND} = 'D'"
         if writer is not None:
             _merge_rows(writer, source, on, columns, delete=True, insert_when=f"s.{KIND} = 'I'")
+            self._written(writer)
             return delta.inserted, delta.deleted
         with self.engine.temporary_view(source) as view:
             self.engine.execute(
@@ -638,9 +650,7 @@ def _merge_rows(
         merge = merge.when_matched_delete()
     inserted = {_datafusion(quote(c)): _datafusion(f"s.{quote(c)}") for c in columns}
     merge = merge.when_not_matched_insert(inserted, _datafusion(insert_when) if insert_when else None)
-    metrics = {name: int(value) for name, value in merge.execute().items()}
-    _checkpointed(table)
-    return metrics
+    return {name: int(value) for name, value in merge.execute().items()}
 
 
 def _repeated(rows: pa.Table, copies: pa.ChunkedArray) -> pa.Table:
