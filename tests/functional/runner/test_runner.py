@@ -210,8 +210,13 @@ class TestRunner:
         # data timestamp, which the run (far shorter than that period) can cross at most once.
         assert len(scheduled["enriched_dt"]) >= 2
         assert len(scheduled["lookup_dt"]) <= 1
+        lookup_lag = (
+            metadata(dyntable_warehouse)
+            .graph(f"{project.test_schema}.lookup_dt")[f"{project.test_schema}.lookup_dt"]
+            .target_lag
+        )
         lookup_period_ms = canonical_period_ms(
-            TargetLag.parse("1 hour").seconds, round(CANONICAL_UNIT_MS * float(clock.time_scale))
+            TargetLag.parse(lookup_lag).seconds, round(CANONICAL_UNIT_MS * float(clock.time_scale))
         )
         lookup = [r for r in rows_by_name(dyntable_warehouse, project, "lookup_dt") if r.state == "SUCCEEDED"]
         for before, after in zip(lookup, lookup[1:]):
