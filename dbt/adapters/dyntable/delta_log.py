@@ -178,6 +178,9 @@ class Snapshot:
     """The table's comment."""
     writer_features: Tuple[str, ...] = ()
     """The protocol's writer table features (``clustering``, ``deletionVectors``, ...)."""
+    min_writer_version: int = 2
+    """The protocol's writer version: 3 to 6 carry features by number (CHECK constraints; change
+    data feed and generated columns; column mapping; identity columns), 7 lists them."""
 
     @property
     def schema(self) -> StructType:
@@ -525,7 +528,7 @@ class DeltaLog:
             _replay_bases.put(self.location, (version, identity, table))
 
     def _build_snapshot(self, table: DeltaTable, version: int) -> Snapshot:
-        metadata = table.metadata()
+        metadata, protocol = table.metadata(), table.protocol()
         actions = pa.table(table.get_add_actions(flatten=False))
         columns = set(actions.column_names)
         paths = actions.column("path").to_pylist()
@@ -559,7 +562,8 @@ class DeltaLog:
             files=files,
             deleted_rows=deleted_rows,
             description=metadata.description or None,
-            writer_features=tuple(table.protocol().writer_features or ()),
+            writer_features=tuple(protocol.writer_features or ()),
+            min_writer_version=protocol.min_writer_version,
         )
 
     @staticmethod

@@ -1,4 +1,4 @@
-"""The MERGE this process runs with deltalake for the embedded engine (docs/ARCHITECTURE.md,
+"""The MERGE this process runs with deltalake where the engine allows it (docs/ARCHITECTURE.md,
 "Applying"): which DTs it may write, and its Spark SQL as DataFusion reads it."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from dbt.adapters.dyntable.delta_log import Snapshot
 from dbt.adapters.dyntable.dynamic_table.refresh.apply import _datafusion, _writable_in_process
 
 
-def snapshot(configuration=None, writer_features=(), column_type="long"):
+def snapshot(configuration=None, writer_features=(), column_type="long", min_writer_version=2):
     schema = {
         "type": "struct",
         "fields": [{"name": "k", "type": column_type, "nullable": True, "metadata": {}}],
@@ -24,11 +24,13 @@ def snapshot(configuration=None, writer_features=(), column_type="long"):
         configuration=configuration or {},
         files={},
         writer_features=writer_features,
+        min_writer_version=min_writer_version,
     )
 
 
 def test_a_plain_dt_is_merged_in_process():
     assert _writable_in_process(snapshot({"delta.checkpointInterval": "10"}))
+    assert _writable_in_process(snapshot(min_writer_version=7))  # table features, none listed
 
 
 @pytest.mark.parametrize(
@@ -36,6 +38,11 @@ def test_a_plain_dt_is_merged_in_process():
     [
         pytest.param({"writer_features": ("clustering", "domainMetadata")}, id="table_features"),
         pytest.param({"configuration": {"delta.columnMapping.mode": "name"}}, id="column_mapping"),
+        pytest.param(
+            {"configuration": {"delta.enableChangeDataFeed": "true"}, "min_writer_version": 4},
+            id="change_data_feed_by_writer_version",
+        ),
+        pytest.param({"min_writer_version": 6}, id="identity_columns_by_writer_version"),
         pytest.param({"configuration": {"delta.constraints.positive": "k > 0"}}, id="check_constraint"),
         pytest.param(
             {"column_type": {"type": "array", "elementType": "long", "containsNull": True}},

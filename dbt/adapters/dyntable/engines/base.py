@@ -72,7 +72,8 @@ class Capabilities:
     """This process may write rows it holds (a MERGE, an append) into the engine's Delta tables
     itself, with the `deltalake` package, between the engine's statements: the engine reads a
     table's log afresh for each statement. Sail 0.7's MERGE of a few hundred rows costs 50-90 ms
-    and a view to hand it the rows; deltalake's costs about 25 ms."""
+    and a view to hand it the rows, delta-spark's seconds of Spark jobs (materializing its source,
+    rebuilding the DT's state, rewriting files); deltalake's costs about 25 ms."""
     escaped_table_paths: bool = True
     """A table whose name needs escaping in a path (a space, a non-ASCII letter) keeps its log
     where its catalog entry says. Sail 0.7 escapes such a location once for the log and twice for

@@ -345,6 +345,8 @@ class JvmSparkEngine(Engine):
     name: ClassVar[str] = "session"
     capabilities: ClassVar[Capabilities] = Capabilities(
         change_data_feed=True,
+        # delta-spark reads a table's log afresh for each statement (no staleness limit set).
+        merge_in_process=True,
         # Delta 4.0's tables do not implement TRUNCATE (Spark rejects it); DELETE FROM empties them.
         truncate=False,
         alter_table_columns=True,

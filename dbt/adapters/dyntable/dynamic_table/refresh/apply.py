@@ -85,11 +85,13 @@ def _fail(code: str, as_type: Optional[str] = None) -> str:
 
 
 def _writable_in_process(snapshot: Snapshot) -> bool:
-    """The DT uses nothing deltalake's writer might not keep (table features, column mapping,
-    CHECK constraints) and only atomic columns (DataFusion compares nested values otherwise than
-    Spark's ``<=>``), so this process may write it (``Capabilities.merge_in_process``)."""
+    """The DT uses nothing deltalake's writer might not keep (table features, whether listed or
+    implied by a writer version 3-6: CHECK constraints, a change data feed, generated or identity
+    columns, column mapping) and only atomic columns (DataFusion compares nested values otherwise
+    than Spark's ``<=>``), so this process may write it (``Capabilities.merge_in_process``)."""
     return (
         not snapshot.writer_features
+        and snapshot.min_writer_version in (1, 2, 7)
         and snapshot.column_mapping_mode == "none"
         and not any(k.startswith("delta.constraints.") for k in snapshot.configuration)
         and not any(isinstance(f.dataType, (ArrayType, MapType, StructType)) for f in snapshot.schema.fields)
