@@ -9,6 +9,7 @@ import pytest
 
 from dbt.adapters.dyntable.delta_log import Snapshot
 from dbt.adapters.dyntable.dynamic_table.refresh.apply import _datafusion, _writable_in_process
+from dbt.adapters.dyntable.engines.jvm import reads_may_be_stale
 
 
 def snapshot(configuration=None, writer_features=(), column_type="long", min_writer_version=2):
@@ -73,3 +74,21 @@ def test_names_and_folds_keep_their_spelling():
         )
         == 'CASE WHEN t."m" IS NULL THEN s."m" WHEN s."m" IS NULL THEN t."m" ELSE LEAST(t."m", s."m") END'
     )
+
+
+@pytest.mark.parametrize(
+    ("limit", "stale"),
+    [
+        (None, False),
+        ("0", False),
+        ("0s", False),
+        ("0 ms", False),
+        ("1h", True),
+        ("500ms", True),
+        ("10 minutes", True),
+    ],
+)
+def test_a_delta_staleness_limit_keeps_jvm_spark_writing_its_dts(limit, stale):
+    """Under ``spark.databricks.delta.stalenessLimit`` a statement may read a snapshot older than a
+    commit made here, so the session engine then writes the DTs itself."""
+    assert reads_may_be_stale(limit) is stale

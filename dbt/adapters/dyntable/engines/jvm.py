@@ -37,6 +37,7 @@ import tempfile
 import threading
 import time
 from collections import deque
+from dataclasses import replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, ClassVar, Deque, Dict, List, Mapping, Optional
 from urllib.parse import urlparse
@@ -66,6 +67,7 @@ DEFAULT_START_TIMEOUT_SECS = 90.0
 METASTORE_DIR = ".metastore"
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 JDO_URL = "spark.hadoop.javax.jdo.option.ConnectionURL"
+STALENESS_LIMIT = "spark.databricks.delta.stalenessLimit"
 #: Hive's Derby schema keeps view text in these LONG VARCHAR (at most 32,700 characters) columns.
 VIEW_TEXT_COLUMNS = ("VIEW_EXPANDED_TEXT", "VIEW_ORIGINAL_TEXT")
 #: How many lines of driver output to keep for error messages.
@@ -339,13 +341,21 @@ def _java_message(error: BaseException) -> str:
         return str(error)
 
 
+def reads_may_be_stale(limit: Optional[str]) -> bool:
+    """Whether Delta may answer a statement from a table's snapshot up to ``limit`` old (its
+    ``stalenessLimit``, a duration) instead of reading the log afresh, as it does at 0, the
+    default."""
+    return limit is not None and re.fullmatch(r"0*(\.0*)?\s*[a-z]*", limit.strip().lower()) is None
+
+
 class JvmSparkEngine(Engine):
     """Classic PySpark on a JVM (``master`` local or a cluster) with Delta Lake."""
 
     name: ClassVar[str] = "session"
     capabilities: ClassVar[Capabilities] = Capabilities(
         change_data_feed=True,
-        # delta-spark reads a table's log afresh for each statement (no staleness limit set).
+        # delta-spark reads a table's log afresh for each statement, unless a staleness limit
+        # is set (then off, at start).
         merge_in_process=True,
         # Delta 4.0's tables do not implement TRUNCATE (Spark rejects it); DELETE FROM empties them.
         truncate=False,
@@ -471,6 +481,10 @@ class JvmSparkEngine(Engine):
                 # unpickle there. On this machine the workers can run this very interpreter.
                 context.pythonExec = conf.get("spark.pyspark.python", sys.executable)
             self._spark = SparkSession(context)
+            if reads_may_be_stale(self._spark.conf.get(STALENESS_LIMIT, None)):
+                # A commit this process makes could go unseen by the next statement: Spark's own
+                # statements write the DTs instead (docs/ARCHITECTURE.md, "Applying").
+                self.capabilities = replace(self.capabilities, merge_in_process=False)  # type: ignore[misc]
             self._check_catalog()
             if self.local and conf.get(JDO_URL) == self._derby_url(create=True):
                 self._widen_view_text_columns()
