@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timedelta, timezone
@@ -408,9 +409,11 @@ class MetadataStore:
         ``register(schema, table, location)`` adds the tables it creates to a catalog (those it
         finds were registered by the process that created them, and the embedded engine
         re-attaches every table at start)."""
+        existing = [t for t in SCHEMAS if DeltaTable.is_deltatable(str(self.location(t)))]
+        self._open_side_by_side(existing)
         for table, schema in SCHEMAS.items():
             path = self.location(table)
-            if DeltaTable.is_deltatable(str(path)):
+            if table in existing:
                 self._add_missing_columns(table, schema)
                 self._set_log_settings(table)
                 continue
@@ -423,6 +426,23 @@ class MetadataStore:
                 pass  # another process created it first
             if register is not None:
                 register(self.schema, table, path)
+
+    def _open_side_by_side(self, tables: List[str]) -> None:
+        """Open ``tables`` at once: deltalake reads a log without holding the GIL, so a process's
+        first refresh waits for the slowest table rather than for all of them in turn."""
+
+        def open_one(table: str) -> DeltaTable:
+            with self._reading(table):
+                return DeltaTable(str(self.location(table)))
+
+        unopened = [t for t in tables if t not in self._open]
+        if len(unopened) < 2:
+            return
+        with ThreadPoolExecutor(len(unopened)) as pool:
+            opened = list(pool.map(open_one, unopened))
+        with self._open_lock:
+            for table, table_opened in zip(unopened, opened):
+                self._open.setdefault(table, table_opened)
 
     def _add_missing_columns(self, table: str, schema: pa.Schema) -> None:
         with self._open_lock:
