@@ -25,7 +25,7 @@ each has 1,000 refreshes in its history. The fact's 200 small appended files are
 a maintained table's would be (into files the size of the load's, whose files stay), so what grows
 is what dbt-dyntable keeps (metadata tables, the DTs' logs); the hand-written merge model, timed in
 the same runs, is the control. One more tick catches the other DTs up, then NO_DATA and INCREMENTAL
-are measured through dbt again, in a run of the whole project like the first.
+are measured through dbt again, in three runs of the whole project each, like the first.
 
 On JVM Spark (`method: session`, `spark_jars` from DYNTABLE_SPARK_JARS or --spark-jars), the same
 project builds its sources with `dbt run-operation` and the same dbt runs are measured, the
