@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import Dict, List, Optional
@@ -293,3 +294,23 @@ def test_auto_weighs_a_delta_the_engine_applies_alone_as_written_once() -> None:
         assert cost in decision.reason, decision.reason
         chosen[bool(config)] = decision.action
     assert chosen == {False: Action.INCREMENTAL, True: Action.FULL}
+
+
+def test_auto_counts_the_read_of_the_table_before_a_merge_staged_in_this_process() -> None:
+    """Matched on whole rows, a delta that may delete comes to this process, which reads what the
+    DT holds of each of its rows before the MERGE reads the DT again: two reads. On a key the plan
+    proves, the engine's MERGE alone reads it, once (docs/ARCHITECTURE.md, "Applying")."""
+    sql = "select k, v from s.t where v > 0"
+    rewritten = [source(5, 6, added=10, removed=10, size=1000)]
+    weighed = {}
+    for key in (None, ["k"]):
+        dt = model(sql)
+        planner = Planner(PlannedQuery(plan_query(sql), OutputKey(key)))
+        decision = run(dt, frontier(dt, {"s.t": 5}), rewritten, planner, dt_size=1000)[0]
+        table_reads = re.search(r"this table (\S+ \S+?)[,)]", decision.reason)
+        assert table_reads is not None, decision.reason
+        weighed["whole rows" if key is None else "proven key"] = (decision.action, table_reads.group(1))
+    assert weighed == {
+        "whole rows": (Action.FULL, "2.0 kB"),
+        "proven key": (Action.INCREMENTAL, "1.0 kB"),
+    }

@@ -26,7 +26,7 @@ from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, RefreshRequest
 from dbt.adapters.dyntable.dynamic_table.metadata import Frontier, MetadataStore, Sources, SourceVersion
 from dbt.adapters.dyntable.dynamic_table.model import PLAIN_NAME, DynamicTable, RefreshError
 from dbt.adapters.dyntable.dynamic_table.pinning import boundary_tables, read_views
-from dbt.adapters.dyntable.dynamic_table.refresh.apply import InEngine, in_engine
+from dbt.adapters.dyntable.dynamic_table.refresh.apply import DeltaApplier, InEngine, in_engine
 from dbt.adapters.dyntable.dynamic_table.refresh.guard import is_guarded
 from dbt.adapters.dyntable.dynamic_table.refresh.plan import NotPlanned, PlannedOrNot, PlannedQuery
 from dbt.adapters.dyntable.engines.base import Engine
@@ -262,7 +262,8 @@ def estimate(planned: PlannedQuery, observed: Observation, dt: DynamicTable) -> 
     real kinds of change, and its reads counted: every read of a source version is a scan of it,
     of its changes a read of the changed files, of the DT a scan of the DT; a delta that may
     delete rewrites the DT's files; the delta's own rows cost more where they come to this
-    process. A recompute scans each source once per read of it in the query and writes the DT."""
+    process, and reading what the DT holds of them there is one more scan of the DT. A
+    recompute scans each source once per read of it in the query and writes the DT."""
     sources = {s.name: s for s in observed.sources}
     stored = dt.relation
     delta = differentiate(planned.plan, _SymbolicChanges(sources), stored=stored)
@@ -283,6 +284,10 @@ def estimate(planned: PlannedQuery, observed: Observation, dt: DynamicTable) -> 
         else:
             parts[f"{name} at {version}"] = count * source.size_bytes
     stored_reads = applied.count(stored) + (0 if delta.insert_only else 1)
+    if engine_alone is None and not DeltaApplier.appends(delta.insert_only, key.columns, key.declared_by):
+        # Staged in this process, the delta is joined to the DT to count the copies it holds of
+        # each row (``DeltaApplier.prepare``): one more read of the DT before the MERGE's own.
+        stored_reads += 1
     if stored_reads:
         parts["this table"] = stored_reads * observed.dt_size_bytes
     # The result's share of the DT: as large as the changed share of each changed source.
