@@ -98,7 +98,6 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
             points,
             no_data,
             sizes,
-            args.full,
             NAME,
             TITLE,
             command,

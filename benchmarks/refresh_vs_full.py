@@ -181,9 +181,7 @@ def run(
     return points, no_data
 
 
-def goals(
-    points: List[Point], no_data: Dict[str, float], sizes: Sequence[int], full_profile: bool
-) -> List[Goal]:
+def goals(points: List[Point], no_data: Dict[str, float], sizes: Sequence[int]) -> List[Goal]:
     result: List[Goal] = []
     largest, smallest = max(sizes), min(sizes)
     # Incremental at a fixed change count, from the smallest size to the largest measured at it.
@@ -355,7 +353,6 @@ def summarize(
     points: List[Point],
     no_data: Dict[str, float],
     sizes: Sequence[int],
-    full_profile: bool,
     name: str,
     title: str,
     command: str,
@@ -368,7 +365,7 @@ def summarize(
         title,
         command,
         intro,
-        goals(points, no_data, sizes, full_profile),
+        goals(points, no_data, sizes),
         report_body(points, no_data, max(sizes)) + ["", f"![plot]({name}.png)"],
     )
     plot(points, RESULTS / f"{name}.png")
@@ -394,7 +391,6 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         points,
         no_data,
         sizes,
-        args.full,
         "refresh_vs_full",
         "Benchmarks 1–2: incremental vs full refresh, NO_DATA latency (embedded engine)",
         command,
