@@ -25,7 +25,7 @@ from typing import List, Optional, Sequence, Tuple
 
 from rich.console import Console
 
-from benchmarks.common import Goal, markdown_table, seconds, timed, write_results
+from benchmarks.common import Goal, markdown_table, percent, seconds, timed, write_results
 
 NAME = "change_feed"
 TITLE = "Benchmark 6: change data feed vs file-set diff for scattered updates and deletes (JVM Spark)"
@@ -91,7 +91,7 @@ def run(
             rewritten = sum((f.num_records or 0) for f in interval.added + interval.removed)
             points.append((rows, fraction, changed, len(interval.removed), rewritten, feed_s, files_s))
             console.print(
-                f"{rows:>11,} rows, {fraction:.2%} changed: feed {seconds(feed_s)} s, "
+                f"{rows:>11,} rows, {percent(fraction)} changed: feed {seconds(feed_s)} s, "
                 f"file sets {seconds(files_s)} s ({rewritten:,} rows in rewritten files)"
             )
     return points
@@ -164,7 +164,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
             "file sets / feed",
         ],
         [
-            (f"{r:,}", f"{f:.2%}", f"{c:,}", n, f"{w:,}", seconds(a), seconds(b), f"{b / a:.1f}x")
+            (f"{r:,}", percent(f), f"{c:,}", n, f"{w:,}", seconds(a), seconds(b), f"{b / a:.1f}x")
             for r, f, c, n, w, a, b in points
         ],
     )

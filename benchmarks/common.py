@@ -119,3 +119,8 @@ def pyplot():
 
 def seconds(value: float) -> str:
     return f"{value:.3f}" if value < 10 else f"{value:.1f}"
+
+
+def percent(fraction: float) -> str:
+    """A change fraction as the tables print it (0.001% at 100M rows stays readable)."""
+    return f"{fraction:.3%}" if fraction < 0.0001 else f"{fraction:.2%}"

@@ -26,7 +26,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from rich.console import Console
 from rich.progress import Progress
 
-from benchmarks.common import RESULTS, Goal, markdown_table, pyplot, seconds, timed, write_results
+from benchmarks.common import RESULTS, Goal, markdown_table, percent, pyplot, seconds, timed, write_results
 from benchmarks.data import KIND_NOTES, SCHEMA, SHAPES, Fact
 from dbt.adapters.dyntable.dynamic_table.lifecycle import RefreshRequest, Trigger
 
@@ -111,7 +111,9 @@ def run(
             progress.advance(task)
             for kind, fractions in points.items():
                 for fraction in fractions:
-                    progress.update(task, description=f"benchmark 3, {rows:,} rows: {kind} {fraction:.2%}")
+                    progress.update(
+                        task, description=f"benchmark 3, {rows:,} rows: {kind} {percent(fraction)}"
+                    )
                     fact.change(kind, max(1, int(rows * fraction)))
                     with timed() as dt_time:
                         outcome = service.refresh(
@@ -148,7 +150,7 @@ def goals(points: List[Point]) -> List[Goal]:
     return [
         Goal(
             f"the DT within {DT_WITHIN}× of the hand-written incremental model's time",
-            f"worst DT/hand-written {worst.ratio:.2f}× ({worst.rows:,} rows, {worst.kind} {worst.fraction:.2%}: "
+            f"worst DT/hand-written {worst.ratio:.2f}× ({worst.rows:,} rows, {worst.kind} {percent(worst.fraction)}: "
             f"DT {worst.dt_wall:.3f} s, hand-written {worst.hand_wall:.3f} s); at {largest:,} rows "
             + ", ".join(f"{p.ratio:.2f}×" for p in at_largest),
             worst.ratio <= DT_WITHIN,
@@ -156,7 +158,7 @@ def goals(points: List[Point]) -> List[Goal]:
         Goal(
             "the DT stays correct under updates and deletes where the hand-written model does not",
             f"DT wrong at {dt_wrong} of {len(points)} points; hand-written wrong at {len(hand_wrong)} "
-            f"(first after {hand_wrong[0].kind} {hand_wrong[0].fraction:.2%})"
+            f"(first after {hand_wrong[0].kind} {percent(hand_wrong[0].fraction)})"
             if hand_wrong
             else f"DT wrong at {dt_wrong} of {len(points)} points; hand-written never wrong",
             dt_wrong == 0 and bool(hand_wrong),
@@ -168,7 +170,7 @@ def body(points: List[Point]) -> List[str]:
     rows = [
         (
             f"{p.rows:,}",
-            f"{p.fraction:.2%}",
+            percent(p.fraction),
             p.kind,
             seconds(p.dt_wall),
             seconds(p.hand_wall),
@@ -212,7 +214,7 @@ def body(points: List[Point]) -> List[str]:
 def plot(points: List[Point], path) -> None:
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4))
-    labels = [f"{p.rows / 1e6:g}M {p.kind[:5]} {p.fraction:.2%}" for p in points]
+    labels = [f"{p.rows / 1e6:g}M {p.kind[:5]} {percent(p.fraction)}" for p in points]
     xs = range(len(points))
     ax.bar([x - 0.2 for x in xs], [p.dt_wall for p in points], 0.4, label="dynamic table (incremental)")
     ax.bar(

@@ -29,7 +29,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 from rich.console import Console
 from rich.progress import Progress
 
-from benchmarks.common import Goal, markdown_table, pyplot, seconds, timed, write_results
+from benchmarks.common import Goal, markdown_table, percent, pyplot, seconds, timed, write_results
 from benchmarks.data import KIND_NOTES, KINDS, SCHEMA, SHAPES, Fact
 from dbt.adapters.dyntable.dynamic_table.config import DynamicTableConfig
 from dbt.adapters.dyntable.dynamic_table.lifecycle import RefreshRequest, Trigger
@@ -72,11 +72,6 @@ def quick_points(rows: int) -> Dict[str, List[float]]:
 def full_points(rows: int) -> Dict[str, List[float]]:
     inserts = sorted({fixed_count_fraction(rows), *ALL_FRACTIONS})
     return {"mixed scattered": ALL_FRACTIONS, "mixed clustered": ALL_FRACTIONS, "insert": inserts}
-
-
-def percent(fraction: float) -> str:
-    """A change fraction as the tables print it (0.001% at 100M rows stays readable)."""
-    return f"{fraction:.3%}" if fraction < 0.0001 else f"{fraction:.2%}"
 
 
 @dataclass
