@@ -23,10 +23,15 @@ from dbt.adapters.dyntable.dynamic_table.refresh.decide import (
     maintained_definition,
 )
 from dbt.adapters.dyntable.dynamic_table.refresh.plan import NotPlanned, OutputKey, PlannedQuery
+from dbt.adapters.dyntable.engines.base import Capabilities
 
 T = datetime(2026, 11, 23, 12, 0, tzinfo=timezone.utc)
 SQL = "select k, sum(v) as total from s.t group by k"
 LOG = DeltaLog("/nonexistent/s/t")  # never read: decide is pure
+#: An engine whose statements cost only the bytes they read and write.
+ENGINE = Capabilities(
+    change_data_feed=False, truncate=False, alter_table_columns=False, persistent_catalog=True
+)
 
 
 def model(sql: str = SQL, **config: str) -> DynamicTable:
@@ -94,12 +99,13 @@ def run(
     at: datetime = T,
     dt_changed: Optional[str] = None,
     dt_size: int = 0,
+    capabilities: Capabilities = ENGINE,
 ):
     request = RefreshRequest(T, Trigger.DBT_RUN, full_refresh)
     definition = maintained_definition(dt, current, True, request)
     planner = planner or Planner()
     observed = Observation(sources, at, dt_changed=dt_changed, dt_size_bytes=dt_size)
-    return decide(dt, definition, current, observed, planner), planner
+    return decide(dt, definition, current, observed, planner, capabilities), planner
 
 
 def test_unchanged_sources_are_no_data_without_planning() -> None:
@@ -199,6 +205,7 @@ def test_a_view_redefined_read_or_no_longer_read_reinitializes() -> None:
         current,
         observed,
         Planner(),
+        ENGINE,
     )
     assert (decision.action, decision.reason) == (
         Action.REINITIALIZE,
@@ -211,6 +218,7 @@ def test_a_view_redefined_read_or_no_longer_read_reinitializes() -> None:
         unchanged,
         observed,
         Planner(),
+        ENGINE,
     )
     assert decision.action is Action.NO_DATA
 
@@ -313,4 +321,44 @@ def test_auto_counts_the_read_of_the_table_before_a_merge_staged_in_this_process
     assert weighed == {
         "whole rows": (Action.FULL, "2.0 kB"),
         "proven key": (Action.INCREMENTAL, "1.0 kB"),
+    }
+
+
+def test_auto_counts_an_engines_fixed_cost_of_staging_a_delta_in_this_process() -> None:
+    """Where staging a delta in this process has a fixed cost (delta-spark's shuffles and the
+    driver's trip), a small change that may delete is cheaper to recompute over a small source; a
+    delta the engine appends alone pays no staging, and a large source outweighs the cost. The
+    filter keeps a tenth of the source's bytes."""
+    sql = "select k, v from s.t where v > 0"
+    staging = replace(ENGINE, staged_delta_cost_bytes=3000)
+    chosen = {}
+    for kind, change in {
+        "rewritten": dict(added=10, removed=10),
+        "appended": dict(added=10),
+    }.items():
+        for size in (1000, 100_000):
+            dt = model(sql, refresh_mode="auto")
+            current = frontier(dt, {"s.t": 5})
+            sources = [source(5, 6, size=size, **change)]
+            for engine, capabilities in {"bare": ENGINE, "staging": staging}.items():
+                decision = run(
+                    dt,
+                    current,
+                    sources,
+                    Planner(PlannedQuery(plan_query(sql), OutputKey(None))),
+                    dt_size=size // 10,
+                    capabilities=capabilities,
+                )[0]
+                chosen[kind, size, engine] = decision.action
+                if (kind, size, engine) == ("rewritten", 1000, "staging"):
+                    assert "staging the delta 3.0 kB" in decision.reason, decision.reason
+    assert chosen == {
+        ("rewritten", 1000, "bare"): Action.INCREMENTAL,
+        ("rewritten", 1000, "staging"): Action.FULL,
+        ("rewritten", 100_000, "bare"): Action.INCREMENTAL,
+        ("rewritten", 100_000, "staging"): Action.INCREMENTAL,
+        ("appended", 1000, "bare"): Action.INCREMENTAL,
+        ("appended", 1000, "staging"): Action.INCREMENTAL,
+        ("appended", 100_000, "bare"): Action.INCREMENTAL,
+        ("appended", 100_000, "staging"): Action.INCREMENTAL,
     }

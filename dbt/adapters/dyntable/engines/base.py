@@ -74,6 +74,12 @@ class Capabilities:
     table's log afresh for each statement. Sail 0.7's MERGE of a few hundred rows costs 50-90 ms
     and a view to hand it the rows, delta-spark's seconds of Spark jobs (materializing its source,
     rebuilding the DT's state, rewriting files); deltalake's costs about 25 ms."""
+    staged_delta_cost_bytes: int = 0
+    """What a delta brought to this process costs beyond the bytes AUTO counts for it, as bytes
+    of a recompute's scan: the staging statement's shuffles (consolidating the delta, joining it
+    to the DT, grouping) and the trip through the driver (docs/ARCHITECTURE.md, "Deciding").
+    Tens of milliseconds on Sail, within its byte costs; on local delta-spark about 3 s of jobs
+    and driver work, which a recompute spends scanning about 16 MB (benchmarks/jvm_spark.py)."""
     escaped_table_paths: bool = True
     """A table whose name needs escaping in a path (a space, a non-ASCII letter) keeps its log
     where its catalog entry says. Sail 0.7 escapes such a location once for the log and twice for

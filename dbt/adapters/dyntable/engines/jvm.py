@@ -361,6 +361,7 @@ class JvmSparkEngine(Engine):
         truncate=False,
         alter_table_columns=True,
         persistent_catalog=True,
+        staged_delta_cost_bytes=16_000_000,
     )
 
     def __init__(

@@ -29,7 +29,7 @@ from dbt.adapters.dyntable.dynamic_table.pinning import boundary_tables, read_vi
 from dbt.adapters.dyntable.dynamic_table.refresh.apply import DeltaApplier, InEngine, in_engine
 from dbt.adapters.dyntable.dynamic_table.refresh.guard import is_guarded
 from dbt.adapters.dyntable.dynamic_table.refresh.plan import NotPlanned, PlannedOrNot, PlannedQuery
-from dbt.adapters.dyntable.engines.base import Engine
+from dbt.adapters.dyntable.engines.base import Capabilities, Engine
 from dbt.adapters.dyntable.vocabulary import fingerprint, quoted_table
 
 #: Reading the changes of an interval with rewritten files reads both versions of each and groups
@@ -172,9 +172,11 @@ def decide(
     frontier: Optional[Frontier],
     observed: Observation,
     plan: Callable[[], PlannedOrNot],
+    capabilities: Capabilities,
 ) -> Decision:
-    """The refresh's action. ``plan`` plans the query; it is called only when the action depends
-    on it (never for NO_DATA), so unchanged sources cost no planning."""
+    """The refresh's action on an engine with ``capabilities``. ``plan`` plans the query; it is
+    called only when the action depends on it (never for NO_DATA), so unchanged sources cost no
+    planning."""
     if definition.rebuild_reason is None:
         assert frontier is not None
         rebuild = _history_lost(observed, frontier)
@@ -196,7 +198,7 @@ def decide(
     if isinstance(planned, NotPlanned):
         return Decision(Action.FULL, planned.reason)
     if dt.config.refresh_mode == "auto":
-        cost = estimate(planned, observed, dt)
+        cost = estimate(planned, observed, dt, capabilities)
         action = Action.FULL if cost.incremental > cost.full else Action.INCREMENTAL
         return Decision(action, cost.reason(), planned=planned if action is Action.INCREMENTAL else None)
     return Decision(Action.INCREMENTAL, "sources changed", planned=planned)
@@ -256,14 +258,17 @@ class Estimate:
         )
 
 
-def estimate(planned: PlannedQuery, observed: Observation, dt: DynamicTable) -> Estimate:
+def estimate(
+    planned: PlannedQuery, observed: Observation, dt: DynamicTable, capabilities: Capabilities
+) -> Estimate:
     """What an INCREMENTAL and a FULL refresh would read and write (docs/ARCHITECTURE.md,
     "Deciding"). The delta query is derived symbolically, as ``explain`` does, with the sources'
     real kinds of change, and its reads counted: every read of a source version is a scan of it,
     of its changes a read of the changed files, of the DT a scan of the DT; a delta that may
     delete rewrites the DT's files; the delta's own rows cost more where they come to this
-    process, and reading what the DT holds of them there is one more scan of the DT. A
-    recompute scans each source once per read of it in the query and writes the DT."""
+    process, and reading what the DT holds of them there is one more scan of the DT, plus the
+    engine's fixed cost of staging them. A recompute scans each source once per read of it in
+    the query and writes the DT."""
     sources = {s.name: s for s in observed.sources}
     stored = dt.relation
     delta = differentiate(planned.plan, _SymbolicChanges(sources), stored=stored)
@@ -288,6 +293,8 @@ def estimate(planned: PlannedQuery, observed: Observation, dt: DynamicTable) -> 
         # Staged in this process, the delta is joined to the DT to count the copies it holds of
         # each row (``DeltaApplier.prepare``): one more read of the DT before the MERGE's own.
         stored_reads += 1
+        if capabilities.staged_delta_cost_bytes:
+            parts["staging the delta"] = capabilities.staged_delta_cost_bytes
     if stored_reads:
         parts["this table"] = stored_reads * observed.dt_size_bytes
     # The result's share of the DT: as large as the changed share of each changed source.

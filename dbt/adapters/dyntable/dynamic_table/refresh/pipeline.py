@@ -244,7 +244,12 @@ class RefreshPipeline:
         except decide.SourceNotReady as waiting:
             return RefreshResult(dt.name, None, State.SKIPPED, str(waiting), request.data_timestamp)
         decision = decide.decide(
-            dt, definition, frontier, observed, lambda: self._plan(dt, definition, observed)
+            dt,
+            definition,
+            frontier,
+            observed,
+            lambda: self._plan(dt, definition, observed),
+            self.engine.capabilities,
         )
         decided.append(decision)
         # The fuse guards what the data causes, not what a person asked for (a first build,
