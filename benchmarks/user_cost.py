@@ -6,9 +6,10 @@ with `type: dyntable`, the warehouse beside them): the four DT shapes of data.py
 sources, each kept twice (refresh_mode incremental and full), two more copies of the join + group-by
 DT (the headline shape: three samples per run), and the join written by hand as a dbt-spark
 `merge` incremental model. `dbt run` and `dyntable run --once` run as users run them, as
-subprocesses of the venv's executables with `threads: 1`; a model's time is its `execution_time`
-in target/run_results.json, a runner refresh's is refresh_end_time - refresh_start_time in
-dynamic_table_refresh_history, which also gives the refresh's own share of each dbt model time.
+subprocesses of the venv's executables with `threads: 1`, their bytecode cached as an installed
+package's is; a model's time is its `execution_time` in target/run_results.json, a runner
+refresh's is refresh_end_time - refresh_start_time in dynamic_table_refresh_history, which also
+gives the refresh's own share of each dbt model time.
 Rows are inserted between runs by another writer (the `deltalake` package), never by the process
 measured. NO_DATA is a run with no source change: the median over every DT of three such runs, and
 the first DT of the first process (which pays the process's setup) on its own. INCREMENTAL follows
@@ -282,6 +283,10 @@ class Project:
         self.bin = Path(sys.executable).parent
         self.models = models_for(engine)
         self.env = {**os.environ, "DBT_SEND_ANONYMOUS_USAGE_STATS": "false", "DO_NOT_TRACK": "1"}
+        # An installed package has its bytecode (pip compiles it at install); a checkout installed
+        # editable gets it on first import, unless the environment forbids writing it. Forbidden,
+        # every dbt process would compile dbt-dyntable's modules again inside its first DT.
+        self.env.pop("PYTHONDONTWRITEBYTECODE", None)
         root.mkdir(parents=True)
         (root / "dbt_project.yml").write_text(
             f"name: {PROJECT}\nversion: '1.0'\nconfig-version: 2\nprofile: {PROJECT}\n"
