@@ -67,6 +67,8 @@ class DyntableAdapter(SparkAdapter):
         self._batched: List[DynamicTableService] = []
         #: Relations pinned to versions for consistent reads, kept until the invocation ends.
         self._versioned: Optional[VersionedRelations] = None
+        #: The collector's frozen count right after this invocation froze dbt's parsed project.
+        self._frozen_count = 0
 
     @classmethod
     def type(cls) -> str:
@@ -125,19 +127,30 @@ class DyntableAdapter(SparkAdapter):
         relations = super().list_relations_without_caching(schema_relation)
         return [relation for relation in relations if relation.schema]
 
+    def set_relations_cache(self, *args: Any, **kwargs: Any) -> None:
+        """dbt's start of a run, before its first model compiles."""
+        self._freeze_parsed_project()
+        super().set_relations_cache(*args, **kwargs)
+
+    def _freeze_parsed_project(self) -> None:
+        """Hide dbt's parsed project (manifest, macros), which lives until the invocation ends,
+        from the collector's full passes: a pass over it cost whichever model it landed in 100-200
+        ms, often the first (docs/ARCHITECTURE.md, "Cost of a refresh"). A process that froze
+        objects itself is left alone."""
+        with self._batch_lock:
+            if not self._frozen_count and gc.get_freeze_count() == 0:
+                gc.freeze()
+                self._frozen_count = gc.get_freeze_count()
+
     # -- dynamic tables --------------------------------------------------------------------------
 
     def _service(self) -> DynamicTableService:
         """The dynamic-table service of this thread's connection (engine started on first use),
         its metadata batched until the end of the invocation (``cleanup_connections``)."""
+        self._freeze_parsed_project()  # a run without cache population (--no-populate-cache)
         connection = self.connections.get_thread_connection()
         service = self.connections.environment(connection).service(connection.credentials)
         with self._batch_lock:
-            if not self._batched:
-                # The invocation's parsed project (manifest, macros, compiled Jinja) lives until it
-                # ends. Frozen, the collector's full passes skip it: each cost the model it landed
-                # in about 200 ms (docs/ARCHITECTURE.md, "Cost of a refresh").
-                gc.freeze()
             if service not in self._batched:
                 service.open_batch()
                 self._batched.append(service)
@@ -149,8 +162,12 @@ class DyntableAdapter(SparkAdapter):
         with self._batch_lock:
             batched, self._batched = self._batched, []
             versioned, self._versioned = self._versioned, None
-            if batched:
-                gc.unfreeze()  # a process running several invocations collects each one's garbage
+            # A process running several invocations collects each one's garbage. Unfreezing is
+            # all or nothing: if anyone froze more since (the count only falls as frozen objects
+            # die), it is left to them.
+            if self._frozen_count and gc.get_freeze_count() <= self._frozen_count:
+                gc.unfreeze()
+            self._frozen_count = 0
         if versioned is not None:
             versioned.close()
         for service in batched:

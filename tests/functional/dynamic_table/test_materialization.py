@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
+from dbt.task.compile import CompileRunner
 from dbt.tests.util import run_dbt, run_dbt_and_capture, write_file
 from deltalake import DeltaTable
 
@@ -255,12 +256,32 @@ class TestAppends:
 
     def test_the_invocation_unfreezes_what_it_froze(self, project, raw, monkeypatch):
         """dbt's parsed project is frozen from the collector during a run (docs/ARCHITECTURE.md,
-        "Cost of a refresh"), and given back when it ends: a process may run many."""
-        frozen = []
-        freeze = gc.freeze
-        monkeypatch.setattr(gc, "freeze", lambda: (frozen.append(gc.get_freeze_count()), freeze()))
+        "Cost of a refresh") before its first model compiles, where a full collection landed,
+        and given back when it ends: a process may run many."""
+        events = []
+        freeze, compile_node = gc.freeze, CompileRunner.compile
+        monkeypatch.setattr(gc, "freeze", lambda: (events.append("freeze"), freeze()))
+        monkeypatch.setattr(
+            CompileRunner,
+            "compile",
+            lambda runner, manifest: (events.append("compile"), compile_node(runner, manifest))[1],
+        )
         run_dbt(["run"])
-        assert frozen and gc.get_freeze_count() == 0
+        assert events.count("freeze") == 1 and events.index("freeze") < events.index("compile")
+        assert gc.get_freeze_count() == 0
+
+    def test_a_host_process_freeze_is_left_alone(self, project, raw):
+        """A process that froze its own objects (a scheduler's preloaded workers) keeps them
+        frozen: the run neither adds to nor unfreezes them."""
+        held = [object()]  # a container: tracked by the collector
+        gc.freeze()
+        try:
+            run_dbt(["run"])
+            # Frozen objects are tracked, yet in none of the collector's generations.
+            assert gc.is_tracked(held) and not any(o is held for o in gc.get_objects())
+        finally:
+            gc.unfreeze()
+        assert any(o is held for o in gc.get_objects())  # the check above can fail
 
 
 class TestConfigurationChanges:
