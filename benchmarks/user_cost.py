@@ -13,12 +13,12 @@ gives the refresh's own share of each dbt model time.
 Rows are inserted between runs by another writer (the `deltalake` package), never by the process
 measured. NO_DATA is a run with no source change: the median over every DT of five such runs, and
 the first DT of each process (which pays the process's setup) on its own, the median over the
-runs. INCREMENTAL follows
-1,000 inserted rows, in three runs each after its insert; FULL is the refresh_mode='full' twin in
-the same runs, and `dbt run --full-refresh` of the headline DT (a REINITIALIZE). The insert-only
-0.1% sweep compares each shape's incremental DT with its full twin, through dbt and in-process (the
-DTs refreshed by a DynamicTableService in this process, as refresh_vs_full.py does); the headline
-shape's incremental figure is the median of its three copies everywhere.
+runs. INCREMENTAL follows 1,000 inserted rows, in three runs each after its insert; FULL is the
+refresh_mode='full' twin in the same runs, and `dbt run --full-refresh` of the headline DT (a
+REINITIALIZE). The insert-only 0.1% sweep compares each shape's incremental DT with its full twin,
+through dbt and in-process (the DTs refreshed by a DynamicTableService in this process, as
+refresh_vs_full.py does); the headline shape's incremental figure is the median of its three
+copies everywhere.
 
 After 1,000 earlier refreshes: this process drives the runner's Scheduler over the three join +
 group-by DTs, one tick (one metadata batch) at a time, as `dyntable run` would over a long day:
