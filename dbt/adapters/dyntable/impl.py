@@ -69,6 +69,9 @@ class DyntableAdapter(SparkAdapter):
         self._versioned: Optional[VersionedRelations] = None
         #: The collector's frozen count right after this invocation froze dbt's parsed project.
         self._frozen_count = 0
+        #: Whether this invocation has decided to freeze or not: counting frozen objects walks
+        #: them all (about 8 ms for a dbt project), so it is done once, not at every refresh.
+        self._freeze_decided = False
 
     @classmethod
     def type(cls) -> str:
@@ -138,7 +141,10 @@ class DyntableAdapter(SparkAdapter):
         ms, often the first (docs/ARCHITECTURE.md, "Cost of a refresh"). A process that froze
         objects itself is left alone."""
         with self._batch_lock:
-            if not self._frozen_count and gc.get_freeze_count() == 0:
+            if self._freeze_decided:
+                return
+            self._freeze_decided = True
+            if gc.get_freeze_count() == 0:
                 gc.freeze()
                 self._frozen_count = gc.get_freeze_count()
 
@@ -167,7 +173,7 @@ class DyntableAdapter(SparkAdapter):
             # die), it is left to them.
             if self._frozen_count and gc.get_freeze_count() <= self._frozen_count:
                 gc.unfreeze()
-            self._frozen_count = 0
+            self._frozen_count, self._freeze_decided = 0, False
         if versioned is not None:
             versioned.close()
         for service in batched:
