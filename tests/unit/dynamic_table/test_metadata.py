@@ -62,6 +62,26 @@ def test_frontiers_keep_one_row_per_table_after_compaction(tmp_path: Path) -> No
     ]
 
 
+def test_a_compaction_due_inside_a_batch_runs_at_its_end(tmp_path: Path) -> None:
+    """Compacting takes several commits' time: inside a batch (a dbt invocation, a runner tick) it
+    waits for the batch's end rather than landing on the refresh that made the due commit."""
+    store = MetadataStore(tmp_path / "meta", "meta")
+    store.ensure()
+
+    def files() -> int:
+        return len(DeltaTable(str(store.location(FRONTIERS))).file_uris())
+
+    with store.batch():
+        for version in range(COMPACT_EVERY + 2):
+            store.commit_intent("s.a", intent(version), version, f"d{version}")
+        assert DeltaTable(str(store.location(FRONTIERS))).version() > COMPACT_EVERY
+        assert files() == COMPACT_EVERY + 2  # a file per commit, none compacted yet
+        assert store.frontier("s.a").dt_version == COMPACT_EVERY + 1  # type: ignore[union-attr]
+    assert files() == 1  # compacted when the batch ended: the superseded rows dropped
+    fresh = MetadataStore(tmp_path / "meta", "meta").frontier("s.a")
+    assert fresh is not None and fresh.dt_version == COMPACT_EVERY + 1
+
+
 def test_refresh_history_older_than_the_retention_is_dropped(tmp_path: Path) -> None:
     store = MetadataStore(tmp_path / "meta", "meta", history_retention_days=7)
     store.ensure()
