@@ -82,6 +82,19 @@ def test_a_compaction_due_inside_a_batch_runs_at_its_end(tmp_path: Path) -> None
     assert fresh is not None and fresh.dt_version == COMPACT_EVERY + 1
 
 
+def test_overlapping_batches_compact_when_either_ends(tmp_path: Path) -> None:
+    """The runner's ticks overlap, each a batch: a compaction due waits for the end of one, not
+    for a moment when none is open (there may be none)."""
+    store = MetadataStore(tmp_path / "meta", "meta")
+    store.ensure()
+    store.open_batch()  # a tick still running
+    with store.batch():  # a tick that ends
+        for version in range(COMPACT_EVERY + 2):
+            store.commit_intent("s.a", intent(version), version, f"d{version}")
+    assert len(DeltaTable(str(store.location(FRONTIERS))).file_uris()) == 1
+    store.close_batch()
+
+
 def test_refresh_history_older_than_the_retention_is_dropped(tmp_path: Path) -> None:
     store = MetadataStore(tmp_path / "meta", "meta", history_retention_days=7)
     store.ensure()

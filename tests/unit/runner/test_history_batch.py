@@ -35,8 +35,7 @@ def test_rows_of_a_batch_land_in_one_commit(tmp_path: Path):
     history = store.location(REFRESH_HISTORY)
     before = DeltaTable(str(history)).version()
     with store.batch():
-        with store.batch():  # nested: the outer batch commits
-            store.append_history(row("s.a"))
+        store.append_history(row("s.a"))
         store.append_history(row("s.b"))
         store.append_history(row("s.c"))
         # Not written before the batch ends (another process sees nothing); this one sees them.
@@ -47,6 +46,26 @@ def test_rows_of_a_batch_land_in_one_commit(tmp_path: Path):
     assert [r.name for r in store.history()] == ["s.a", "s.b", "s.c"]
     store.append_history(row("s.d"))  # outside a batch: written at once
     assert DeltaTable(str(history)).version() == before + 2
+
+
+def test_a_batch_that_ends_while_another_is_open_writes_what_both_recorded(tmp_path: Path):
+    """The runner's ticks overlap, each a batch in a thread of its own: rows wait for the end of a
+    batch, not for a moment when none is open (a runner whose ticks keep overlapping has none)."""
+    store = MetadataStore(tmp_path / "meta", "meta")
+    store.ensure()
+    history = store.location(REFRESH_HISTORY)
+    before = DeltaTable(str(history)).version()
+    store.open_batch()  # a tick still running
+    store.append_history(row("s.a"))
+    with store.batch():  # a tick that starts later and ends first
+        store.append_history(row("s.b"))
+    assert DeltaTable(str(history)).version() == before + 1
+    assert [r.name for r in MetadataStore(tmp_path / "meta", "meta").history()] == ["s.a", "s.b"]
+    store.append_history(row("s.c"))  # the first tick goes on: its row waits for its end
+    assert DeltaTable(str(history)).version() == before + 1
+    store.close_batch()
+    assert DeltaTable(str(history)).version() == before + 2
+    assert [r.name for r in MetadataStore(tmp_path / "meta", "meta").history()] == ["s.a", "s.b", "s.c"]
 
 
 def frontier_at(name: str, minutes: int, dt_version: int = 3):

@@ -565,11 +565,14 @@ class MetadataStore:
     @contextmanager
     def batch(self) -> Iterator[None]:
         """Write the history rows and NO_DATA frontier advances made inside in two commits, at
-        the end of the outermost batch (they may come from several threads).
+        the batch's end; then run the compactions that fell due.
 
         A runner tick or a `dbt run` refreshes many DTs; a commit per row was most of what a
         NO_DATA refresh cost. A refresh's intent and the frontier it commits after changing the
         DT are its exactly-once protocol and what other processes read: they are written at once.
+        Batches may overlap (the runner's ticks run in threads of their own): one that ends
+        writes what the others recorded so far too, so nothing waits for a moment when no batch
+        is open; a runner whose ticks keep overlapping may have none.
         """
         self.open_batch()
         try:
@@ -584,8 +587,6 @@ class MetadataStore:
     def close_batch(self) -> None:
         with self._batch_lock:
             self._batch_depth -= 1
-            if self._batch_depth:
-                return
             history, self._pending_history = self._pending_history, []
             advances, self._pending_advances = self._pending_advances, {}
         if history:
@@ -593,8 +594,6 @@ class MetadataStore:
         if advances:
             self._append(FRONTIERS, [frontier.to_record() for frontier in advances.values()])
         with self._batch_lock:
-            if self._batch_depth:
-                return  # another batch opened meanwhile: its end compacts
             due, self._due_compactions = self._due_compactions, set()
         for table in sorted(due):
             self._compact(table)
@@ -756,7 +755,7 @@ class MetadataStore:
             self._compact_soon(table)
 
     def _compact_soon(self, table: str) -> None:
-        """Compact ``table`` now, or at the end of the batch inside one: compaction takes 45-60 ms
+        """Compact ``table`` now, or at a batch's end inside one: compaction takes 45-60 ms
         where a commit takes 6-10, and would otherwise land on whichever refresh made the
         ``COMPACT_EVERY``-th commit, inside its DT's lock (docs/ARCHITECTURE.md, "Metadata
         tables")."""
