@@ -11,6 +11,7 @@ import itertools
 import random
 import uuid
 from collections import Counter
+from dataclasses import replace
 from typing import Callable, Dict, Iterator, List, Tuple
 
 import pyarrow as pa
@@ -412,10 +413,12 @@ def test_change_data_feed_and_file_sets_agree(engine: Engine, feed_reads: List[T
 
 
 @pytest.mark.jvm_ci
-def test_every_version_reads_right_behind_checkpoints(engine: Engine) -> None:
+@pytest.mark.parametrize("from_files", [0, 10_000], ids=["time_travel", "small_versions_from_files"])
+def test_every_version_reads_right_behind_checkpoints(engine: Engine, from_files: int) -> None:
     """Sail's `VERSION AS OF` fails for most versions behind the latest checkpoint (one every 10
-    commits); VersionedRelations reads those from their files there, partition values included,
-    and every version reads right on every engine."""
+    commits); VersionedRelations reads those from their files there, partition values included.
+    A version of few enough files (``Capabilities.versions_from_files``) is read from its files
+    on any engine. Every version reads right either way."""
     table, log = new_table(engine, "id int, p string", "partitioned by (p)")
     for i in range(23):
         engine.execute(f"insert into {table} values ({i}, '{'ab'[i % 2]}'), ({i}, null)")
@@ -423,11 +426,17 @@ def test_every_version_reads_right_behind_checkpoints(engine: Engine) -> None:
             engine.execute(f"delete from {table} where id < 3")
     latest = log.latest_version()
     assert log.latest_checkpoint() is not None and log.latest_checkpoint() >= 20
-    with VersionedRelations(engine.spark, engine.capabilities) as relations:
-        # Engines whose time travel reads those versions get VERSION AS OF; the others a view.
+    capabilities = replace(engine.capabilities, versions_from_files=from_files)
+    with VersionedRelations(engine.spark, capabilities) as relations:
         behind = relations.relation(table, log, 5)
-        assert ("VERSION AS OF" in behind) is engine.capabilities.time_travel_behind_checkpoint
-        assert relations.relation(table, log, latest) == f"{table} VERSION AS OF {latest}"
+        if from_files:
+            assert "VERSION AS OF" not in behind and "VERSION AS OF" not in relations.relation(
+                table, log, latest
+            )
+        else:
+            # Engines whose time travel reads those versions get VERSION AS OF; the others a view.
+            assert ("VERSION AS OF" in behind) is engine.capabilities.time_travel_behind_checkpoint
+            assert relations.relation(table, log, latest) == f"{table} VERSION AS OF {latest}"
         for version in range(latest + 1):
             relation = relations.relation(table, log, version)
             got = Counter(tuple(r) for r in engine.spark.sql(f"select id, p from {relation}").collect())

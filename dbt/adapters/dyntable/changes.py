@@ -307,10 +307,11 @@ def register_changes_from_cdf(
 
 
 class VersionedRelations:
-    """How to read "table at version v" on this engine: ``VERSION AS OF`` where the engine's time
-    travel reads it, else a temp view over the snapshot's files (read as change extraction reads
-    them). Sail fails on most versions behind a table's latest checkpoint (docs/ARCHITECTURE.md, "Engines");
-    ``close()`` drops the views.
+    """How to read "table at version v" on this engine: ``VERSION AS OF``, or a temp view over the
+    snapshot's files (read as change extraction reads them) where the engine's time travel cannot
+    read the version (Sail fails on most versions behind a table's latest checkpoint) or reads a
+    small plain table slower than its files (``Capabilities.versions_from_files``;
+    docs/ARCHITECTURE.md, "Engines"). ``close()`` drops the views.
     """
 
     def __init__(self, spark: SparkSession, capabilities: Optional[Capabilities] = None) -> None:
@@ -321,10 +322,7 @@ class VersionedRelations:
 
     def view(self, log: Optional[DeltaLog], version: int) -> Optional[str]:
         """A temp view holding ``log``'s table at ``version``; None where ``VERSION AS OF`` works."""
-        if log is None or self.capabilities is None or self.capabilities.time_travel_behind_checkpoint:
-            return None
-        checkpoint = log.latest_checkpoint()
-        if checkpoint is None or version >= checkpoint:
+        if log is None or not self._from_files(log, version):
             return None
         key = (log.location, version)
         if key not in self._views:
@@ -339,6 +337,19 @@ class VersionedRelations:
             frame.createOrReplaceTempView(view)
             self._views[key] = view
         return self._views[key]
+
+    def _from_files(self, log: DeltaLog, version: int) -> bool:
+        capabilities = self.capabilities
+        if capabilities is None:
+            return False
+        if not capabilities.time_travel_behind_checkpoint:
+            checkpoint = log.latest_checkpoint()
+            if checkpoint is not None and version < checkpoint:
+                return True
+        if not capabilities.versions_from_files:
+            return False
+        snapshot = log.snapshot(version)
+        return snapshot.min_reader_version == 1 and len(snapshot.files) <= capabilities.versions_from_files
 
     def relation(self, relation: str, log: DeltaLog, version: int) -> str:
         """SQL text of a relation reading ``relation`` at ``version``."""

@@ -181,6 +181,9 @@ class Snapshot:
     min_writer_version: int = 2
     """The protocol's writer version: 3 to 6 carry features by number (CHECK constraints; change
     data feed and generated columns; column mapping; identity columns), 7 lists them."""
+    min_reader_version: int = 1
+    """The protocol's reader version: above 1 a reader needs more than the data files (column
+    mapping, deletion vectors, other reader features)."""
 
     @property
     def schema(self) -> StructType:
@@ -564,6 +567,7 @@ class DeltaLog:
             description=metadata.description or None,
             writer_features=tuple(protocol.writer_features or ()),
             min_writer_version=protocol.min_writer_version,
+            min_reader_version=protocol.min_reader_version,
         )
 
     @staticmethod

@@ -1,0 +1,81 @@
+"""Which reads of a table at a version go to its data files rather than to the engine's Delta
+scan (``VersionedRelations``; docs/ARCHITECTURE.md, "Engines"). Reading both ways is tested on
+the engines in tests/functional/test_change_extraction.py."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Optional
+
+import pytest
+
+from dbt.adapters.dyntable.changes import VersionedRelations
+from dbt.adapters.dyntable.delta_log import DataFile, Snapshot
+from dbt.adapters.dyntable.engines.base import Capabilities
+
+CAPABILITIES = Capabilities(
+    change_data_feed=True, truncate=False, alter_table_columns=True, persistent_catalog=True
+)
+
+
+@dataclass
+class Log:
+    """The two things VersionedRelations asks of a table's log."""
+
+    files: int
+    checkpoint: Optional[int] = None
+    min_reader_version: int = 1
+
+    def latest_checkpoint(self) -> Optional[int]:
+        return self.checkpoint
+
+    def snapshot(self, version: int) -> Snapshot:
+        files = {
+            f"part-{i}.parquet": DataFile(
+                f"part-{i}.parquet", f"file:///t/part-{i}.parquet", 10, 1, {}, False
+            )
+            for i in range(self.files)
+        }
+        return Snapshot(
+            version,
+            "t",
+            '{"type": "struct", "fields": []}',
+            (),
+            {},
+            files,
+            min_reader_version=self.min_reader_version,
+        )
+
+
+@pytest.mark.parametrize(
+    "capabilities, log, version, from_files",
+    [
+        pytest.param(CAPABILITIES, Log(files=1), 3, False, id="time_travel_by_default"),
+        pytest.param(replace(CAPABILITIES, versions_from_files=32), Log(files=32), 3, True, id="few_files"),
+        pytest.param(replace(CAPABILITIES, versions_from_files=32), Log(files=33), 3, False, id="many_files"),
+        pytest.param(
+            replace(CAPABILITIES, versions_from_files=32),
+            Log(files=1, min_reader_version=3),
+            3,
+            False,
+            id="reader_features",  # deletion vectors, column mapping: the files are not the rows
+        ),
+        pytest.param(
+            replace(CAPABILITIES, time_travel_behind_checkpoint=False),
+            Log(files=100, checkpoint=10, min_reader_version=3),
+            3,
+            True,
+            id="behind_a_checkpoint_sail_cannot_read",
+        ),
+        pytest.param(
+            replace(CAPABILITIES, time_travel_behind_checkpoint=False),
+            Log(files=100, checkpoint=10),
+            10,
+            False,
+            id="at_the_checkpoint",
+        ),
+    ],
+)
+def test_which_versions_are_read_from_their_files(capabilities, log, version, from_files):
+    relations = VersionedRelations(spark=None, capabilities=capabilities)  # type: ignore[arg-type]
+    assert relations._from_files(log, version) is from_files  # type: ignore[arg-type]
