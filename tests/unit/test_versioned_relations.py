@@ -79,3 +79,22 @@ class Log:
 def test_which_versions_are_read_from_their_files(capabilities, log, version, from_files):
     relations = VersionedRelations(spark=None, capabilities=capabilities)  # type: ignore[arg-type]
     assert relations._from_files(log, version) is from_files  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "capabilities, log, from_files",
+    [
+        pytest.param(replace(CAPABILITIES, versions_from_files=32), Log(files=1), False, id="few_files"),
+        pytest.param(
+            replace(CAPABILITIES, time_travel_behind_checkpoint=False),
+            Log(files=1, checkpoint=10),
+            True,
+            id="behind_a_checkpoint_sail_cannot_read",
+        ),
+    ],
+)
+def test_sql_a_model_keeps_reads_from_files_only_what_time_travel_cannot(capabilities, log, from_files):
+    """``dyntable_consistent`` hands its SQL to models, views among them: a view may not name a
+    temp view, so a version the engine reads is ``VERSION AS OF``, however small."""
+    relations = VersionedRelations(spark=None, capabilities=capabilities, outlives_session=True)  # type: ignore[arg-type]
+    assert relations._from_files(log, 3) is from_files  # type: ignore[arg-type]

@@ -311,12 +311,17 @@ class VersionedRelations:
     snapshot's files (read as change extraction reads them) where the engine's time travel cannot
     read the version (Sail fails on most versions behind a table's latest checkpoint) or reads a
     small plain table slower than its files (``Capabilities.versions_from_files``;
-    docs/ARCHITECTURE.md, "Engines"). ``close()`` drops the views.
+    docs/ARCHITECTURE.md, "Engines"). With ``outlives_session`` (SQL a user's model keeps, such
+    as a view's definition, which may not name a temp view) only the versions the engine cannot
+    read are views. ``close()`` drops the views.
     """
 
-    def __init__(self, spark: SparkSession, capabilities: Optional[Capabilities] = None) -> None:
+    def __init__(
+        self, spark: SparkSession, capabilities: Optional[Capabilities] = None, outlives_session: bool = False
+    ) -> None:
         self.spark = spark
         self.capabilities = capabilities
+        self.outlives_session = outlives_session
         self._views: Dict[Tuple[str, int], str] = {}
         self._prefix = f"_dyn_version_{uuid.uuid4().hex[:12]}"
 
@@ -346,7 +351,7 @@ class VersionedRelations:
             checkpoint = log.latest_checkpoint()
             if checkpoint is not None and version < checkpoint:
                 return True
-        if not capabilities.versions_from_files:
+        if self.outlives_session or not capabilities.versions_from_files:
             return False
         snapshot = log.snapshot(version)
         return snapshot.min_reader_version == 1 and len(snapshot.files) <= capabilities.versions_from_files

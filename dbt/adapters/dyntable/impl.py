@@ -283,7 +283,9 @@ class DyntableAdapter(SparkAdapter):
             raise DbtRuntimeError(f"dyntable_consistent: {exc}") from None
         with self._batch_lock:
             if self._versioned is None:
-                self._versioned = VersionedRelations(service.engine.spark, service.engine.capabilities)
+                self._versioned = VersionedRelations(
+                    service.engine.spark, service.engine.capabilities, outlives_session=True
+                )
             versioned = self._versioned
         read = []
         for name in names:
