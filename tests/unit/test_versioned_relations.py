@@ -25,6 +25,7 @@ class Log:
     files: int
     checkpoint: Optional[int] = None
     min_reader_version: int = 1
+    root: str = "file:///t"
 
     def latest_checkpoint(self) -> Optional[int]:
         return self.checkpoint
@@ -32,7 +33,7 @@ class Log:
     def snapshot(self, version: int) -> Snapshot:
         files = {
             f"part-{i}.parquet": DataFile(
-                f"part-{i}.parquet", f"file:///t/part-{i}.parquet", 10, 1, {}, False
+                f"part-{i}.parquet", f"{self.root}/part-{i}.parquet", 10, 1, {}, False
             )
             for i in range(self.files)
         }
@@ -53,6 +54,13 @@ class Log:
         pytest.param(CAPABILITIES, Log(files=1), 3, False, id="time_travel_by_default"),
         pytest.param(replace(CAPABILITIES, versions_from_files=32), Log(files=32), 3, True, id="few_files"),
         pytest.param(replace(CAPABILITIES, versions_from_files=32), Log(files=33), 3, False, id="many_files"),
+        pytest.param(
+            replace(CAPABILITIES, versions_from_files=32),
+            Log(files=1, root="s3://bucket/t"),
+            3,
+            False,
+            id="object_store",  # Spark would look each file up with a request
+        ),
         pytest.param(
             replace(CAPABILITIES, versions_from_files=32),
             Log(files=1, min_reader_version=3),

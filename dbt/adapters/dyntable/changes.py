@@ -354,7 +354,12 @@ class VersionedRelations:
         if self.outlives_session or not capabilities.versions_from_files:
             return False
         snapshot = log.snapshot(version)
-        return snapshot.min_reader_version == 1 and len(snapshot.files) <= capabilities.versions_from_files
+        return (
+            snapshot.min_reader_version == 1
+            and len(snapshot.files) <= capabilities.versions_from_files
+            # Spark looks up each file named to it, one by one: a request each on an object store.
+            and all(f.uri.startswith("file:") for f in snapshot.files.values())
+        )
 
     def relation(self, relation: str, log: DeltaLog, version: int) -> str:
         """SQL text of a relation reading ``relation`` at ``version``."""

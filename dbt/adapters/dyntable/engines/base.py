@@ -67,9 +67,9 @@ class Capabilities:
     versions_from_files: int = 0
     """A read of a table at a version goes to the version's data files, not to the engine's Delta
     scan, where the table's reader protocol is 1 (its rows are its files' rows) and the version
-    has at most this many files. delta-spark's scan of a version starts a Spark job to filter its
-    files, and in a fresh driver first loads Delta's planning: a refresh that is the first of its
-    process paid seconds for it (docs/ARCHITECTURE.md, "Engines")."""
+    has at most this many files, on a local file system. delta-spark's scan of a version starts
+    a Spark job to filter its files, and in a fresh driver first loads Delta's planning: a refresh
+    that is the first of its process paid seconds for it (docs/ARCHITECTURE.md, "Engines")."""
     merge_source_once: bool = True
     """A MERGE computes its source once (delta-spark materializes it), so a source that reads
     tables is given to it inline. Sail 0.7 plans a MERGE's source four times over, each reading
