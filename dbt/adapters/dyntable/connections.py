@@ -22,7 +22,8 @@ from dbt.adapters.spark.session import Cursor as SessionCursor
 from dbt.adapters.spark.session import SessionConnectionWrapper
 from dbt_common.exceptions import DbtConfigError, DbtRuntimeError
 
-from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
+from dbt.adapters.dyntable.dynamic_table.metadata import MetadataStore
+from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService, metadata_store
 from dbt.adapters.dyntable.engines import start_engine
 from dbt.adapters.dyntable.engines.base import Engine, EngineError
 
@@ -105,6 +106,27 @@ def path_of(setting: str, project_root: Path) -> Path:
     return path if path.is_absolute() else (project_root / path).resolve()
 
 
+class MetadataPrefetch:
+    """A metadata store opened on a thread of its own while the engine starts: deltalake reads
+    the logs without holding the GIL, so the process's first refresh no longer pays for opening
+    them (docs/ARCHITECTURE.md, "Metadata tables")."""
+
+    def __init__(self, store: MetadataStore) -> None:
+        self._store = store
+        self._thread = threading.Thread(target=self._run, name="dyntable-metadata-prefetch", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._store.prefetch()
+        except Exception as exc:  # noqa: BLE001 - the first refresh reads again and reports it
+            logger.debug(f"Opening the metadata tables ahead of the first refresh failed: {exc}")
+
+    def store(self) -> MetadataStore:
+        self._thread.join()
+        return self._store
+
+
 @dataclass
 class Environment:
     """A started engine and the dynamic-table services on it (one per metadata schema)."""
@@ -112,15 +134,27 @@ class Environment:
     engine: Engine
     warehouse: Path
     services: Dict[str, DynamicTableService] = field(default_factory=dict)
+    #: Metadata stores opened while the engine started, by schema; a schema's first service takes it.
+    prefetched: Dict[str, MetadataPrefetch] = field(default_factory=dict)
 
     def service(self, creds: DyntableCredentials) -> DynamicTableService:
         """The dynamic-table service of ``creds``' metadata schema on this engine."""
         service = self.services.get(creds.metadata_schema)
         if service is None:
+            prefetched = self.prefetched.pop(creds.metadata_schema, None)
             service = self.services[creds.metadata_schema] = DynamicTableService(
-                self.engine, self.warehouse, creds.metadata_schema, creds.history_retention_days
+                self.engine,
+                self.warehouse,
+                creds.metadata_schema,
+                creds.history_retention_days,
+                metadata=prefetched.store() if prefetched else None,
             )
         return service
+
+    def stop(self) -> None:
+        for prefetched in self.prefetched.values():
+            prefetched.store()  # not stopped mid-read by the interpreter's exit
+        self.engine.stop()
 
 
 class EngineRegistry:
@@ -141,6 +175,9 @@ class EngineRegistry:
         with cls._lock:
             environment = cls._environments.get(key)
             if environment is None:
+                prefetch = MetadataPrefetch(
+                    metadata_store(warehouse, creds.metadata_schema, creds.history_retention_days)
+                )
                 engine = start_engine(
                     creds.method,
                     warehouse=warehouse,
@@ -150,7 +187,9 @@ class EngineRegistry:
                     spark_conf=dict(creds.server_side_parameters),
                     connect_url=creds.host if creds.method == "connect" else None,
                 )
-                environment = cls._environments[key] = Environment(engine, warehouse)
+                environment = cls._environments[key] = Environment(
+                    engine, warehouse, prefetched={creds.metadata_schema: prefetch}
+                )
             return environment
 
     @classmethod
@@ -158,7 +197,7 @@ class EngineRegistry:
         with cls._lock:
             environments, cls._environments = list(cls._environments.values()), {}
         for environment in environments:
-            environment.engine.stop()
+            environment.stop()
 
 
 atexit.register(EngineRegistry.stop_all)

@@ -215,3 +215,36 @@ def test_a_table_moved_to_a_higher_reader_protocol_is_never_read_as_plain_files(
     )
     with pytest.raises(MetadataDamaged, match="deletionVectors.*dyntable repair"):
         MetadataStore(tmp_path / "meta", "meta").frontier("s.a")
+
+
+def test_a_prefetched_store_serves_what_was_committed_after_its_prefetch(tmp_path: Path) -> None:
+    """``prefetch`` opens the tables and reads the frontiers and graph rows ahead of the first
+    refresh; a commit another process makes after it is still what the refresh reads."""
+    writer = MetadataStore(tmp_path / "meta", "meta")
+    writer.ensure()
+    writer.commit_intent("s.a", intent(1), 1, "d1")
+    reader = MetadataStore(tmp_path / "meta", "meta")
+    reader.prefetch()
+    assert set(reader._open) == set(SCHEMAS)
+    assert set(reader._cached) == set(metadata.CACHED_TABLES)
+    writer.commit_intent("s.a", intent(2), 2, "d2")
+    writer.commit_intent("s.b", intent(2), 2, "d2")
+    reader.ensure()
+    with reader.one_look():
+        assert {name: f.dt_version for name, f in reader.frontiers().items()} == {"s.a": 2, "s.b": 2}
+
+
+def test_prefetch_creates_nothing_and_leaves_damage_to_the_first_read(tmp_path: Path) -> None:
+    empty = MetadataStore(tmp_path / "empty", "meta")
+    empty.prefetch()
+    assert not (tmp_path / "empty").exists()  # ``ensure`` creates the tables, registering them
+    store = MetadataStore(tmp_path / "meta", "meta")
+    store.ensure()
+    store.commit_intent("s.a", intent(1), 1, "d1")
+    for data_file in store.location(FRONTIERS).glob("*.parquet"):
+        data_file.write_bytes(b"not parquet")
+    damaged = MetadataStore(tmp_path / "meta", "meta")
+    with pytest.raises(MetadataDamaged):
+        damaged.prefetch()
+    with pytest.raises(MetadataDamaged, match="dyntable repair"):
+        damaged.frontier("s.a")

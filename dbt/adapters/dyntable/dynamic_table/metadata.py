@@ -412,13 +412,15 @@ class MetadataStore:
         ``register(schema, table, location)`` adds the tables it creates to a catalog (those it
         finds were registered by the process that created them, and the embedded engine
         re-attaches every table at start)."""
-        existing = [t for t in SCHEMAS if DeltaTable.is_deltatable(str(self.location(t)))]
+        existing = self._existing()
         self._open_side_by_side(existing)
+        with self.one_look():  # opened a moment ago, or by ``prefetch``: one check each
+            for table in existing:
+                self._add_missing_columns(table, SCHEMAS[table])
+                self._set_log_settings(table)
         for table, schema in SCHEMAS.items():
             path = self.location(table)
             if table in existing:
-                self._add_missing_columns(table, schema)
-                self._set_log_settings(table)
                 continue
             if any(path.glob("*.parquet")):
                 raise self._damaged(table, NO_LOG)
@@ -429,6 +431,21 @@ class MetadataStore:
                 pass  # another process created it first
             if register is not None:
                 register(self.schema, table, path)
+
+    def prefetch(self) -> None:
+        """Open the tables that exist and read the rows every refresh reads (frontiers, graph),
+        so that a process's first refresh finds them in memory: the connection manager runs this
+        on a thread of its own while the engine starts (docs/ARCHITECTURE.md, "Metadata tables").
+        Read-only: a missing table is left for ``ensure`` to create, a damaged one for the first
+        refresh to report."""
+        existing = self._existing()
+        self._open_side_by_side(existing)
+        for table in CACHED_TABLES:
+            if table in existing:
+                self._rows(table, None)
+
+    def _existing(self) -> List[str]:
+        return [t for t in SCHEMAS if DeltaTable.is_deltatable(str(self.location(t)))]
 
     def _open_side_by_side(self, tables: List[str]) -> None:
         """Open ``tables`` at once: deltalake reads a log without holding the GIL, so a process's

@@ -21,6 +21,13 @@ from dbt.adapters.dyntable.vocabulary import quote
 LOCKS_DIR = ".locks"
 
 
+def metadata_store(
+    warehouse: Path, metadata_schema: str, history_retention_days: Optional[int] = None
+) -> MetadataStore:
+    """The metadata tables of ``metadata_schema`` in ``warehouse``: a folder per schema."""
+    return MetadataStore(warehouse / metadata_schema.lower(), metadata_schema, history_retention_days)
+
+
 class DynamicTableService:
     def __init__(
         self,
@@ -28,12 +35,14 @@ class DynamicTableService:
         warehouse: Path,
         metadata_schema: str,
         history_retention_days: Optional[int] = None,
+        metadata: Optional[MetadataStore] = None,
     ) -> None:
+        """``metadata``: the store of ``metadata_schema``, when the caller opened it already
+        (``MetadataStore.prefetch``)."""
         self.engine = engine
-        root = warehouse / metadata_schema.lower()
-        self.metadata = MetadataStore(root, metadata_schema, history_retention_days)
+        self.metadata = metadata or metadata_store(warehouse, metadata_schema, history_retention_days)
         self.metadata.ensure(register=self._register)
-        self.pipeline = RefreshPipeline(engine, self.metadata, root / LOCKS_DIR)
+        self.pipeline = RefreshPipeline(engine, self.metadata, self.metadata.root / LOCKS_DIR)
         self.recorder = self.pipeline.recorder
 
     def _register(self, schema: str, table: str, location: Path) -> None:
