@@ -54,7 +54,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from rich.console import Console
 
@@ -233,21 +233,26 @@ class Results:
         ]
         return cls(**raw)
 
-    def keeping(self, earlier: "Results", measured: Sequence[str]) -> "Results":
-        """These results, with ``earlier``'s of the engines not ``measured`` this time."""
+    def keeping(self, earlier: "Results", measured: Set[Tuple[str, int]]) -> "Results":
+        """These results, with ``earlier``'s of the (engine, fact rows) pairs not ``measured``
+        this time."""
 
         def kept(items: list) -> list:
-            return [i for i in items if i.engine not in measured]
+            return [i for i in items if (i.engine, i.rows) not in measured]
 
+        def failure_kept(failure: str) -> bool:
+            return not any(failure.startswith(f"{engine}, {rows:,} rows") for engine, rows in measured)
+
+        jvm_measured = any(engine == "jvm" for engine, _ in measured)
         return Results(
             sorted(set(self.sizes) | set(earlier.sizes)),
             sorted(set(self.history_sizes) | set(earlier.history_sizes)),
             kept(earlier.measures) + self.measures,
             kept(earlier.invocations) + self.invocations,
             kept(earlier.histories) + self.histories,
-            self.jvm_sizes if "jvm" in measured else earlier.jvm_sizes,
-            self.jvm_skipped if "jvm" in measured else earlier.jvm_skipped,
-            [f for f in earlier.failures if f.split(",")[0] not in measured] + self.failures,
+            sorted(set(self.jvm_sizes) | set(earlier.jvm_sizes)),
+            self.jvm_skipped if jvm_measured else earlier.jvm_skipped,
+            [f for f in earlier.failures if failure_kept(f)] + self.failures,
         )
 
     def pick(
@@ -1408,9 +1413,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         help="a folder of Delta's jars (the profile's `spark_jars`)",
     )
     parser.add_argument(
-        "--keep-other-engines",
+        "--keep-unmeasured",
         action="store_true",
-        help=f"keep results/{NAME}.json's measurements of the engines not in --engines (measure one again)",
+        help=f"keep results/{NAME}.json's measurements of the engines and sizes not measured this time",
     )
     parser.add_argument(
         "--report-only",
@@ -1436,8 +1441,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     bench = Bench(results, console, args.history)
     scratch = Path(tempfile.mkdtemp(prefix="dyntable-bench-user-"))
 
+    measured: Set[Tuple[str, int]] = set()
+
     def measure(engine: str, rows: int, run) -> None:
         """One engine at one size; a failure is reported, and the other sizes still run."""
+        measured.add((engine, rows))
         project = Project(scratch / f"{engine}-{rows}", engine, rows, args.spark_jars)
         try:
             run(project)
@@ -1467,9 +1475,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     RESULTS.mkdir(exist_ok=True)
-    if args.keep_other_engines and raw.exists():
-        results = results.keeping(Results.load(raw), args.engines)
-        command += f" --engines {' '.join(args.engines)} --keep-other-engines"
+    if args.keep_unmeasured and raw.exists():
+        results = results.keeping(Results.load(raw), measured)
+        command += f" --engines {' '.join(args.engines)} --keep-unmeasured"
     results.save(raw)
     report(results, command)
     console.print(f"{NAME}: {len(results.measures)} model timings written")
