@@ -8,14 +8,16 @@ import os
 import shutil
 from decimal import Decimal
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Set, Tuple
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from dbt.adapters.dyntable import delta_log
 from dbt.adapters.dyntable.delta_log import (
+    DataFile,
     DeltaLog,
     HistoryUnavailable,
     IntervalKind,
@@ -208,8 +210,44 @@ def test_compaction_only_interval_is_empty(table: Path) -> None:
     log = DeltaLog(table)
     compacted = log.interval(4, 5)
     assert compacted.differentiable and compacted.kind is IntervalKind.EMPTY
-    # With a data change in the same interval, the rewritten files are diffed like any other.
-    assert log.interval(3, 5).kind is IntervalKind.MIXED
+
+
+def paths(files: Tuple[DataFile, ...]) -> Set[str]:
+    return {f.path for f in files}
+
+
+def test_an_interval_across_a_compaction_holds_only_the_data_changes(table: Path) -> None:
+    """Versions 5 compact, 6 append [7], 7 compact, 8 delete id=2: what the interval reads is
+    what the data commits changed, never the files the compactions rewrote."""
+    DeltaTable(table).optimize.compact()
+    write_deltalake(table, rows([7]), mode="append")
+    DeltaTable(table).optimize.compact()
+    DeltaTable(table).delete("id = 2")
+    log = DeltaLog(table)
+    assert [log.snapshot(v).files.keys() != log.snapshot(v - 1).files.keys() for v in (5, 7)] == [True, True]
+    # The delete of version 4 before the compaction: only the file of row 4 is read.
+    delete = log.interval(3, 5)
+    assert delete.differentiable and delete.kind is IntervalKind.REMOVED_ONLY
+    assert paths(delete.removed) == paths(log.interval(3, 4).removed) and delete.removed_rows == 1
+    # An append after it: only the appended file, although the compacted one replaced it later.
+    (appended,) = paths(log.files_at(6)) - paths(log.files_at(5))
+    append = log.interval(5, 7)
+    assert append.kind is IntervalKind.ADDED_ONLY and paths(append.added) == {appended}
+    assert append.added_rows == 1
+    # The delete of version 8 rewrote the compacted file: its rows out, the rewrite's in.
+    whole = log.interval(3, 8)
+    (rewritten,) = paths(log.files_at(7)) - paths(log.files_at(8))
+    assert paths(whole.removed) == paths(delete.removed) | {rewritten}
+    assert paths(whole.added) == {appended} | (paths(log.files_at(8)) - paths(log.files_at(7)))
+    assert (whole.added_rows, whole.removed_rows) == (1 + 5, 1 + 6)
+    # Rows of the interval: the end snapshots' rows, whatever files hold them.
+    net: Dict[tuple, int] = {}
+    for files, sign in ((whole.added, 1), (whole.removed, -1)):
+        for f in files:
+            for row in pq.read_table(f.uri).to_pylist():
+                key = (row["id"], row["v"])
+                net[key] = net.get(key, 0) + sign
+    assert {k: n for k, n in net.items() if n} == {(2, "x"): -1, (4, "x"): -1, (7, "x"): 1}
 
 
 def test_schema_change_is_undifferentiable(table: Path) -> None:

@@ -8,8 +8,9 @@ those questions from the log alone:
 * versions and commit timestamps come from listing ``_delta_log`` (no snapshot is loaded);
 * snapshots (schema, table id, configuration, live files) come from the ``deltalake`` package;
 * an :class:`Interval` ``(v0, v1]`` is the difference of the two snapshots' file sets (files in
-  both cancel), checked against the interval's own commits for what makes a file-set difference
-  wrong: deletion vectors, schema or table-id changes, cleaned-up log entries, vacuumed files.
+  both cancel) less what its compaction commits rewrote, checked against the interval's own
+  commits for what makes a file-set difference wrong: deletion vectors, schema or table-id
+  changes, cleaned-up log entries, vacuumed files.
 
 Reading the rows of an interval's files is the job of :mod:`.changes`.
 """
@@ -27,7 +28,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any, Dict, Generic, Iterator, List, Mapping, Optional, Tuple, TypeVar, Union
+from typing import Any, Dict, Generic, Iterator, List, Mapping, Optional, Set, Tuple, TypeVar, Union
 
 import numpy as np
 import pyarrow as pa
@@ -286,10 +287,17 @@ class _Commit:
     changes_data: bool
     """Some add/remove action has ``dataChange`` true (compaction commits have none)."""
     deletion_vector_paths: List[str] = field(default_factory=list)
+    touches_files: bool = False
+    """The commit has add or remove actions."""
 
     @property
     def operation(self) -> str:
         return str(self.commit_info.get("operation") or "")
+
+    @property
+    def rearranges(self) -> bool:
+        """Rewrites files without changing rows (a compaction: every action ``dataChange`` false)."""
+        return self.touches_files and not self.changes_data
 
 
 class DeltaLog:
@@ -640,6 +648,7 @@ class DeltaLog:
                 if file_action is None:
                     continue
                 # The protocol defaults dataChange to true where a writer leaves it out.
+                commit.touches_files = True
                 commit.changes_data |= bool(file_action.get("dataChange", True))
                 if file_action.get("deletionVector"):
                     commit.deletion_vector_paths.append(file_action["path"])
@@ -752,18 +761,56 @@ class DeltaLog:
             after = self.snapshot(v1)
         except HistoryUnavailable as exc:
             return Interval(v0, v1, undifferentiable_reason=f"log entries are no longer present: {exc}")
-        added = tuple(f for p, f in sorted(after.files.items()) if p not in before.files)
-        removed = tuple(f for p, f in sorted(before.files.items()) if p not in after.files)
         # A deletion vector re-adds a file under its path with more rows masked, which the
-        # path-keyed difference above sees as unchanged: those files are read for the rows
+        # path-keyed difference below sees as unchanged: those files are read for the rows
         # their vector newly masks (docs/ARCHITECTURE.md, "Reading sources").
         vectored = {p for c in commits for p in c.deletion_vector_paths}
+        compactions = [c.version for c in commits if c.rearranges]
+        added, removed = self._changed_files(before, after, compactions, vectored)
         masked = tuple(after.files[p] for p in sorted(vectored) if p in before.files and p in after.files)
         unread = [f.path for f in masked if f.path not in after.deleted_rows]
         if unread and reason is None:
             reason = f"the deletion vector of {unread[0]} at version {v1} cannot be read"
         reason = reason or self._file_reason(added, removed + masked)
         return Interval(v0, v1, added, removed, reason, masked)
+
+    def _changed_files(
+        self, before: Snapshot, after: Snapshot, compactions: List[int], vectored: Set[str]
+    ) -> Tuple[Tuple[DataFile, ...], Tuple[DataFile, ...]]:
+        """The files whose rows count +1 and -1: those live at ``after`` and not ``before`` and
+        the reverse, less each compaction's rewrite (docs/ARCHITECTURE.md, "Reading sources").
+        A compaction's removed files hold exactly the rows of its added ones, so undoing it
+        leaves the interval's rows unchanged: its added files count -1 and its removed ones +1,
+        and the files it compacted that were live before, and the compacted files still live
+        after, cancel rather than being read twice. A compaction stays in the difference where
+        deletion vectors are involved (it purges the rows the vectors of its files mask, or a
+        vector of the interval masks rows of a file it wrote: ``vectored``), or where its
+        earlier version is gone."""
+        signs: Dict[str, int] = {}
+        files: Dict[str, DataFile] = {}
+
+        def count(side: Mapping[str, DataFile], sign: int, unless_in: Mapping[str, DataFile]) -> None:
+            for path, data_file in side.items():
+                if path not in unless_in:
+                    signs[path] = signs.get(path, 0) + sign
+                    files.setdefault(path, data_file)
+
+        count(after.files, +1, before.files)
+        count(before.files, -1, after.files)
+        for version in compactions:
+            try:
+                prior, compacted = self.snapshot(version - 1), self.snapshot(version)
+            except HistoryUnavailable:
+                continue
+            rewritten = [f for p, f in prior.files.items() if p not in compacted.files]
+            written = {p: f for p, f in compacted.files.items() if p not in prior.files}
+            if any(f.has_deletion_vector for f in rewritten) or vectored.intersection(written):
+                continue
+            count(written, -1, {})
+            count({f.path: f for f in rewritten}, +1, {})
+        added = tuple(files[p] for p, sign in sorted(signs.items()) if sign > 0)
+        removed = tuple(files[p] for p, sign in sorted(signs.items()) if sign < 0)
+        return added, removed
 
     @staticmethod
     def _metadata_reason(before: Snapshot, commits: List[_Commit]) -> Optional[str]:
