@@ -54,6 +54,7 @@ class DyntableConfig(SparkConfig):
     deterministic_functions: Optional[Union[str, List[str]]] = None
     max_change_ratio: Optional[float] = None
     max_change_rows: Optional[int] = None
+    auto_compact: Optional[Union[bool, int]] = None
 
 
 class DyntableAdapter(SparkAdapter):

@@ -41,6 +41,13 @@ from {raw}.orders as o join {raw}.customers as c on o.customer_id = c.customer_i
 group by c.country
 """
 
+#: Append-only, compacted at 2 small files: the second refresh compacts it.
+APPENDED = """
+{{{{ config(materialized='dynamic_table', target_lag='1 minute', refresh_mode='{mode}', auto_compact=2) }}}}
+select o.order_id, c.country, o.amount
+from {raw}.orders as o join {raw}.customers as c on o.customer_id = c.customer_id
+"""
+
 
 @dataclass
 class CrashProject:
@@ -66,12 +73,13 @@ def project(tmp_path: Path, dyntable_profile: str, engine: Engine, request) -> I
     suffix = uuid.uuid4().hex[:8]
     project = CrashProject(tmp_path, f"raw_{suffix}", f"app_{suffix}")
     mode = request.node.callspec.params["mode"]
+    model = APPENDED if "compaction" in request.node.name else MODEL
     (tmp_path / "models").mkdir()
     (tmp_path / "dbt_project.yml").write_text(
         "name: crash\nversion: '1.0'\nconfig-version: 2\nprofile: crash\n"
     )
     write_profiles(tmp_path, "crash", engine_target(dyntable_profile, project.warehouse, schema=project.app))
-    (tmp_path / "models" / "country_dt.sql").write_text(MODEL.format(mode=mode, raw=project.raw))
+    (tmp_path / "models" / "country_dt.sql").write_text(model.format(mode=mode, raw=project.raw))
     engine.execute(f"create schema {project.raw}")
     for table, columns in (
         ("customers", "customer_id bigint, country string"),
@@ -155,3 +163,24 @@ def test_sigkill_at_each_step_recovers(engine, project, mode, failpoint, recover
     if recovered_state:
         assert recovery[0].state == recovered_state
     assert recovery[0].state_message.startswith("recovered:")
+
+
+@pytest.mark.parametrize("mode, delay", [("incremental", ""), ("incremental", ":0.02")])
+def test_sigkill_during_compaction_loses_nothing(engine, project, mode, delay):
+    """Killed before or while compacting, after the refresh committed its frontier: the next run
+    refreshes incrementally, whether the compaction's commit landed or not."""
+    raw = project.raw
+    engine.execute(f"insert into {raw}.customers values (1, 'GB'), (2, 'US')")
+    engine.execute(f"insert into {raw}.orders values (1, 1, 10.0), (2, 2, 20.0)")
+    first = dbt_run(project.root)
+    assert first.returncode == 0, first.stdout[-3000:]
+    engine.execute(f"insert into {raw}.orders values (3, 1, 5.0)")
+    killed = dbt_run(project.root, f"during_compaction{delay}")
+    assert killed.returncode == -signal.SIGKILL, killed.stdout[-3000:]
+    engine.execute(f"insert into {raw}.orders values (4, 2, 7.0)")
+    engine.execute(f"delete from {raw}.orders where order_id = 1")
+    recovered = dbt_run(project.root)
+    assert recovered.returncode == 0, recovered.stdout[-3000:]
+    assert_dt_matches_query(engine, project)
+    latest = project.store().history(project.dt)[-1]
+    assert (latest.state, latest.refresh_action) == ("SUCCEEDED", "INCREMENTAL"), latest

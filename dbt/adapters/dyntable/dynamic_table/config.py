@@ -31,6 +31,8 @@ FILE_FORMATS = ("delta",)
 UNITS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
 LAG_PATTERN = re.compile(r"^\s*(\d+)\s*(second|minute|hour|day)s?\s*$", re.IGNORECASE)
 LAG_FORMS = "'<n> seconds|minutes|hours|days' (e.g. '5 minutes') or 'downstream'"
+#: Delta's auto compaction default (``spark.databricks.delta.autoCompact.minNumFiles``).
+COMPACT_AFTER_FILES = 50
 
 
 class DynamicTableConfigError(ValueError):
@@ -96,6 +98,10 @@ class DynamicTableConfig:
     verify_failure: str = "error"
     #: Delta liquid clustering columns (docs/ARCHITECTURE.md, "Table features").
     cluster_by: Tuple[str, ...] = ()
+    #: After a refresh that wrote it, compact the DT once a partition holds this many small
+    #: files (``auto_compact``: true is Delta's default, false is None: never; docs/ARCHITECTURE.md,
+    #: "Compaction").
+    compact_after_files: Optional[int] = COMPACT_AFTER_FILES
 
     @classmethod
     def from_model(cls, model: str, config: Mapping[str, Any]) -> "DynamicTableConfig":
@@ -155,6 +161,7 @@ class DynamicTableConfig:
             verify=None if verify is None or verify is False else choice("verify", VERIFY_MODES, ""),
             verify_failure=choice("verify_failure", VERIFY_FAILURE, "error"),
             cluster_by=cluster_by,
+            compact_after_files=_compact_after_files(model, config.get("auto_compact", True)),
         )
 
 
@@ -167,6 +174,19 @@ def _layout(
             "replaces partitioning: keep one of them."
         )
     return partition_by, cluster_by
+
+
+def _compact_after_files(model: str, value: Any) -> Optional[int]:
+    if value is True:
+        return COMPACT_AFTER_FILES
+    if value is False:
+        return None
+    if isinstance(value, int) and value >= 2:
+        return value
+    raise DynamicTableConfigError(
+        f"Model '{model}': auto_compact {value!r} is not valid. Use true (compact once a partition "
+        f"holds {COMPACT_AFTER_FILES} small files), false (never), or a whole number of files, 2 or more."
+    )
 
 
 def _target_lag(model: str, lag: Any) -> TargetLag:

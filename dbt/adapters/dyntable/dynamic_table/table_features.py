@@ -48,7 +48,7 @@ def refusal(engine: Engine, feature: str, statement: str) -> Optional[str]:
     return said
 
 
-def _once(engine: Engine, table: str, feature: str, warning: str) -> List[str]:
+def once(engine: Engine, table: str, feature: str, warning: str) -> List[str]:
     """``[warning]`` the first time this process warns about ``feature`` of ``table``."""
     with _lock:
         warned = _warned.setdefault(engine, set())
@@ -160,7 +160,7 @@ class TableFeatures:
                 self.engine.execute(statement)
             except Exception as exc:  # noqa: BLE001 - the engine's refusal becomes a warning
                 said = lacks(self.engine, "statement changing comments", first_line(exc))
-                return _once(
+                return once(
                     self.engine,
                     self.dt.name,
                     "comments",
@@ -176,7 +176,7 @@ class TableFeatures:
 
     def _unclustered(self, said: str) -> List[str]:
         lacking = lacks(self.engine, "Delta liquid clustering (CLUSTER BY)", said)
-        return _once(
+        return once(
             self.engine,
             self.dt.name,
             "clustering",

@@ -425,6 +425,27 @@ class DeltaApplier:
 
         return self._counted(merge)
 
+    def compact(self) -> Tuple[int, int]:
+        """Rewrite the DT's small files into fewer, changing no rows: one commit whose actions
+        all have ``dataChange`` false (docs/ARCHITECTURE.md, "Compaction"). Returns the files
+        it removed and added; (0, 0) when there was nothing to merge."""
+        writer = self._in_process()
+        if writer is not None:
+            metrics = writer.optimize.compact()
+            if not metrics.get("numFilesRemoved"):
+                return 0, 0
+            self._written(writer)
+            return int(metrics["numFilesRemoved"]), int(metrics["numFilesAdded"])
+        log = self._log()
+        assert log is not None, "only an existing DT is compacted"
+        before = log.latest_version()
+        self.engine.execute(f"OPTIMIZE {self.dt.relation}")
+        after = log.latest_version()
+        if after == before:
+            return 0, 0
+        metrics = log.operation_metrics(after)
+        return metrics.get("numRemovedFiles", 0), metrics.get("numAddedFiles", 0)
+
     def _in_process(self) -> Optional[DeltaTable]:
         """The DT, opened for this process to write rows it holds with deltalake, where the engine
         allows it (``Capabilities.merge_in_process``) and the DT uses nothing deltalake's writer

@@ -10,9 +10,10 @@ Under the DT's cross-process lock, after resolving what a crashed refresh left:
 4. **apply** (``apply.py``): validate, then exactly one Delta commit on the DT;
 5. **record** (``record.py``): intent before the commit, frontier and history after.
 
-Before its history row is written, a refresh keeps the DT's table features (clustering, comments)
-and, with the ``verify`` config, compares the DT with its query (docs/ARCHITECTURE.md, "Table
-features" and "Verifying").
+Before its history row is written, a refresh keeps the DT's table features (clustering, comments),
+with the ``verify`` config compares the DT with its query, and compacts the DT's small files when
+they are due (``compact.py``; docs/ARCHITECTURE.md, "Table features", "Verifying" and
+"Compaction").
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from dbt.adapters.dyntable.dynamic_table.metadata import (
 )
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
 from dbt.adapters.dyntable.dynamic_table.pinning import read_views
-from dbt.adapters.dyntable.dynamic_table.refresh import decide, derive, guard, immutable, plan
+from dbt.adapters.dyntable.dynamic_table.refresh import compact, decide, derive, guard, immutable, plan
 from dbt.adapters.dyntable.dynamic_table.refresh.apply import (
     FULL_REFRESH_FIX,
     DeltaApplier,
@@ -52,7 +53,7 @@ from dbt.adapters.dyntable.dynamic_table.refresh.apply import (
 )
 from dbt.adapters.dyntable.dynamic_table.refresh.decide import Decision, Definition, Observation
 from dbt.adapters.dyntable.dynamic_table.refresh.record import Recorder, RefreshResult
-from dbt.adapters.dyntable.dynamic_table.table_features import TableFeatures
+from dbt.adapters.dyntable.dynamic_table.table_features import TableFeatures, once
 from dbt.adapters.dyntable.dynamic_table.verify import DvsCheck, VerifyFailed, verify
 from dbt.adapters.dyntable.engines.base import Engine
 from dbt.adapters.dyntable.vocabulary import first_line
@@ -140,6 +141,7 @@ class RefreshPipeline:
                 raise
             planned = decided[0].planned if decided else None
             self._finish(dt, result, planned.key.columns if planned else None)
+            self._compact(dt, result)
             self.recorder.refreshed(dt, refresh_id, request.trigger, started, result)
             if result.state is State.FAILED:
                 raise VerifyFailed(result.message)
@@ -200,6 +202,30 @@ class RefreshPipeline:
             result.warnings.append(message)
         else:
             result.state, result.message = State.FAILED, message
+
+    def _compact(self, dt: DynamicTable, result: RefreshResult) -> None:
+        """Compact the DT after a refresh that wrote it, when its small files are due
+        (``compact.py``); what it did goes to the refresh's history. A compaction that fails
+        leaves the DT as the refresh left it, and warns once per process."""
+        if result.state is not State.SUCCEEDED or result.action in (None, Action.NO_DATA):
+            return
+        log, after_files = self._dt_log(dt), dt.config.compact_after_files
+        if after_files is None or log is None:
+            return
+        try:
+            compacted = compact.compact_if_due(DeltaApplier(self.engine, dt), log, after_files)
+        except Exception as exc:  # noqa: BLE001 - the refresh stands; compaction is housekeeping
+            result.warnings += once(
+                self.engine,
+                dt.name,
+                "compaction",
+                f"Model '{dt.model}': dynamic table {dt.name} was refreshed, but compacting its small "
+                f"files failed: {first_line(exc)}. Its rows are unchanged. Compact it with OPTIMIZE on "
+                "JVM Spark, or set auto_compact: false on the model.",
+            )
+            return
+        if compacted is not None:
+            result.message = compacted
 
     def _row_key(self, dt: DynamicTable) -> Optional[Sequence[str]]:
         """The row key of the definition ``dt``'s frontier maintains, planned over its sources'
