@@ -178,15 +178,19 @@ class EngineRegistry:
                 prefetch = MetadataPrefetch(
                     metadata_store(warehouse, creds.metadata_schema, creds.history_retention_days)
                 )
-                engine = start_engine(
-                    creds.method,
-                    warehouse=warehouse,
-                    port=creds.port or 0,
-                    master=creds.master,
-                    spark_jars=path_of(creds.spark_jars, project_root) if creds.spark_jars else None,
-                    spark_conf=dict(creds.server_side_parameters),
-                    connect_url=creds.host if creds.method == "connect" else None,
-                )
+                try:
+                    engine = start_engine(
+                        creds.method,
+                        warehouse=warehouse,
+                        port=creds.port or 0,
+                        master=creds.master,
+                        spark_jars=path_of(creds.spark_jars, project_root) if creds.spark_jars else None,
+                        spark_conf=dict(creds.server_side_parameters),
+                        connect_url=creds.host if creds.method == "connect" else None,
+                    )
+                except BaseException:
+                    prefetch.store()  # its reads end before the error does
+                    raise
                 environment = cls._environments[key] = Environment(
                     engine, warehouse, prefetched={creds.metadata_schema: prefetch}
                 )
