@@ -37,6 +37,7 @@ BENCHMARKS: List[Tuple[str, str, bool]] = [
     ("runner_lag", "4: runner lag under steady ingest", True),
     ("jvm_spark", "5: benchmark 1 on JVM Spark", True),
     ("user_cost", "what users pay: `dbt run` and `dyntable run` per model", True),
+    ("compaction", "a DT's small files, its compactions, a source compacted by its owner", False),
     ("delta_log_latency", "Delta log question latency", False),
 ]
 #: Benchmarks that print their results rather than writing a goal table: their output is kept as is.

@@ -289,11 +289,18 @@ class Results:
 class Project:
     """A dbt project in a temp folder, its warehouse inside it, run through the venv's executables."""
 
-    def __init__(self, root: Path, engine: str, rows: int, spark_jars: Optional[Path]) -> None:
+    def __init__(
+        self,
+        root: Path,
+        engine: str,
+        rows: int,
+        spark_jars: Optional[Path],
+        models: Optional[Dict[str, str]] = None,
+    ) -> None:
         self.root, self.engine, self.rows = root, engine, rows
         self.warehouse = root / "warehouse"
         self.bin = Path(sys.executable).parent
-        self.models = models_for(engine)
+        self.models = models if models is not None else models_for(engine)
         self.env = {**os.environ, "DBT_SEND_ANONYMOUS_USAGE_STATS": "false", "DO_NOT_TRACK": "1"}
         # An installed package has its bytecode (pip compiles it at install); a checkout installed
         # editable gets it on first import, unless the environment forbids writing it. Forbidden,
