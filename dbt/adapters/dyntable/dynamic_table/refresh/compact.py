@@ -1,8 +1,8 @@
 """Compacting a DT's small files after the refreshes that wrote it (docs/ARCHITECTURE.md,
 "Compaction").
 
-Each incremental refresh that appends to a DT adds a file: refreshed every minute, an append-only
-DT gains about 1,440 a day, which every reader of it lists and opens. So, as Delta's auto
+Each incremental refresh that appends to a DT adds files (one per task writing them): refreshed
+every minute, an append-only DT gains thousands a day, which every reader of it lists and opens. So, as Delta's auto
 compaction does, a refresh that wrote the DT compacts it once one of its partitions holds
 ``compact_after_files`` files (the ``auto_compact`` config) smaller than ``SMALL_FILE_BYTES``. The
 compaction commit changes no rows: the DT's frontier keeps the version its refresh produced, the
