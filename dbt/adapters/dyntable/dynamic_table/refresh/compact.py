@@ -2,12 +2,12 @@
 "Compaction").
 
 Each incremental refresh that appends to a DT adds files (one per task writing them): refreshed
-every minute, an append-only DT gains thousands a day, which every reader of it lists and opens. So, as Delta's auto
-compaction does, a refresh that wrote the DT compacts it once one of its partitions holds
-``compact_after_files`` files (the ``auto_compact`` config) smaller than ``SMALL_FILE_BYTES``. The
-compaction commit changes no rows: the DT's frontier keeps the version its refresh produced, the
-next refresh finds no write outside dbt-dyntable, and a downstream DT reads across it only what the
-refreshes changed (``DeltaLog.interval``).
+every minute, an append-only DT gains thousands a day, which every reader of it lists and opens.
+So, as Delta's auto compaction does, a refresh that wrote the DT compacts it once one of its
+partitions holds ``compact_after_files`` files (the ``auto_compact`` config) smaller than
+``SMALL_FILE_BYTES``. The compaction commit changes no rows: the DT's frontier keeps the version
+its refresh produced, the next refresh finds no write outside dbt-dyntable, and a downstream DT
+reads across it only what the refreshes changed (``DeltaLog.interval``).
 """
 
 from __future__ import annotations
@@ -19,8 +19,10 @@ from dbt.adapters.dyntable.delta_log import DeltaLog, Snapshot
 from dbt.adapters.dyntable.dynamic_table.failpoints import failpoint
 from dbt.adapters.dyntable.dynamic_table.refresh.apply import DeltaApplier
 
-#: Delta's auto compaction default (``spark.databricks.delta.autoCompact.maxFileSize``).
-SMALL_FILE_BYTES = 128 * 1024 * 1024
+#: Delta's auto compaction counts files under half its 128 MB target as small
+#: (``spark.databricks.delta.autoCompact.minFileSize``); under every compactor's target (deltalake
+#: writes 100 MB files), so a compaction that falls due always has files to merge.
+SMALL_FILE_BYTES = 64 * 1024 * 1024
 
 
 def small_files(snapshot: Snapshot) -> int:
