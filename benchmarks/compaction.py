@@ -22,7 +22,7 @@ filter/project DT twice, compacted as every DT is by default (`auto_compact`) an
    the refresh read of the fact (the interval's rows) beside the rows of the end snapshots' file-set
    difference, which is what a reader that does not take compactions out of an interval reads.
 
-    .venv/bin/python -m benchmarks.compaction               # 1M rows, 500 ticks: about 6 minutes
+    .venv/bin/python -m benchmarks.compaction               # 1M rows, 500 ticks: about 12 minutes
 
 Results: benchmarks/results/compaction.md, compaction.goals.json and compaction.png.
 """
