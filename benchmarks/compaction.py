@@ -34,13 +34,12 @@ import statistics
 import tempfile
 import time
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from rich.console import Console
 
-from benchmarks.common import Goal, markdown_table, pyplot, write_results
+from benchmarks.common import RESULTS, Goal, markdown_table, pyplot, write_results
 from benchmarks.data import SHAPES, Fact
 from benchmarks.user_cost import FactWriter, Project, with_sources
 
@@ -100,9 +99,9 @@ class Bench:
     def say(self, text: str) -> None:
         self.console.print(f"[dim]{time.strftime('%H:%M:%S')}[/] {text}")
 
-    def dbt_run(self, project: Project, run: Optional[str], *args: str, expect: str) -> datetime:
+    def dbt_run(self, project: Project, run: Optional[str], *args: str, expect: str) -> None:
         """`dbt run`; each model's execution time recorded under ``run`` (None: not recorded)."""
-        wall, started_at, results = project.dbt("run", *args)
+        wall, _, results = project.dbt("run", *args)
         if not results:
             raise RuntimeError(f"dbt run {' '.join(args)} ran no model")
         for result in results:
@@ -113,7 +112,6 @@ class Bench:
             if run is not None:
                 self.results.dbt.setdefault((run, model), []).append(result["execution_time"])
         self.say(f"dbt run {' '.join(args)}: {wall:.1f} s")
-        return started_at
 
     def run(self, root: Path) -> Results:
         from dbt.adapters.dyntable.engines.embedded import EmbeddedEngine
@@ -354,8 +352,6 @@ def report(results: Results, command: str) -> Path:
 
 
 def plot(results: Results) -> None:
-    from benchmarks.common import RESULTS
-
     plt = pyplot()
     figure, axis = plt.subplots(figsize=(9, 4))
     for twin in TWINS:
