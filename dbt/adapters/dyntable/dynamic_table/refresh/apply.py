@@ -184,10 +184,11 @@ class PreparedDelta:
 
 
 class DeltaApplier:
-    def __init__(self, engine: "Engine", dt: "DynamicTable") -> None:
+    def __init__(self, engine: "Engine", dt: "DynamicTable", dt_log: Optional[DeltaLog] = None) -> None:
+        """``dt_log``: the DT's log where the caller has it open already."""
         self.engine = engine
         self.dt = dt
-        self._dt_log: Optional[DeltaLog] = None
+        self._dt_log = dt_log
 
     def _log(self) -> Optional[DeltaLog]:
         """The DT's Delta log, one instance for this refresh (its snapshots cached); None until

@@ -207,13 +207,18 @@ class RefreshPipeline:
         """Compact the DT after a refresh that wrote it, when its small files are due
         (``compact.py``); what it did goes to the refresh's history. A compaction that fails
         leaves the DT as the refresh left it, and warns once per process."""
-        if result.state is not State.SUCCEEDED or result.action in (None, Action.NO_DATA):
+        after_files = dt.config.compact_after_files
+        if (
+            after_files is None
+            or result.state is not State.SUCCEEDED
+            or result.action in (None, Action.NO_DATA)
+        ):
             return
-        log, after_files = self._dt_log(dt), dt.config.compact_after_files
-        if after_files is None or log is None:
+        log = self._dt_log(dt)
+        if log is None:
             return
         try:
-            compacted = compact.compact_if_due(DeltaApplier(self.engine, dt), log, after_files)
+            compacted = compact.compact_if_due(DeltaApplier(self.engine, dt, log), log, after_files)
         except Exception as exc:  # noqa: BLE001 - the refresh stands; compaction is housekeeping
             result.warnings += once(
                 self.engine,
