@@ -8,7 +8,7 @@ import os
 import shutil
 from decimal import Decimal
 from pathlib import Path
-from typing import Dict, List, Set, Tuple
+from typing import Callable, Dict, List, Set, Tuple
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -380,6 +380,31 @@ def test_a_reused_listing_follows_commits_cleanups_and_re_creation(table: Path) 
     write_deltalake(table, rows([1]))
     backdate_log_folder(table)
     assert DeltaLog(table).latest_version() == 0
+
+
+def test_a_recent_listing_is_reused_until_a_commit_or_checkpoint_follows_it(
+    table: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A folder changed too recently for its modification time to prove it unchanged (the DT a
+    refresh writes): its listing is reused while no commit follows it and ``_last_checkpoint``
+    is the same, though a change within one tick of a coarse clock leaves the folder's time as
+    it was, as this test makes it."""
+    monkeypatch.setattr(delta_log, "LISTING_RACY_NS", 10**18)  # every folder is recent
+    folder = table / "_delta_log"
+
+    def in_the_same_tick(change: Callable[[], object]) -> None:
+        before = folder.stat()
+        change()
+        os.utime(folder, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+    listed = DeltaLog(table)._listing()
+    assert DeltaLog(table)._listing() is listed and DeltaLog(table).latest_version() == 4
+    in_the_same_tick(lambda: write_deltalake(table, rows([7]), mode="append"))
+    assert DeltaLog(table).latest_version() == 5
+    relisted = DeltaLog(table)._listing()
+    assert relisted is not listed and DeltaLog(table)._listing() is relisted
+    in_the_same_tick(lambda: DeltaTable(table).create_checkpoint())
+    assert DeltaLog(table).latest_checkpoint() == 5
 
 
 def test_a_held_listing_answers_as_of_when_it_was_taken(table: Path) -> None:

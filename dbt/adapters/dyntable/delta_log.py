@@ -40,6 +40,8 @@ from pyspark.sql.types import StructType
 from dbt.adapters.dyntable.vocabulary import fingerprint
 
 LOG_DIR = "_delta_log"
+#: Rewritten by every checkpoint, before the cleanup of expired commits that follows one.
+LAST_CHECKPOINT = "_last_checkpoint"
 
 
 def commit_file(version: int) -> str:
@@ -71,7 +73,8 @@ REPLAY_BASE_CACHE_SIZE = 64
 #: A local ``_delta_log``'s listing is reused while the folder is the same one with the same
 #: modification time, and that time is older than this before the listing was taken: a folder
 #: changed within the same tick of a coarse clock would otherwise look unchanged (git's index
-#: treats such entries as "racily clean" the same way). A source with a month of commits holds
+#: treats such entries as "racily clean" the same way). Younger, it is reused once two stats show
+#: no commit after it and the same ``_last_checkpoint``. A source with a month of commits holds
 #: thousands of files, and a refresh asks for its versions several times (docs/ARCHITECTURE.md,
 #: "Reading sources").
 LISTING_RACY_NS = 2_000_000_000
@@ -257,6 +260,8 @@ class _Listing:
 
     commit_mtimes_ms: Mapping[int, int]
     checkpoints: Tuple[int, ...]
+    last_checkpoint_ns: Optional[int] = None
+    """``_last_checkpoint``'s modification time, None without one."""
 
     @property
     def latest(self) -> Optional[int]:
@@ -425,23 +430,41 @@ class DeltaLog:
         stamp = self._folder_stamp(folder)
         if stamp is not None:
             cached = _listings.get(folder)
-            if cached is not None and cached[0] == stamp and stamp[2] < cached[1] - LISTING_RACY_NS:
-                return cached[2]
+            if cached is not None and cached[0] == stamp:
+                if stamp[2] < cached[1] - LISTING_RACY_NS or self._nothing_after(folder, cached[2]):
+                    return cached[2]
         try:
             infos = self._fs.get_file_info(pafs.FileSelector(folder))
         except FileNotFoundError:
             return _Listing({}, ())
         commits: Dict[int, int] = {}
         checkpoints: List[int] = []
+        last_checkpoint_ns = None
         for info in infos:
             if match := COMMIT_FILE.match(info.base_name):
                 commits[int(match.group(1))] = info.mtime_ns // 1_000_000 if info.mtime_ns else 0
             elif match := CHECKPOINT_FILE.match(info.base_name):
                 checkpoints.append(int(match.group(1)))
-        listing = _Listing(commits, tuple(sorted(set(checkpoints))))
+            elif info.base_name == LAST_CHECKPOINT:
+                last_checkpoint_ns = info.mtime_ns
+        listing = _Listing(commits, tuple(sorted(set(checkpoints))), last_checkpoint_ns)
         if stamp is not None:
             _listings.put(folder, (stamp, listed_at, listing))
         return listing
+
+    def _nothing_after(self, folder: str, listing: _Listing) -> bool:
+        """Whether ``listing`` still holds, for a folder whose modification time has not moved
+        since it was taken but is too recent to prove that alone: no commit follows its latest
+        (commits are written in version order, so none does if the next one does not), and
+        ``_last_checkpoint`` is the one it saw (a checkpoint, and the cleanup of expired commits
+        after it, rewrite that file). Two stats, where the DT a refresh writes was otherwise
+        listed whole a dozen times in that refresh."""
+        following = 0 if listing.latest is None else listing.latest + 1
+        commit, hint = self._fs.get_file_info(
+            [f"{folder}/{following:020d}.json", f"{folder}/{LAST_CHECKPOINT}"]
+        )
+        hint_ns = None if hint.type == pafs.FileType.NotFound else hint.mtime_ns
+        return commit.type == pafs.FileType.NotFound and hint_ns == listing.last_checkpoint_ns
 
     def _folder_stamp(self, folder: str) -> Optional[Tuple[int, int, int]]:
         """The local folder's device, inode and modification time; None elsewhere (an object
