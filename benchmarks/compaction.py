@@ -55,6 +55,9 @@ INSERTED = 1_000
 DBT_RUNS = 3
 SMALL_COMMITS = 50
 WITHIN = 1.2
+#: The history phase's first and last ticks compared: what a refresh costs as the DTs' logs and
+#: the fact's grow by a commit a tick.
+TREND_TICKS = 50
 
 
 def models() -> Dict[str, str]:
@@ -234,6 +237,11 @@ def ms(value: float) -> str:
     return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"
 
 
+def trend(seconds: List[float]) -> str:
+    first, last = seconds[:TREND_TICKS], seconds[-TREND_TICKS:]
+    return f"{ms(statistics.median(first))} → {ms(statistics.median(last))}"
+
+
 def report(results: Results, command: str) -> Path:
     ticks = results.tick_seconds
     mean = {twin: statistics.mean(ticks[twin]) for twin in TWINS}
@@ -278,7 +286,16 @@ def report(results: Results, command: str) -> Path:
     ]
     body = ["## History phase", ""]
     body += markdown_table(
-        ["DT", "auto_compact", "files after", "compactions", "median refresh", "mean refresh", "max refresh"],
+        [
+            "DT",
+            "auto_compact",
+            "files after",
+            "compactions",
+            "median refresh",
+            "mean refresh",
+            "max refresh",
+            f"median, first → last {TREND_TICKS} ticks",
+        ],
         [
             (
                 twin,
@@ -288,6 +305,7 @@ def report(results: Results, command: str) -> Path:
                 ms(statistics.median(ticks[twin])),
                 ms(mean[twin]),
                 ms(max(ticks[twin])),
+                trend(ticks[twin]),
             )
             for twin in TWINS
         ]
@@ -300,6 +318,7 @@ def report(results: Results, command: str) -> Path:
                 ms(statistics.median(ticks[DOWNSTREAM[twin]])),
                 ms(statistics.mean(ticks[DOWNSTREAM[twin]])),
                 ms(max(ticks[DOWNSTREAM[twin]])),
+                trend(ticks[DOWNSTREAM[twin]]),
             )
             for twin in TWINS
         ],
