@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Set, Tuple
 
 import pyarrow as pa
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
@@ -405,6 +406,51 @@ def test_a_recent_listing_is_reused_until_a_commit_or_checkpoint_follows_it(
     assert relisted is not listed and DeltaLog(table)._listing() is relisted
     in_the_same_tick(lambda: DeltaTable(table).create_checkpoint())
     assert DeltaLog(table).latest_checkpoint() == 5
+
+
+def test_a_listing_is_extended_by_the_commits_after_it_until_a_checkpoint_or_cleanup(
+    table: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A log that only gained commits is not listed again: a few stats extend its listing, which
+    then says what a new listing would. A checkpoint or a cleanup lists it again."""
+    listings: List[str] = []
+    selector = pafs.FileSelector
+
+    def counted(folder: str, *args: object, **kwargs: object) -> pafs.FileSelector:
+        listings.append(folder)
+        return selector(folder, *args, **kwargs)
+
+    monkeypatch.setattr(pafs, "FileSelector", counted)
+
+    def fresh() -> delta_log._Listing:
+        delta_log._listings.pop(str(table / "_delta_log"))
+        return DeltaLog(table)._listing()
+
+    assert DeltaLog(table).latest_version() == 4 and len(listings) == 1
+    for value in (7, 8, 9):
+        write_deltalake(table, rows([value]), mode="append")
+    extended = DeltaLog(table)._listing()
+    assert extended.latest == 7 and len(listings) == 1
+    assert extended == fresh() and len(listings) == 2
+    DeltaTable(table).create_checkpoint()
+    write_deltalake(table, rows([10]), mode="append")
+    assert DeltaLog(table).latest_checkpoint() == 7 and len(listings) == 3
+    commit_file(table, 0).unlink()  # the log cleaned up by hand: no new checkpoint
+    assert DeltaLog(table)._listing().earliest_loadable == 7 and len(listings) == 4
+
+
+def test_a_table_re_created_in_the_same_log_folder_is_listed_again(table: Path) -> None:
+    """Its commits up to the listing's latest were written anew: not an extension of it."""
+    listed = DeltaLog(table)._listing()
+    for path in (table / "_delta_log").iterdir():
+        path.unlink()
+    for value in range(5):
+        write_deltalake(table, rows([value]), mode="append")
+    relisted = DeltaLog(table)._listing()
+    assert relisted.latest == listed.latest == 4
+    assert relisted.commit_mtimes_ms != listed.commit_mtimes_ms
+    delta_log._listings.pop(str(table / "_delta_log"))
+    assert DeltaLog(table)._listing() == relisted
 
 
 def test_a_held_listing_answers_as_of_when_it_was_taken(table: Path) -> None:

@@ -27,6 +27,7 @@ import urllib.parse
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from enum import Enum
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Dict, Generic, Iterator, List, Mapping, Optional, Set, Tuple, TypeVar, Union
 
@@ -73,11 +74,13 @@ REPLAY_BASE_CACHE_SIZE = 64
 #: A local ``_delta_log``'s listing is reused while the folder is the same one with the same
 #: modification time, and that time is older than this before the listing was taken: a folder
 #: changed within the same tick of a coarse clock would otherwise look unchanged (git's index
-#: treats such entries as "racily clean" the same way). Younger, it is reused once two stats show
-#: no commit after it and the same ``_last_checkpoint``. A source with a month of commits holds
+#: treats such entries as "racily clean" the same way). Otherwise a few stats extend it by the
+#: commits written since (``DeltaLog._extended``). A source with a month of commits holds
 #: thousands of files, and a refresh asks for its versions several times (docs/ARCHITECTURE.md,
 #: "Reading sources").
 LISTING_RACY_NS = 2_000_000_000
+#: New commits a listing is extended by, one stat each, before the log is listed again instead.
+PROBED_COMMITS = 64
 #: Listings kept, least recently used dropped first: one per source a process reads, so a runner
 #: over a warehouse of thousands of tables does not keep every log's listing for its lifetime.
 LISTING_CACHE_SIZE = 256
@@ -263,9 +266,19 @@ class _Listing:
     last_checkpoint_ns: Optional[int] = None
     """``_last_checkpoint``'s modification time, None without one."""
 
-    @property
+    # Computed once: a log keeps up to tens of thousands of commits, and a refresh asks for its
+    # latest version a dozen times.
+    @cached_property
+    def first_commit(self) -> Optional[int]:
+        return min(self.commit_mtimes_ms) if self.commit_mtimes_ms else None
+
+    @cached_property
+    def last_commit(self) -> Optional[int]:
+        return max(self.commit_mtimes_ms) if self.commit_mtimes_ms else None
+
+    @cached_property
     def latest(self) -> Optional[int]:
-        versions = list(self.commit_mtimes_ms) + list(self.checkpoints)
+        versions = [v for v in (self.last_commit, *self.checkpoints[-1:]) if v is not None]
         return max(versions) if versions else None
 
     @property
@@ -276,7 +289,11 @@ class _Listing:
             return 0
         if self.checkpoints:
             return min(self.checkpoints)
-        return min(self.commit_mtimes_ms) if self.commit_mtimes_ms else None
+        return self.first_commit
+
+
+def _mtime_ms(info: pafs.FileInfo) -> int:
+    return info.mtime_ns // 1_000_000 if info.mtime_ns else 0
 
 
 @dataclass
@@ -430,9 +447,13 @@ class DeltaLog:
         stamp = self._folder_stamp(folder)
         if stamp is not None:
             cached = _listings.get(folder)
-            if cached is not None and cached[0] == stamp:
-                if stamp[2] < cached[1] - LISTING_RACY_NS or self._nothing_after(folder, cached[2]):
+            if cached is not None and cached[0][:2] == stamp[:2]:
+                if cached[0] == stamp and stamp[2] < cached[1] - LISTING_RACY_NS:
                     return cached[2]
+                extended = self._extended(folder, cached[2])
+                if extended is not None:
+                    _listings.put(folder, (stamp, listed_at, extended))
+                    return extended
         try:
             infos = self._fs.get_file_info(pafs.FileSelector(folder))
         except FileNotFoundError:
@@ -442,7 +463,7 @@ class DeltaLog:
         last_checkpoint_ns = None
         for info in infos:
             if match := COMMIT_FILE.match(info.base_name):
-                commits[int(match.group(1))] = info.mtime_ns // 1_000_000 if info.mtime_ns else 0
+                commits[int(match.group(1))] = _mtime_ms(info)
             elif match := CHECKPOINT_FILE.match(info.base_name):
                 checkpoints.append(int(match.group(1)))
             elif info.base_name == LAST_CHECKPOINT:
@@ -452,19 +473,43 @@ class DeltaLog:
             _listings.put(folder, (stamp, listed_at, listing))
         return listing
 
-    def _nothing_after(self, folder: str, listing: _Listing) -> bool:
-        """Whether ``listing`` still holds, for a folder whose modification time has not moved
-        since it was taken but is too recent to prove that alone: no commit follows its latest
-        (commits are written in version order, so none does if the next one does not), and
-        ``_last_checkpoint`` is the one it saw (a checkpoint, and the cleanup of expired commits
-        after it, rewrite that file). Two stats, where the DT a refresh writes was otherwise
-        listed whole a dozen times in that refresh."""
-        following = 0 if listing.latest is None else listing.latest + 1
-        commit, hint = self._fs.get_file_info(
-            [f"{folder}/{following:020d}.json", f"{folder}/{LAST_CHECKPOINT}"]
+    def _extended(self, folder: str, listing: _Listing) -> Optional[_Listing]:
+        """``listing`` with the commits written since it was taken, from a few stats; None when
+        only a new listing can tell what changed.
+
+        Commits are written in version order: the new ones follow its latest, up to the first
+        missing. What else changes a log goes with a change these stats see: a checkpoint, and
+        the cleanup of expired commits after one, rewrite ``_last_checkpoint``; a cleanup run by
+        hand removes the earliest commit; a table re-created in the folder wrote its latest
+        commit anew. A table written every minute keeps tens of thousands of commits, and a DT
+        gains one with each refresh (docs/ARCHITECTURE.md, "Reading sources")."""
+        if listing.first_commit is None or listing.last_commit is None:
+            return None
+        first, last, hint = self._fs.get_file_info(
+            [
+                f"{folder}/{listing.first_commit:020d}.json",
+                f"{folder}/{listing.last_commit:020d}.json",
+                f"{folder}/{LAST_CHECKPOINT}",
+            ]
         )
-        hint_ns = None if hint.type == pafs.FileType.NotFound else hint.mtime_ns
-        return commit.type == pafs.FileType.NotFound and hint_ns == listing.last_checkpoint_ns
+        if (
+            first.type == pafs.FileType.NotFound
+            or last.type == pafs.FileType.NotFound
+            or _mtime_ms(last) != listing.commit_mtimes_ms[listing.last_commit]
+            or (None if hint.type == pafs.FileType.NotFound else hint.mtime_ns) != listing.last_checkpoint_ns
+        ):
+            return None
+        added: Dict[int, int] = {}
+        while len(added) < PROBED_COMMITS:
+            version = listing.last_commit + len(added) + 1
+            info = self._fs.get_file_info(f"{folder}/{version:020d}.json")
+            if info.type == pafs.FileType.NotFound:
+                if not added:
+                    return listing
+                commits = {**listing.commit_mtimes_ms, **added}
+                return _Listing(commits, listing.checkpoints, listing.last_checkpoint_ns)
+            added[version] = _mtime_ms(info)
+        return None
 
     def _folder_stamp(self, folder: str) -> Optional[Tuple[int, int, int]]:
         """The local folder's device, inode and modification time; None elsewhere (an object
