@@ -4,6 +4,10 @@ A NO_DATA refresh must cost under 50 ms in total, and it asks exactly: "which ve
 at T?" and "did anything change since the consumed version?". This prints the median latency of
 those calls, of the intervals an incremental refresh computes, and of loading the table with
 `deltalake` (what a listing-based `latest_version()` avoids), on fresh tables in a temp directory.
+Last, the first question after one more commit: answered by extending the listing taken before it,
+and by listing the log whole, which the first question after each commit did before
+(docs/ARCHITECTURE.md, "Reading sources"); a log keeps 30 days of commits by default, so
+``--commits 20000`` is a table written every two minutes.
 
 Interval cost is dominated by rebuilding the two snapshots, i.e. by how many JSON commits follow
 the last checkpoint: Spark and Sail checkpoint every 10 commits, `deltalake` every 100, so the
@@ -24,6 +28,7 @@ from typing import Callable, List
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
+from dbt.adapters.dyntable import delta_log
 from dbt.adapters.dyntable.delta_log import DeltaLog
 
 
@@ -43,6 +48,20 @@ def median_ms(call: Callable[[], object], repeat: int) -> float:
     for _ in range(repeat):
         start = time.perf_counter()
         call()
+        samples.append((time.perf_counter() - start) * 1000)
+    return statistics.median(samples)
+
+
+def after_a_commit_ms(location: Path, repeat: int, listed_whole: bool) -> float:
+    """The median time of the first ``latest_version()`` after an append (the append not timed)."""
+    samples: List[float] = []
+    for _ in range(repeat):
+        DeltaLog(location).latest_version()  # the listing a process holds from before the commit
+        write_deltalake(location, pa.table({"id": [0], "v": [0]}), mode="append")
+        if listed_whole:
+            delta_log._listings.pop(str(location / "_delta_log"))
+        start = time.perf_counter()
+        DeltaLog(location).latest_version()
         samples.append((time.perf_counter() - start) * 1000)
     return statistics.median(samples)
 
@@ -81,9 +100,15 @@ def measure(location: Path, commits: int, checkpoint_interval: int, repeat: int)
         ("interval(0, latest), cold (whole history)", lambda: DeltaLog(location).interval(0, latest)),
         ("interval(latest-1, latest), warm (cached snapshots)", lambda: log.interval(latest - 1, latest)),
     ]
-    width = max(len(label) for label, _ in rows)
+    after = [
+        ("latest_version() after a commit: listing extended", False),
+        ("latest_version() after a commit: log listed whole", True),
+    ]
+    width = max(len(label) for label in [label for label, _ in rows] + [label for label, _ in after])
     for label, call in rows:
         print(f"  {label:<{width}}  {median_ms(call, repeat):8.2f} ms")
+    for label, listed_whole in after:  # last: they append to the table
+        print(f"  {label:<{width}}  {after_a_commit_ms(location, repeat, listed_whole):8.2f} ms")
 
 
 def main() -> None:
