@@ -135,6 +135,47 @@ class TestDynamicTableChain:
         assert result.action == "NO_DATA"
         assert engine.statements_run == before
 
+    def test_a_query_reading_the_clock_equals_it_at_each_data_timestamp(
+        self, project, raw, dyntable_warehouse
+    ):
+        """The clock a query reads is its data timestamp: a later T with no source changed
+        recomputes it (docs/ARCHITECTURE.md, "Queries that read the clock")."""
+        from datetime import datetime, timedelta, timezone
+
+        from dbt.adapters.dyntable.dynamic_table.lifecycle import RefreshRequest, Trigger
+        from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
+        from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
+
+        now = datetime.now(timezone.utc)
+        closes = int((now + timedelta(minutes=30)).timestamp() * 1_000_000)
+        dt = DynamicTable.from_node(
+            {
+                "schema": project.test_schema,
+                "name": "open_orders_dt",
+                "compiled_code": (
+                    f"select order_id, amount from {raw}.orders "
+                    f"where current_timestamp() < timestamp_micros({closes})"
+                ),
+                "config": {"target_lag": "1 minute"},
+            }
+        )
+        service = DynamicTableService(project_engine(project), dyntable_warehouse, "dyntable_meta")
+        built = service.refresh(dt, RefreshRequest(now, Trigger.MANUAL))
+        assert built.action == "REINITIALIZE"
+        assert project.run_sql(f"select count(*) from {dt.relation}", fetch="one")[0] > 0
+        assert_dvs(project, dyntable_warehouse, "open_orders_dt")
+
+        later = service.refresh(dt, RefreshRequest(now + timedelta(hours=1), Trigger.MANUAL))
+        assert (later.action, later.reason) == (
+            "FULL",
+            "no source changed, but the query reads the clock (current_timestamp()): recomputed as "
+            "of the new data timestamp",
+        )
+        assert project.run_sql(f"select count(*) from {dt.relation}", fetch="one")[0] == 0
+        assert assert_dvs(project, dyntable_warehouse, "open_orders_dt").data_timestamp == now + timedelta(
+            hours=1
+        )
+
     def test_a_delta_failing_an_engine_check_commits_nothing_and_leaves_no_intent(
         self, project, raw, dyntable_warehouse, monkeypatch
     ):

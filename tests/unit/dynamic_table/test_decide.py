@@ -100,11 +100,12 @@ def run(
     dt_changed: Optional[str] = None,
     dt_size: int = 0,
     capabilities: Capabilities = ENGINE,
+    clock: Optional[str] = None,
 ):
     request = RefreshRequest(T, Trigger.DBT_RUN, full_refresh)
     definition = maintained_definition(dt, current, True, request)
     planner = planner or Planner()
-    observed = Observation(sources, at, dt_changed=dt_changed, dt_size_bytes=dt_size)
+    observed = Observation(sources, at, dt_changed=dt_changed, dt_size_bytes=dt_size, clock=clock)
     return decide(dt, definition, current, observed, planner, capabilities), planner
 
 
@@ -117,6 +118,21 @@ def test_unchanged_sources_are_no_data_without_planning() -> None:
         "no source changed",
     )
     assert planner.calls == 0
+
+
+def test_a_query_reading_the_clock_recomputes_at_a_new_data_timestamp_though_no_source_changed() -> None:
+    dt = model("select k, v from s.t where day >= current_date() - 7")
+    current = frontier(dt, {"s.t": 5})
+    decision, _ = run(
+        dt, current, [source(5, 5)], planner=Planner(NotPlanned("", "")), clock="current_date()"
+    )
+    assert (decision.action, decision.reason) == (
+        Action.FULL,
+        "no source changed, but the query reads the clock (current_date()): recomputed as of the new "
+        "data timestamp",
+    )
+    again, _ = run(dt, current, [source(5, 5)], at=current.data_timestamp, clock="current_date()")
+    assert (again.action, again.reason) == (Action.NO_DATA, "no source changed")
 
 
 def test_an_upstream_behind_this_table_skips() -> None:

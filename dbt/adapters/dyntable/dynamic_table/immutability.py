@@ -3,7 +3,7 @@ DT that refreshes never insert, delete or recompute, and `backfill_from` fills t
 existing table when the DT is first built.
 
 The predicate is over the DT's output columns and is evaluated at the refresh's data timestamp T:
-`current_timestamp()`, `now()` and `current_date()` in it mean T (in UTC), so a predicate such as
+`current_timestamp()`, `now()` and `current_date()` in it mean T (``clock.py``), so a predicate such as
 ``order_date < current_date() - interval 7 days`` moves rows into the immutable region as T
 advances, the same way on every engine and in every retry of a refresh. After each refresh, the
 DT's rows outside the region equal the query's rows outside it at T, and its rows inside it are
@@ -13,19 +13,21 @@ the ones it held before (the first build, which ignores the predicate, excepted)
 None
 >>> immutability_problem("amount > (select avg(amount) from t)")[:37]
 'may not read tables (a subquery): use'
+>>> from datetime import timezone
 >>> region("day < current_date()", datetime(2026, 11, 23, 10, 30, tzinfo=timezone.utc))
-"COALESCE((day < CAST('2026-11-23' AS DATE)), FALSE)"
+'COALESCE((day < CAST(TIMESTAMP_MICROS(1795429800000000) AS DATE)), FALSE)'
 """
 
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import TYPE_CHECKING, List, Optional
 
 import sqlglot
 from sqlglot import exp
 
+from dbt.adapters.dyntable.dynamic_table.clock import at_data_timestamp
 from dbt.adapters.dyntable.vocabulary import DIALECT, quote
 
 if TYPE_CHECKING:
@@ -60,22 +62,9 @@ def immutability_problem(predicate: object) -> Optional[str]:
 
 def region(predicate: str, data_timestamp: datetime) -> str:
     """SQL true for rows in the immutable region at ``data_timestamp``, false otherwise (NULL
-    counts as mutable: such a row is kept right by refreshes)."""
-    moment = data_timestamp.astimezone(timezone.utc)
-
-    def at_data_timestamp(node: exp.Expr) -> exp.Expr:
-        if isinstance(node, exp.CurrentTimestamp) or (
-            isinstance(node, exp.Anonymous) and node.name.lower() == "now"
-        ):
-            # An instant, not a literal read in the session's time zone.
-            micros = round(moment.timestamp() * 1_000_000)
-            stamp: exp.Expr = exp.func("timestamp_micros", exp.Literal.number(micros))
-            return stamp
-        if isinstance(node, exp.CurrentDate):
-            return exp.cast(exp.Literal.string(moment.strftime("%Y-%m-%d")), "date")
-        return node
-
-    pinned = _parsed(predicate).transform(at_data_timestamp)
+    counts as mutable: such a row is kept right by refreshes). Its clock reads
+    ``data_timestamp`` (``clock.py``)."""
+    pinned = at_data_timestamp(_parsed(predicate), data_timestamp)
     return f"COALESCE(({pinned.sql(dialect=DIALECT)}), FALSE)"
 
 

@@ -10,11 +10,13 @@ latest versions and break snapshot isolation.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import TYPE_CHECKING, Callable, Dict, Mapping, Optional, Set
 
 from sqlglot import exp
 
 from dbt.adapters.dyntable.differentiation.views import base_tables, expand_views, table_references
+from dbt.adapters.dyntable.dynamic_table.clock import at_data_timestamp
 from dbt.adapters.dyntable.dynamic_table.model import refresh_boundaries
 from dbt.adapters.dyntable.vocabulary import DIALECT, table_name
 
@@ -54,10 +56,14 @@ def pin_query(
     views: Mapping[str, str],
     default_schema: str,
     read_at: Optional[Callable[[str, int], Optional[str]]] = None,
+    data_timestamp: Optional[datetime] = None,
 ) -> str:
     """``sql`` with views expanded and each table in ``versions`` read ``VERSION AS OF`` it, or
-    from the relation ``read_at(table, version)`` names where the engine cannot time-travel."""
+    from the relation ``read_at(table, version)`` names where the engine cannot time-travel;
+    with a ``data_timestamp``, its clock functions read that instant (``clock.py``)."""
     tree = expand_views(sql, views, default_schema)
+    if data_timestamp is not None:
+        tree = at_data_timestamp(tree, data_timestamp)
     for table in list(table_references(tree)):
         name = table_name(table)
         version = versions.get(name)

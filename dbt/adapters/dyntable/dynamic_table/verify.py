@@ -200,7 +200,9 @@ def _pinned(engine: Engine, metadata: MetadataStore, name: str) -> Iterator[Any]
         return
     schema = name.split(".", 1)[0]
     views = read_views(engine, frontier.definition, schema)
-    with pinned_query(engine, frontier.definition, frontier.source_versions, views, schema) as expected_sql:
+    with pinned_query(
+        engine, frontier.definition, frontier.source_versions, views, schema, frontier.data_timestamp
+    ) as expected_sql:
         yield frontier, expected_sql
 
 

@@ -21,6 +21,7 @@ from dbt.adapters.dyntable.differentiation import differentiate
 from dbt.adapters.dyntable.differentiation.explain import source_reads
 from dbt.adapters.dyntable.differentiation.plan import Node, Scan
 from dbt.adapters.dyntable.differentiation.views import base_tables
+from dbt.adapters.dyntable.dynamic_table.clock import query_clock
 from dbt.adapters.dyntable.dynamic_table.config import definition_hash
 from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, RefreshRequest, SourceRead, State, Trigger
 from dbt.adapters.dyntable.dynamic_table.metadata import Frontier, MetadataStore, Sources, SourceVersion
@@ -89,6 +90,8 @@ class Observation:
     dt_changed: Optional[str] = None
     #: The DT's size (read where AUTO estimates costs).
     dt_size_bytes: int = 0
+    #: The clock function the query reads, if any: it is recomputed at each new T (``clock.py``).
+    clock: Optional[str] = None
 
     @property
     def versions(self) -> Dict[str, int]:
@@ -184,7 +187,13 @@ def decide(
             if observed.data_timestamp < frontier.data_timestamp:
                 return Decision(Action.NO_DATA, "an upstream dynamic table is behind this one", State.SKIPPED)
             if all(s.unchanged for s in observed.sources) and observed.versions == frontier.source_versions:
-                return Decision(Action.NO_DATA, "no source changed")
+                if observed.clock is None or observed.data_timestamp == frontier.data_timestamp:
+                    return Decision(Action.NO_DATA, "no source changed")
+                return Decision(
+                    Action.FULL,
+                    f"no source changed, but the query reads the clock ({observed.clock}): "
+                    "recomputed as of the new data timestamp",
+                )
         definition = replace(definition, rebuild_reason=rebuild)
     planned = plan()
     if dt.config.refresh_mode == "incremental" and isinstance(planned, NotPlanned):
@@ -396,7 +405,8 @@ def observe(
     if dt.config.refresh_mode == "auto" and any(s.interval is not None for s in states):
         states = [replace(s, size_bytes=s.log.size_bytes(s.end)) for s in states]
         dt_size = dt_log.size_bytes(dt_log.latest_version()) if dt_log is not None else 0
-    return Observation(states, effective, views, _dt_changed(dt_log, resuming), dt_size)
+    clock = query_clock(definition.sql, views, dt.schema)
+    return Observation(states, effective, views, _dt_changed(dt_log, resuming), dt_size, clock)
 
 
 def _plain(name: str) -> bool:

@@ -8,6 +8,7 @@ version. ``explain`` renders the same delta, with the sources named symbolically
 from __future__ import annotations
 
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Iterator, Mapping, Sequence, Union
 
 from dbt.adapters.dyntable.changes import FileSetResolver, VersionedRelations
@@ -39,9 +40,15 @@ def delta_query(
 
 @contextmanager
 def pinned_query(
-    engine: Engine, sql: str, versions: Mapping[str, int], views: Mapping[str, str], schema: str
+    engine: Engine,
+    sql: str,
+    versions: Mapping[str, int],
+    views: Mapping[str, str],
+    schema: str,
+    data_timestamp: datetime,
 ) -> Iterator[str]:
-    """``sql`` with every source read at its version, valid inside the ``with``."""
+    """``sql`` as of ``data_timestamp``: every source read at its version, the clock at that
+    instant; valid inside the ``with``."""
     with VersionedRelations(engine.spark, engine.capabilities) as relations:
         yield pin_query(
             sql,
@@ -49,6 +56,7 @@ def pinned_query(
             views,
             schema,
             read_at=lambda name, version: relations.view(engine.delta_log(name), version),
+            data_timestamp=data_timestamp,
         )
 
 

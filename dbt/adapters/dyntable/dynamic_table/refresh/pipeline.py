@@ -329,7 +329,12 @@ class RefreshPipeline:
         from_scratch = refresh.definition.rebuild_reason == decide.FULL_REFRESH
         with (
             derive.pinned_query(
-                self.engine, refresh.definition.sql, observed.versions, observed.views, dt.schema
+                self.engine,
+                refresh.definition.sql,
+                observed.versions,
+                observed.views,
+                dt.schema,
+                observed.data_timestamp,
             ) as query,
             immutable.rebuilt_rows(
                 self.engine, dt, dt_log, query, observed.data_timestamp, from_scratch
