@@ -110,6 +110,23 @@ class TestDynamicTableChain:
         assert set(last_actions(dyntable_warehouse, project).values()) == {"NO_DATA"}
         assert {m: assert_dvs(project, dyntable_warehouse, m).dt_version for m in MODELS} == versions
 
+    def test_a_dt_selected_without_its_upstream_says_what_holds_it_back(
+        self, project, raw, dyntable_warehouse
+    ):
+        run_dbt(["run"])
+        project.run_sql(f"insert into {raw}.orders values (18, 1, 900.0)")
+        _, output = run_dbt_and_capture(["run", "--select", "revenue_dt"])
+        upstream = f"{project.test_schema}.orders_dt"
+        row = history(dyntable_warehouse, f"{project.test_schema}.revenue_dt")[-1]
+        assert row.refresh_action == "NO_DATA"
+        assert row.reason.startswith("no source changed as of ")
+        assert row.reason.endswith(
+            f"the data timestamp of upstream dynamic table {upstream}, which was not refreshed past it"
+        )
+        assert f"upstream dynamic table {upstream} was not refreshed in this run" in output
+        assert "dbt run --select +revenue_dt" in output
+        assert_all_dvs(project, dyntable_warehouse)
+
     def test_no_data_refresh_runs_no_engine_statement(self, project, raw, dyntable_warehouse):
         """NO_DATA is decided from Delta log metadata alone (docs/ARCHITECTURE.md, "Reading sources")."""
         from datetime import datetime, timezone

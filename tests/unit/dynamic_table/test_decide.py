@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import pytest
 
@@ -101,11 +101,14 @@ def run(
     dt_size: int = 0,
     capabilities: Capabilities = ENGINE,
     clock: Optional[str] = None,
+    held_by: Tuple[str, ...] = (),
 ):
     request = RefreshRequest(T, Trigger.DBT_RUN, full_refresh)
     definition = maintained_definition(dt, current, True, request)
     planner = planner or Planner()
-    observed = Observation(sources, at, dt_changed=dt_changed, dt_size_bytes=dt_size, clock=clock)
+    observed = Observation(
+        sources, at, dt_changed=dt_changed, dt_size_bytes=dt_size, clock=clock, held_by=held_by
+    )
     return decide(dt, definition, current, observed, planner, capabilities), planner
 
 
@@ -135,13 +138,38 @@ def test_a_query_reading_the_clock_recomputes_at_a_new_data_timestamp_though_no_
     assert (again.action, again.reason) == (Action.NO_DATA, "no source changed")
 
 
-def test_an_upstream_behind_this_table_skips() -> None:
+def test_an_upstream_behind_this_table_skips_naming_it() -> None:
     dt = model()
     decision, _ = run(
-        dt, frontier(dt, {"s.t": 5}, at=T), [source(5, 6, added=10)], at=T - timedelta(seconds=5)
+        dt,
+        frontier(dt, {"s.t": 5}, at=T),
+        [source(5, 6, added=10)],
+        at=T - timedelta(seconds=5),
+        held_by=("s.up",),
     )
     assert (decision.action, decision.state) == (Action.NO_DATA, State.SKIPPED)
-    assert decision.reason == "an upstream dynamic table is behind this one"
+    assert decision.reason == "upstream dynamic table s.up is behind this one (at 2026-11-23 11:59:55 UTC)"
+
+
+def test_a_table_another_refresh_took_further_skips_saying_so() -> None:
+    dt = model()
+    decision, _ = run(dt, frontier(dt, {"s.t": 5}, at=T + timedelta(seconds=5)), [source(5, 5)])
+    assert (decision.action, decision.state) == (Action.NO_DATA, State.SKIPPED)
+    assert decision.reason == (
+        "already refreshed to a later data timestamp (2026-11-23 12:00:05 UTC) by a refresh that "
+        "started after this one"
+    )
+
+
+def test_no_data_held_back_by_an_upstream_names_it() -> None:
+    dt = model()
+    held = T - timedelta(minutes=1)
+    decision, _ = run(dt, frontier(dt, {"s.t": 5}, at=held), [source(5, 5)], at=held, held_by=("s.up",))
+    assert (decision.action, decision.state) == (Action.NO_DATA, State.SUCCEEDED)
+    assert decision.reason == (
+        "no source changed as of 2026-11-23 11:59:00 UTC, the data timestamp of upstream dynamic "
+        "table s.up, which was not refreshed past it"
+    )
 
 
 def test_changed_sources_refresh_incrementally_with_the_plan() -> None:

@@ -92,6 +92,8 @@ class Observation:
     dt_size_bytes: int = 0
     #: The clock function the query reads, if any: it is recomputed at each new T (``clock.py``).
     clock: Optional[str] = None
+    #: The upstream DTs whose data timestamp held T back from the one requested.
+    held_by: Tuple[str, ...] = ()
 
     @property
     def versions(self) -> Dict[str, int]:
@@ -185,10 +187,10 @@ def decide(
         rebuild = _history_lost(observed, frontier)
         if rebuild is None:
             if observed.data_timestamp < frontier.data_timestamp:
-                return Decision(Action.NO_DATA, "an upstream dynamic table is behind this one", State.SKIPPED)
+                return Decision(Action.NO_DATA, _ahead(observed, frontier), State.SKIPPED)
             if all(s.unchanged for s in observed.sources) and observed.versions == frontier.source_versions:
                 if observed.clock is None or observed.data_timestamp == frontier.data_timestamp:
-                    return Decision(Action.NO_DATA, "no source changed")
+                    return Decision(Action.NO_DATA, "no source changed" + _held_back(observed))
                 return Decision(
                     Action.FULL,
                     f"no source changed, but the query reads the clock ({observed.clock}): "
@@ -211,6 +213,29 @@ def decide(
         action = Action.FULL if cost.incremental > cost.full else Action.INCREMENTAL
         return Decision(action, cost.reason(), planned=planned if action is Action.INCREMENTAL else None)
     return Decision(Action.INCREMENTAL, "sources changed", planned=planned)
+
+
+def _held_back(observed: Observation) -> str:
+    """Why T is older than the one requested, as the end of a NO_DATA reason."""
+    if not observed.held_by:
+        return ""
+    return (
+        f" as of {observed.data_timestamp:%Y-%m-%d %H:%M:%S} UTC, the data timestamp of upstream "
+        f"dynamic table {', '.join(observed.held_by)}, which was not refreshed past it"
+    )
+
+
+def _ahead(observed: Observation, frontier: Frontier) -> str:
+    """Why a DT already holds a later data timestamp than this refresh's."""
+    if observed.held_by:
+        return (
+            f"upstream dynamic table {', '.join(observed.held_by)} is behind this one (at "
+            f"{observed.data_timestamp:%Y-%m-%d %H:%M:%S} UTC)"
+        )
+    return (
+        f"already refreshed to a later data timestamp ({frontier.data_timestamp:%Y-%m-%d %H:%M:%S} UTC) "
+        "by a refresh that started after this one"
+    )
 
 
 def _history_lost(observed: Observation, frontier: Frontier) -> Optional[str]:
@@ -406,7 +431,12 @@ def observe(
         states = [replace(s, size_bytes=s.log.size_bytes(s.end)) for s in states]
         dt_size = dt_log.size_bytes(dt_log.latest_version()) if dt_log is not None else 0
     clock = query_clock(definition.sql, views, dt.schema)
-    return Observation(states, effective, views, _dt_changed(dt_log, resuming), dt_size, clock)
+    held_by = tuple(
+        n
+        for n, f in sorted(upstream.items())
+        if n not in across and f.data_timestamp == effective < request.data_timestamp
+    )
+    return Observation(states, effective, views, _dt_changed(dt_log, resuming), dt_size, clock, held_by)
 
 
 def _plain(name: str) -> bool:

@@ -289,7 +289,15 @@ class RefreshPipeline:
         guarded = guarded and not self.recorder.change_accepted(dt)
         refresh = _Refresh(dt, refresh_id, definition, frontier, observed, decision, guarded)
         if decision.action is Action.NO_DATA:
-            return self._no_data(refresh)
+            result = self._no_data(refresh)
+            if observed.held_by and request.trigger is Trigger.DBT_RUN:
+                result.warnings.append(
+                    f"Model '{dt.model}': dynamic table {dt.name} stays at data timestamp "
+                    f"{observed.data_timestamp:%Y-%m-%d %H:%M:%S} UTC: upstream dynamic table "
+                    f"{', '.join(observed.held_by)} was not refreshed in this run. Select it too, "
+                    f"e.g. dbt run --select +{dt.model}"
+                )
+            return result
         if decision.rebuilds:
             return self._rebuild(refresh, dt_log)
         assert dt_log is not None
