@@ -771,12 +771,24 @@ class DeltaLog:
         """The first commit after ``version`` that changed the table's rows, described; None if
         none did (compaction commits rewrite files, not rows)."""
         try:
-            for commit in self._commits_between(version, self.latest_version()):
-                if commit.changes_data:
-                    return f"version {commit.version} ({commit.operation or 'a write'})"
+            changed = self.first_data_change_after(version)
         except HistoryUnavailable as exc:
             return str(exc)
+        if changed is None:
+            return None
+        return f"version {changed} ({self._read_commit(changed).operation or 'a write'})"
+
+    def first_data_change_after(self, version: int) -> Optional[int]:
+        """The first version after ``version`` whose commit changed rows; None if none did.
+        :class:`HistoryUnavailable` if a commit between is gone."""
+        for commit in self._commits_between(version, self.latest_version()):
+            if commit.changes_data:
+                return commit.version
         return None
+
+    def commit_info(self, version: int) -> Mapping[str, Any]:
+        """The ``commitInfo`` action its writer recorded in ``version``'s commit."""
+        return self._read_commit(version).commit_info
 
     def _commits_between(self, v0: int, v1: int) -> Iterator[_Commit]:
         for version in range(v0 + 1, v1 + 1):

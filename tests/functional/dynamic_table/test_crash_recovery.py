@@ -184,3 +184,26 @@ def test_sigkill_during_compaction_loses_nothing(engine, project, mode, delay):
     assert_dt_matches_query(engine, project)
     latest = project.store().history(project.dt)[-1]
     assert (latest.state, latest.refresh_action) == ("SUCCEEDED", "INCREMENTAL"), latest
+
+
+@pytest.mark.jvm_ci
+@pytest.mark.parametrize("mode", ["incremental"])
+def test_sigkill_after_a_commit_carrying_its_intent_recovers(engine, project, mode):
+    """Inserts folded into the stored groups are merged by this process, whose DT commit carries
+    the refresh's intent instead of a metadata commit before it: killed after that commit, the
+    next run adopts it."""
+    raw = project.raw
+    engine.execute(f"insert into {raw}.customers values (1, 'GB'), (2, 'US')")
+    engine.execute(f"insert into {raw}.orders values (1, 1, 10.0), (2, 2, 20.0)")
+    first = dbt_run(project.root)
+    assert first.returncode == 0, first.stdout[-3000:]
+    engine.execute(f"insert into {raw}.orders values (3, 1, 5.0), (4, 2, 7.0), (5, 2, 1.0)")
+    killed = dbt_run(project.root, "after_apply")
+    assert killed.returncode == -signal.SIGKILL, killed.stdout[-3000:]
+    recovered = dbt_run(project.root)
+    assert recovered.returncode == 0, recovered.stdout[-3000:]
+    assert_dt_matches_query(engine, project)
+    recovery = [h for h in project.store().history(project.dt) if h.refresh_trigger == "RECOVERY"]
+    assert [(h.state, h.reason) for h in recovery] == [
+        ("SUCCEEDED", "a commit carrying the intent of an unrecorded refresh found at start")
+    ]

@@ -32,13 +32,13 @@ import functools
 from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import Enum
-from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import sqlglot
-from deltalake import DeltaTable, write_deltalake
+from deltalake import CommitProperties, DeltaTable, write_deltalake
 from pyspark.sql.types import ArrayType, MapType, NullType, StructType
 from sqlglot import exp
 
@@ -189,6 +189,8 @@ class DeltaApplier:
         self.engine = engine
         self.dt = dt
         self._dt_log = dt_log
+        #: What this process's next commit on the DT carries in its ``commitInfo`` (:meth:`carry`).
+        self._carried: Optional[CommitProperties] = None
 
     def _log(self) -> Optional[DeltaLog]:
         """The DT's Delta log, one instance for this refresh (its snapshots cached); None until
@@ -406,7 +408,7 @@ class DeltaApplier:
             rows = self.engine.execute(source).toArrow()
             if rows.num_rows == 0:
                 return 0, 0
-            metrics = _merge_rows(writer, rows, on, columns, update=folded)
+            metrics = _merge_rows(writer, rows, on, columns, update=folded, carried=self._carried)
             self._written(writer)
             inserted, updated = metrics["num_target_rows_inserted"], metrics["num_target_rows_updated"]
             return inserted + updated, metrics["num_target_rows_deleted"] + updated
@@ -447,16 +449,29 @@ class DeltaApplier:
         metrics = log.operation_metrics(after)
         return metrics.get("numRemovedFiles", 0), metrics.get("numAddedFiles", 0)
 
-    def _in_process(self) -> Optional[DeltaTable]:
-        """The DT, opened for this process to write rows it holds with deltalake, where the engine
-        allows it (``Capabilities.merge_in_process``) and the DT uses nothing deltalake's writer
-        might not keep; else None: the engine writes them (docs/ARCHITECTURE.md, "Applying")."""
+    def carry(self, commit_info: Mapping[str, str]) -> bool:
+        """Have the DT commit :meth:`accumulate` or :meth:`apply` makes carry ``commit_info``
+        (docs/ARCHITECTURE.md, "Exactly once"), where this process writes it; False where the
+        engine does, which records nothing of it."""
+        if not self._writes_in_process():
+            return False
+        self._carried = CommitProperties(custom_metadata=dict(commit_info))
+        return True
+
+    def _writes_in_process(self) -> bool:
+        """Whether this process writes rows it holds into the DT with deltalake: the engine allows
+        it (``Capabilities.merge_in_process``) and the DT uses nothing deltalake's writer might
+        not keep; else the engine writes them (docs/ARCHITECTURE.md, "Applying")."""
         log = self._log()
         if log is None or not self.engine.capabilities.merge_in_process:
-            return None
-        if not _writable_in_process(log.snapshot(log.latest_version())):
-            return None
-        return log.for_writing()
+            return False
+        return _writable_in_process(log.snapshot(log.latest_version()))
+
+    def _in_process(self) -> Optional[DeltaTable]:
+        """The DT, opened for this process to write rows it holds (:meth:`_writes_in_process`);
+        else None."""
+        log = self._log()
+        return log.for_writing() if log is not None and self._writes_in_process() else None
 
     def _written(self, writer: DeltaTable) -> None:
         """After ``writer`` (:meth:`_in_process`) committed: checkpointed as the engine would,
@@ -617,7 +632,8 @@ class DeltaApplier:
         if deletes.num_rows == 0:
             if writer is not None:
                 schema = pa.schema(writer.schema().to_arrow())
-                write_deltalake(writer, inserts.select(schema.names).cast(schema), mode="append")
+                rows_in = inserts.select(schema.names).cast(schema)
+                write_deltalake(writer, rows_in, mode="append", commit_properties=self._carried)
                 self._written(writer)
                 return delta.inserted, delta.deleted
             with self.engine.temporary_view(inserts) as view:
@@ -632,7 +648,9 @@ class DeltaApplier:
         match = self._spelled(delta.key) if delta.key is not None else columns
         on = f"{null_safe_match(match, 't', 's')} AND s.{KIND} = 'D'"
         if writer is not None:
-            _merge_rows(writer, source, on, columns, delete=True, insert_when=f"s.{KIND} = 'I'")
+            _merge_rows(
+                writer, source, on, columns, delete=True, insert_when=f"s.{KIND} = 'I'", carried=self._carried
+            )
             self._written(writer)
             return delta.inserted, delta.deleted
         with self.engine.temporary_view(source) as view:
@@ -662,12 +680,14 @@ def _merge_rows(
     update: Optional[Dict[str, str]] = None,
     delete: bool = False,
     insert_when: Optional[str] = None,
+    carried: Optional[CommitProperties] = None,
 ) -> Dict[str, int]:
     """One deltalake MERGE of ``rows`` (``s``) into ``table`` (``t``) in this process, returning
     its metrics: a matched row gets ``update`` (column: Spark SQL) or, with ``delete``, is
-    deleted; an unmatched one (where ``insert_when`` holds) is inserted as ``columns``. deltalake
-    casts what it writes to the table's schema, as the engine's MERGE does with its CASTs."""
-    merge = table.merge(rows, _datafusion(on), source_alias="s", target_alias="t")
+    deleted; an unmatched one (where ``insert_when`` holds) is inserted as ``columns``; its
+    commit carries ``carried``. deltalake casts what it writes to the table's schema, as the
+    engine's MERGE does with its CASTs."""
+    merge = table.merge(rows, _datafusion(on), source_alias="s", target_alias="t", commit_properties=carried)
     if update:
         merge = merge.when_matched_update({_datafusion(quote(c)): _datafusion(v) for c, v in update.items()})
     if delete:

@@ -52,7 +52,7 @@ from dbt.adapters.dyntable.dynamic_table.refresh.apply import (
     in_engine,
 )
 from dbt.adapters.dyntable.dynamic_table.refresh.decide import Decision, Definition, Observation
-from dbt.adapters.dyntable.dynamic_table.refresh.record import Recorder, RefreshResult
+from dbt.adapters.dyntable.dynamic_table.refresh.record import CARRIED_INTENT, Recorder, RefreshResult
 from dbt.adapters.dyntable.dynamic_table.table_features import TableFeatures, once
 from dbt.adapters.dyntable.dynamic_table.verify import DvsCheck, VerifyFailed, verify
 from dbt.adapters.dyntable.engines.base import Engine
@@ -116,9 +116,11 @@ class RefreshPipeline:
         self.locks = locks
 
     def refresh(self, dt: DynamicTable, request: RefreshRequest) -> RefreshResult:
-        started, refresh_id = utcnow(), uuid.uuid4().hex
+        refresh_id = uuid.uuid4().hex
         with RefreshLock(self.locks, dt.name), self.metadata.one_look():
             frontier = self.recorder.recover(dt, self._dt_log(dt))
+            # After the recovery it may record: history lists a crashed refresh before this one.
+            started = utcnow()
             decided: List[Decision] = []
             try:
                 result = self._refresh(dt, refresh_id, frontier, request, decided)
@@ -382,7 +384,9 @@ class RefreshPipeline:
                 return self._in_engine(refresh, dt_log, lambda: applier.append(delta_sql, columns))
             accumulation = delta.accumulation
             if how is InEngine.ACCUMULATE and accumulation is not None:
-                return self._in_engine(refresh, dt_log, lambda: applier.accumulate(accumulation))
+                return self._in_engine(
+                    refresh, dt_log, lambda: applier.accumulate(accumulation), carrier=applier
+                )
             if how is InEngine.MERGE:
                 assert key.columns is not None
                 proven = key.columns
@@ -403,15 +407,21 @@ class RefreshPipeline:
                     f"{UNCHANGED_RESULT} outside the immutable region" if ignored else UNCHANGED_RESULT
                 )
             else:
-                result = self._commit(refresh, dt_log, refresh.frontier, lambda: applier.apply(staged))
+                result = self._commit(
+                    refresh, dt_log, refresh.frontier, lambda: applier.apply(staged), carrier=applier
+                )
         result.warnings += [staged.warning] if staged.warning else []
         result.immutable_rows_ignored = ignored
         return result
 
     def _in_engine(
-        self, refresh: _Refresh, dt_log: DeltaLog, apply: Callable[[], Tuple[int, int]]
+        self,
+        refresh: _Refresh,
+        dt_log: DeltaLog,
+        apply: Callable[[], Tuple[int, int]],
+        carrier: Optional[DeltaApplier] = None,
     ) -> RefreshResult:
-        result = self._commit(refresh, dt_log, refresh.frontier, apply)
+        result = self._commit(refresh, dt_log, refresh.frontier, apply, carrier)
         if result.rows_inserted == result.rows_deleted == 0:
             result.reason = UNCHANGED_RESULT
         return result
@@ -422,11 +432,16 @@ class RefreshPipeline:
         dt_log: DeltaLog,
         current: Optional[Frontier],
         apply: Callable[[], Tuple[int, int]],
+        carrier: Optional[DeltaApplier] = None,
     ) -> RefreshResult:
         """The exactly-once commit (docs/ARCHITECTURE.md, "Exactly once"): the intent, the DT's
-        one commit by ``apply``, then the frontier it reached."""
+        one commit by ``apply``, then the frontier it reached. The intent goes in the DT's commit
+        where ``carrier``, the applier ``apply`` writes with, makes it in this process; else in
+        the frontier table first."""
         intent = refresh.intent(dt_log.latest_version())
-        self.recorder.intend(refresh.dt, current, intent)
+        carried = carrier is not None and carrier.carry({CARRIED_INTENT: intent.to_json()})
+        if not carried:
+            self.recorder.intend(refresh.dt, current, intent)
         failpoint("after_intent")
         failpoint("during_apply")
         try:
@@ -436,7 +451,7 @@ class RefreshPipeline:
             # withdraw the intent rather than leave it for the next refresh to discard.
             # The statement's own error is the one to report, whatever the withdrawal meets.
             with contextlib.suppress(Exception):
-                if dt_log.latest_version() == intent.base_version:
+                if not carried and dt_log.latest_version() == intent.base_version:
                     self.recorder.withdraw(refresh.dt, current)
             raise
         failpoint("after_apply")

@@ -1,10 +1,11 @@
 """Stage 5, record: the frontier, refresh history and graph history of a refresh
 (docs/ARCHITECTURE.md, "Exactly once").
 
-A refresh that changes the DT records its intent in the frontier table before its one commit on
-the DT, and the new frontier after it. :meth:`Recorder.recover` resolves an intent a crashed
-refresh left behind from the DT's own Delta log: the commit after the intent's base version exists
-→ it committed; otherwise it never did.
+A refresh that changes the DT records its intent before its one commit on the DT, and the new
+frontier after it: in the frontier table, or, where this process writes the DT's commit itself,
+in that commit (:data:`CARRIED_INTENT`), which saves a metadata commit. :meth:`Recorder.recover`
+resolves an intent a crashed refresh left behind from the DT's own Delta log: the commit after the
+intent's base version exists → it committed; otherwise it never did.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Dict, List, Optional
 
-from dbt.adapters.dyntable.delta_log import DeltaLog
+from dbt.adapters.dyntable.delta_log import DeltaLog, HistoryUnavailable
 from dbt.adapters.dyntable.dynamic_table.config import definition_hash
 from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, SchedulingState, State, Trigger
 from dbt.adapters.dyntable.dynamic_table.metadata import (
@@ -30,6 +31,9 @@ from dbt.adapters.dyntable.dynamic_table.metadata import (
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
 
 logger = logging.getLogger(__name__)
+
+#: The key of a DT commit's ``commitInfo`` that carries the intent of the refresh that wrote it.
+CARRIED_INTENT = "dyntable.intent"
 
 
 @dataclass
@@ -66,8 +70,10 @@ class Recorder:
     def recover(self, dt: DynamicTable, dt_log: Optional[DeltaLog]) -> Optional[Frontier]:
         """The DT's frontier, after finishing or discarding an intent a crashed refresh left."""
         frontier = self.metadata.frontier(dt.name)
-        if frontier is None or frontier.pending is None:
-            return frontier
+        if frontier is None:
+            return None
+        if frontier.pending is None:
+            return self._adopt_carried(dt, dt_log, frontier)
         intent = frontier.pending
         latest = dt_log.latest_version() if dt_log is not None else None
         if dt_log is not None and latest is not None and latest > intent.base_version:
@@ -80,6 +86,43 @@ class Recorder:
             recovered = self.metadata.frontier(dt.name)
             state, message = State.CANCELLED, "recovered: the crashed refresh never committed; discarded"
             dt_commit = None
+        version = latest if state is State.SUCCEEDED else None
+        self._recovered(dt, intent, state, message, version, dt_commit, "pending intent found at start")
+        return recovered if recovered is None or recovered.dt_version >= 0 else None
+
+    def _adopt_carried(self, dt: DynamicTable, dt_log: Optional[DeltaLog], frontier: Frontier) -> Frontier:
+        """``frontier``, or the one a crashed refresh reached when the DT's first change after
+        it is a commit carrying that refresh's intent: the process died before writing it."""
+        if dt_log is None or dt_log.latest_version() <= frontier.dt_version:
+            return frontier
+        try:
+            version = dt_log.first_data_change_after(frontier.dt_version)
+            carried = dt_log.commit_info(version).get(CARRIED_INTENT) if version is not None else None
+        except HistoryUnavailable:
+            return frontier  # decide() rebuilds a DT whose log lost commits
+        if version is None or not isinstance(carried, str):
+            return frontier  # none, or another writer's: decide() rebuilds the DT
+        intent = Intent.from_json(carried)
+        if intent.base_version != version - 1 or intent.base_version < frontier.dt_version:
+            return frontier
+        commit = dt_log.commit_id(version)
+        recovered = self.metadata.commit_intent(dt.name, intent, version, commit)
+        message = f"recovered: the crashed refresh committed version {version}"
+        found = "a commit carrying the intent of an unrecorded refresh found at start"
+        self._recovered(dt, intent, State.SUCCEEDED, message, version, commit, found)
+        return recovered
+
+    def _recovered(
+        self,
+        dt: DynamicTable,
+        intent: Intent,
+        state: State,
+        message: str,
+        dt_version: Optional[int],
+        dt_commit: Optional[str],
+        reason: str,
+    ) -> None:
+        """The history row of a crashed refresh resolved at start."""
         now = utcnow()
         self.metadata.append_history(
             HistoryRow(
@@ -91,15 +134,14 @@ class Recorder:
                 refresh_trigger=Trigger.RECOVERY,
                 refresh_start_time=now,
                 refresh_end_time=now,
-                reason="pending intent found at start",
+                reason=reason,
                 state_message=message,
                 source_versions=versions_of(intent.sources),
-                dt_version=latest if state is State.SUCCEEDED else None,
+                dt_version=dt_version,
                 dt_commit=dt_commit,
             )
         )
         logger.info("dyntable: %s %s", dt.name, message)
-        return recovered if recovered is None or recovered.dt_version >= 0 else None
 
     def intend(self, dt: DynamicTable, current: Optional[Frontier], intent: Intent) -> None:
         """Record ``intent`` before the DT's commit."""
