@@ -689,6 +689,16 @@ class DeltaLog:
     def schema_at(self, version: int) -> StructType:
         return self.snapshot(version).schema
 
+    def columns_changed(self, v0: int, v1: int) -> Optional[str]:
+        """How the table's columns changed from ``v0`` to ``v1``, in words (:func:`schema_change`;
+        comments are no change); None when they did not, or ``v0`` can no longer be read."""
+        try:
+            before = without_comments(json.loads(self.snapshot(v0).schema_json))
+        except DeltaLogError:
+            return None
+        after = without_comments(json.loads(self.snapshot(v1).schema_json))
+        return schema_change(before, after) if after != before else None
+
     def table_id(self, version: int) -> str:
         """The table's id in its metadata; it changes when the table is re-created."""
         return self.snapshot(version).table_id

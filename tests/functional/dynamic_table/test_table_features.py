@@ -245,6 +245,6 @@ class TestBadFeatureConfig:
             in text
         )
         assert (
-            "Model 'unknown': cluster_by nope is not a column of its query (its columns: id). Fix cluster_by or the query."
+            "(model unknown): cluster_by nope is not a column of its query (its columns: id). Fix cluster_by or the query."
             in text
         )

@@ -119,7 +119,10 @@ class TestVerify:
     def test_a_mismatch_fails_the_refresh(self, project, raw, dyntable_warehouse):
         _, log = run_dbt_and_capture(["run", "--select", "random"], expect_pass=False)
         text = flat(log)
-        assert f"Model 'random': dynamic table {project.test_schema}.random does not equal its query" in text
+        assert (
+            f"Dynamic table {project.test_schema}.random (model random): the table does not equal its query"
+            in text
+        )
         assert (
             "MISMATCH (full): the table holds 41 rows, its query 41 (the same number of rows with different contents)"
             in text
