@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import itertools
 import random
+import urllib.parse
 import uuid
 from collections import Counter
 from dataclasses import replace
 from typing import Callable, Dict, Iterator, List, Tuple
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
@@ -280,6 +282,59 @@ def test_deletion_vectors_are_read_as_the_rows_they_mask(engine: Engine) -> None
         for v1 in range(v0 + 1, latest + 1):
             check_interval(engine, table, log, v0, v1)  # against time travel, as multisets
     assert log.interval(0, 1).differentiable  # before any vector, inserts are plain files
+
+
+@pytest.mark.jvm_ci
+@pytest.mark.parametrize("vectors", [False, True], ids=["versions", "deletion_vector"])
+def test_files_a_writer_typed_its_own_way(engine: Engine, vectors: bool) -> None:
+    """The `deltalake` package writes an UPDATE's files with Arrow view types (`string_view`, in a
+    struct too) and its appends with plain ones, and a file's footer says which: Sail fails to scan
+    such files together, PySpark takes no view type from Arrow. Every interval reads right, a
+    deletion vector on the UPDATE's file included, and so does every version read from its files
+    (reader protocol 1: without vectors)."""
+    name = f"t_{uuid.uuid4().hex[:8]}"
+    location = engine.warehouse.table_location(SCHEMA, name)
+    struct = pa.struct([("x", pa.int32()), ("y", pa.string())])
+
+    def rows(ids: List[int]) -> pa.Table:
+        return pa.table(
+            {
+                "id": pa.array(ids, pa.int64()),
+                "g": [f"g{i % 3}" for i in ids],
+                "st": pa.array([{"x": i, "y": f"p{i}"} for i in ids], struct),
+            }
+        )
+
+    write_deltalake(
+        location, rows(list(range(6))), configuration={"delta.enableDeletionVectors": str(vectors).lower()}
+    )
+    DeltaTable(location).update(updates={"g": "'c'"}, predicate="id = 1")
+    write_deltalake(location, rows([-1]), mode="append")
+    table, log = f"{SCHEMA}.{name}", DeltaLog(location)
+    engine.execute(f"create table {table} using delta location '{location}'")
+    if vectors:
+        engine.execute(f"delete from {table} where id = 2")  # a vector on the file the UPDATE wrote
+    latest = log.latest_version()
+    files = log.snapshot(latest).files.values()
+    declared = {pq.read_schema(urllib.parse.unquote(f.uri[len("file://") :])).field("st").type for f in files}
+    assert declared == {struct, pa.struct([("x", pa.int32()), ("y", pa.string_view())])}
+    assert any(f.has_deletion_vector for f in files) is vectors
+    for v0 in range(latest):
+        check_interval(engine, table, log, v0, latest)
+    if vectors:
+        return
+    with VersionedRelations(
+        engine.spark, replace(engine.capabilities, versions_from_files=10_000)
+    ) as relations:
+        for version in range(latest + 1):
+            relation = relations.relation(table, log, version)
+            assert "VERSION AS OF" not in relation
+            got = Counter(tuple(r) for r in engine.spark.sql(f"select id, g, st.y from {relation}").collect())
+            expected = Counter(
+                (r["id"], r["g"], r["st"]["y"])
+                for r in DeltaTable(location, version=version).to_pyarrow_table().to_pylist()
+            )
+            assert got == expected, f"version {version}"
 
 
 @pytest.mark.jvm_ci

@@ -453,6 +453,23 @@ def test_a_table_re_created_in_the_same_log_folder_is_listed_again(table: Path) 
     assert DeltaLog(table)._listing() == relisted
 
 
+def test_an_open_log_follows_a_table_re_created_under_it(table: Path) -> None:
+    """An instance that loaded a version of a table then dropped and re-created in its folder,
+    up to the same version (a partitioned DT replaced on the embedded engine), answers for the
+    new table: its snapshots, commits and times, not the ones it cached."""
+    set_commit_times(table, {v: 1_000_000 + v for v in range(5)})
+    log = DeltaLog(table)
+    assert log.latest_version() == 4 and log.row_count(4) == 5
+    old_commit, old_id, old_time = log.commit_id(4), log.table_id(4), log.commit_timestamp(4)
+    shutil.rmtree(table)
+    for value in range(5):
+        write_deltalake(table, rows([value, value + 10]), mode="append")
+    assert log.latest_version() == 4 and log.row_count(4) == 10
+    assert log.commit_id(4) != old_commit and log.table_id(4) != old_id
+    assert log.commit_timestamp(4) != old_time
+    assert log.interval(0, 4).added_rows == 8
+
+
 def test_a_held_listing_answers_as_of_when_it_was_taken(table: Path) -> None:
     held = DeltaLog(table).hold_listing()
     write_deltalake(table, rows([7]), mode="append")

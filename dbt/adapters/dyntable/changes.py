@@ -4,13 +4,15 @@ The differentiation engine asks, per source table, for the table before and afte
 interval and for its changes: the table's columns plus ``_dyn_weight`` (+1 for a row instance that
 appeared, -1 for one that went away). Everywhere, changes come from file sets (docs/ARCHITECTURE.md,
 "Reading sources"): rows of the files added over ``(v0, v1]`` count +1, rows of removed files -1,
-read with ``spark.read.parquet`` so Sail and JVM Spark behave alike. Where the engine has a change
+read with ``spark.read.parquet`` so Sail and JVM Spark behave alike (one scan per Arrow schema the
+files declare where the engine's scan merges them). Where the engine has a change
 data feed and the table kept it on for the whole interval, updates are read from the feed instead,
 which avoids re-reading every row of a rewritten file.
 """
 
 from __future__ import annotations
 
+import functools
 import urllib.parse
 import uuid
 from datetime import datetime
@@ -74,7 +76,12 @@ def _col(name: str) -> Column:
 
 
 def changes_dataframe(
-    spark: SparkSession, log: DeltaLog, interval: Interval, *, minimize: bool = True
+    spark: SparkSession,
+    log: DeltaLog,
+    interval: Interval,
+    *,
+    minimize: bool = True,
+    capabilities: Optional[Capabilities] = None,
 ) -> DataFrame:
     """The rows of ``interval`` with their weights, as a DataFrame.
 
@@ -82,7 +89,8 @@ def changes_dataframe(
     interval carries every row a copy-on-write rewrite copied on both sides; with ``minimize``
     those pairs are cancelled here (the minimized shape) so that later joins and aggregates
     see only real changes. Minimising needs all columns groupable, so tables with map columns
-    keep the redundant form, which is still a correct multiset delta.
+    keep the redundant form, which is still a correct multiset delta. ``capabilities`` are the
+    engine's (None: any engine's, see :func:`_read_files`).
     """
     if interval.undifferentiable_reason is not None:
         raise UndifferentiableSource(log.location, interval.undifferentiable_reason)
@@ -94,9 +102,9 @@ def changes_dataframe(
     before = log.snapshot(interval.v0)
     sides: List[DataFrame] = []
     if interval.added:
-        sides.extend(_read_files(spark, after, interval.added, +1))
+        sides.extend(_read_files(spark, after, interval.added, +1, capabilities))
     if interval.removed:
-        sides.extend(_read_files(spark, before, interval.removed, -1))
+        sides.extend(_read_files(spark, before, interval.removed, -1, capabilities))
     for data_file in interval.masked:
         masked_before = before.deleted_rows.get(data_file.path, np.empty(0, np.int64))
         newly = np.setdiff1d(after.deleted_rows.get(data_file.path, np.empty(0, np.int64)), masked_before)
@@ -122,6 +130,7 @@ def register_changes(
     *,
     interval: Optional[Interval] = None,
     minimize: bool = True,
+    capabilities: Optional[Capabilities] = None,
 ) -> str:
     """Create temp view ``view_name`` with the changes of ``(v0, v1]`` and return its name.
 
@@ -130,7 +139,8 @@ def register_changes(
     interval = interval or log.interval(v0, v1)
     if (interval.v0, interval.v1) != (v0, v1):
         raise ValueError(f"interval ({interval.v0}, {interval.v1}] is not ({v0}, {v1}]")
-    changes_dataframe(spark, log, interval, minimize=minimize).createOrReplaceTempView(view_name)
+    changes = changes_dataframe(spark, log, interval, minimize=minimize, capabilities=capabilities)
+    changes.createOrReplaceTempView(view_name)
     return view_name
 
 
@@ -150,28 +160,50 @@ def minimized(changes: DataFrame, columns: Sequence[str]) -> DataFrame:
 
 
 def _read_files(
-    spark: SparkSession, snapshot: Snapshot, files: Sequence[DataFile], weight: int
+    spark: SparkSession,
+    snapshot: Snapshot,
+    files: Sequence[DataFile],
+    weight: int,
+    capabilities: Optional[Capabilities],
 ) -> List[DataFrame]:
     """Read ``files`` with the snapshot's schema, adding the partition columns the Parquet files
     of partitioned tables do not hold: one read per distinct partition, since the values come
-    from the log and differ per file. A file with a deletion vector is read without the rows it
+    from the log and differ per file. Where the engine's scan merges the Arrow schemas the files
+    declare (``Capabilities.parquet_scan_merges_file_types``; so too with no ``capabilities``),
+    also one read per declared schema. A file with a deletion vector is read without the rows it
     masks."""
 
-    groups: Dict[Tuple[Any, ...], List[str]] = {}
+    by_declared_types = capabilities is None or capabilities.parquet_scan_merges_file_types
+    groups: Dict[Tuple[Tuple[Any, ...], str], List[str]] = {}
     frames: List[DataFrame] = []
     for data_file in files:
         masked = snapshot.deleted_rows.get(data_file.path)
         if masked is not None:
             frames.extend(_read_rows(spark, snapshot, data_file, masked, weight, keep=False))
             continue
-        key = tuple(data_file.partition_values.get(c) for c in snapshot.partition_columns)
-        groups.setdefault(key, []).append(data_file.uri)
-    file_schema = StructType([f for f in snapshot.schema.fields if f.name not in snapshot.partition_columns])
-    for values, uris in groups.items():
+        values = tuple(data_file.partition_values.get(c) for c in snapshot.partition_columns)
+        declared = _declared_types(data_file.uri) if by_declared_types else ""
+        groups.setdefault((values, declared), []).append(data_file.uri)
+    file_schema = _file_schema(snapshot)
+    for (values, _), uris in groups.items():
         frame = spark.read.schema(file_schema).parquet(*[_readable_path(uri) for uri in uris])
         partitions = dict(zip(snapshot.partition_columns, values))
         frames.append(_with_partitions(frame, snapshot, partitions, weight))
     return frames
+
+
+def _file_schema(snapshot: Snapshot) -> StructType:
+    """The columns a data file of the snapshot holds: all but the partition columns."""
+    return StructType([f for f in snapshot.schema.fields if f.name not in snapshot.partition_columns])
+
+
+@functools.lru_cache(maxsize=4096)
+def _declared_types(uri: str) -> str:
+    """The Arrow schema a data file declares in its footer, metadata left out. A data file is
+    written once under a new name, so its answer is kept by URI."""
+    filesystem, path = pafs.FileSystem.from_uri(uri)
+    declared: pa.Schema = pq.read_schema(path, filesystem=filesystem)
+    return str(declared.remove_metadata().to_string(show_field_metadata=False))
 
 
 def _with_partitions(
@@ -198,9 +230,11 @@ def _read_rows(
 ) -> List[DataFrame]:
     """The rows at ``positions`` of one data file (or, with ``keep`` off, all its other rows):
     a deletion vector names rows by position, which only a read of the file in order can
-    match, so the file is read here, through Arrow (no frame when no row is left)."""
+    match, so the file is read here, through Arrow (no frame when no row is left): the
+    snapshot's columns only, in plain Arrow types."""
     filesystem, path = pafs.FileSystem.from_uri(data_file.uri)
-    rows = pq.read_table(path, filesystem=filesystem)
+    rows = pq.read_table(path, filesystem=filesystem, columns=_file_schema(snapshot).names)
+    rows = rows.cast(pa.schema([f.with_type(_plain(f.type)) for f in rows.schema]))
     if keep:
         rows = rows.take(pa.array(positions, pa.int64()))
     else:
@@ -211,6 +245,33 @@ def _read_rows(
         return []
     frame = spark.createDataFrame(rows)
     return [_with_partitions(frame, snapshot, dict(data_file.partition_values), weight)]
+
+
+def _plain(data_type: pa.DataType) -> pa.DataType:
+    """``data_type`` without the view, large and dictionary encodings a writer may declare (the
+    ``deltalake`` package writes view types): the same values, in the types PySpark's Arrow
+    conversion takes."""
+    if pa.types.is_string_view(data_type) or pa.types.is_large_string(data_type):
+        return pa.string()
+    if pa.types.is_binary_view(data_type) or pa.types.is_large_binary(data_type):
+        return pa.binary()
+    if pa.types.is_dictionary(data_type):
+        return _plain(data_type.value_type)
+    if (
+        pa.types.is_list(data_type)
+        or pa.types.is_large_list(data_type)
+        or pa.types.is_list_view(data_type)
+        or pa.types.is_large_list_view(data_type)
+    ):
+        return pa.list_(data_type.value_field.with_type(_plain(data_type.value_type)))
+    if pa.types.is_map(data_type):
+        return pa.map_(
+            data_type.key_field.with_type(_plain(data_type.key_type)),
+            data_type.item_field.with_type(_plain(data_type.item_type)),
+        )
+    if pa.types.is_struct(data_type):
+        return pa.struct([field.with_type(_plain(field.type)) for field in data_type])
+    return data_type
 
 
 def _readable_path(uri: str) -> str:
@@ -332,7 +393,7 @@ class VersionedRelations:
         key = (log.location, version)
         if key not in self._views:
             snapshot = log.snapshot(version)
-            frames = _read_files(self.spark, snapshot, list(snapshot.files.values()), +1)
+            frames = _read_files(self.spark, snapshot, list(snapshot.files.values()), +1, self.capabilities)
             frame = (
                 reduce(lambda left, right: left.unionAll(right), frames).drop(WEIGHT)
                 if frames
@@ -464,7 +525,16 @@ class FileSetResolver:
             assert self.capabilities is not None
             register_changes_from_cdf(self.spark, self.capabilities, log, v0, v1, view)
         else:
-            register_changes(self.spark, log, v0, v1, view, interval=interval, minimize=self.minimize)
+            register_changes(
+                self.spark,
+                log,
+                v0,
+                v1,
+                view,
+                interval=interval,
+                minimize=self.minimize,
+                capabilities=self.capabilities,
+            )
         self._views[key] = view
         return view
 

@@ -325,10 +325,11 @@ class _Commit:
 class DeltaLog:
     """Read-only view of one Delta table's transaction log.
 
-    Cheap to create. Snapshots and parsed commits are cached per instance because Delta versions
-    are immutable; a table dropped and re-created at the same location is the exception, so keep
-    an instance for one refresh rather than for the life of a process. Snapshots are also shared
-    across instances, keyed by their commit's fingerprint, which re-creation changes.
+    Cheap to create. Snapshots and parsed commits are cached per instance, by version: a table
+    dropped and re-created at the same location reuses version numbers, so the instance forgets
+    them when a listing shows the latest commit it had listed written anew (:meth:`_listing`).
+    Keep an instance for one refresh rather than for the life of a process. Snapshots are also
+    shared across instances, keyed by their commit's fingerprint, which re-creation changes.
     """
 
     def __init__(self, location: Union[str, Path]) -> None:
@@ -345,6 +346,7 @@ class DeltaLog:
         self._commit_ict: Dict[int, Optional[int]] = {}
         self._commit_ids: Dict[int, str] = {}
         self._held: Optional[_Listing] = None
+        self._seen: Optional[_Listing] = None
 
     def __repr__(self) -> str:
         return f"DeltaLog({self.location!r})"
@@ -442,6 +444,23 @@ class DeltaLog:
     def _listing(self) -> _Listing:
         if self._held is not None:
             return self._held
+        listing = self._list()
+        seen, self._seen = self._seen, listing
+        if seen is not None and seen is not listing and seen.last_commit is not None:
+            # The latest commit listed before is gone or written anew: the table was re-created
+            # in its folder (a partitioned DT replaced on the embedded engine, a source dropped
+            # and written again), and this instance's versions name other commits now.
+            if listing.commit_mtimes_ms.get(seen.last_commit) != seen.commit_mtimes_ms[seen.last_commit]:
+                self._forget_versions()
+        return listing
+
+    def _forget_versions(self) -> None:
+        self._snapshots = _Lru(SNAPSHOT_CACHE_SIZE)
+        self._commits.clear()
+        self._commit_ict.clear()
+        self._commit_ids.clear()
+
+    def _list(self) -> _Listing:
         folder = f"{self._root}/{LOG_DIR}"
         listed_at = time.time_ns()
         stamp = self._folder_stamp(folder)
@@ -669,6 +688,16 @@ class DeltaLog:
 
     def schema_at(self, version: int) -> StructType:
         return self.snapshot(version).schema
+
+    def columns_changed(self, v0: int, v1: int) -> Optional[str]:
+        """How the table's columns changed from ``v0`` to ``v1``, in words (:func:`schema_change`;
+        comments are no change); None when they did not, or ``v0`` can no longer be read."""
+        try:
+            before = without_comments(json.loads(self.snapshot(v0).schema_json))
+        except DeltaLogError:
+            return None
+        after = without_comments(json.loads(self.snapshot(v1).schema_json))
+        return schema_change(before, after) if after != before else None
 
     def table_id(self, version: int) -> str:
         """The table's id in its metadata; it changes when the table is re-created."""

@@ -260,7 +260,7 @@ class DyntableAdapter(SparkAdapter):
         try:
             result = self._service().refresh(dt, request)
         except Exception as exc:  # noqa: BLE001 - one clear error per failed refresh
-            raise DbtRuntimeError(f"Dynamic table {dt.name} (model {dt.model}): {exc}") from exc
+            raise DbtRuntimeError(dt.failed(exc)) from exc
         for warning in result.warnings:
             logger.warning(warning)
         return {
@@ -352,7 +352,7 @@ class DyntableAdapter(SparkAdapter):
         try:
             return self._service().explain(dt)
         except Exception as exc:  # noqa: BLE001 - one clear error naming the model
-            raise DbtRuntimeError(f"Dynamic table {dt.name} (model {dt.model}): {exc}") from exc
+            raise DbtRuntimeError(dt.failed(exc)) from exc
 
 
 def invocation_started_at() -> datetime:

@@ -67,6 +67,8 @@ class TestChangeFuse:
         project.run_sql(f"delete from {raw}.orders where id < 8")  # 8 of 12 rows: 67%
         _, log = run_dbt_and_capture(["run", "--select", "by_ratio"], expect_pass=False)
         text = " ".join(log.split())
+        named = f"Dynamic table {project.test_schema}.by_ratio (model by_ratio): "
+        assert f"{named}this refresh (" in text and f"{named}Dynamic table" not in text
         assert (
             "would insert 0 and delete 8 of its 12 rows (67% of its rows), over its max_change_ratio of 0.5"
             in text

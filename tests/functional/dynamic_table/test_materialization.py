@@ -384,7 +384,10 @@ class TestConfigurationChanges:
         )
         self._rewrite(project, changed.replace("o.amount", "o.amount * 2 as amount"))
         _, log = run_dbt_and_capture(["run"], expect_pass=False)
-        assert "on_configuration_change is 'fail'" in log
+        assert (
+            f"Dynamic table {project.test_schema}.orders_dt (model orders_dt): its definition changed "
+            "and on_configuration_change is 'fail'"
+        ) in " ".join(log.split())
 
 
 class TestBadConfig:

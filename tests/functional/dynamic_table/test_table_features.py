@@ -126,6 +126,19 @@ class TestTableFeatures:
         explained = flat(dyntable(project, "explain", "partitioned").output)
         assert "table features: partitioned by (region)" in explained
 
+    def test_a_repartitioned_table_counts_its_new_rows(self, project, raw, dyntable_warehouse):
+        """The embedded engine re-creates a table whose partitioning changes in its folder, where
+        it ends at the version the old one had: what the rebuild reports is the new table's."""
+        model = "{{ config(materialized='dynamic_table', target_lag='1 minute', partition_by='%s') }} "
+        model += "select id, region from {{ source('raw', 'orders') }} where id < %d"
+        write_file(model % ("region", 3), project.project_root, "models", "repartitioned.sql")
+        run_dbt(["run", "--select", "repartitioned"])
+        write_file(model % ("id", 5), project.project_root, "models", "repartitioned.sql")
+        run_dbt(["run", "--select", "repartitioned"])
+        row = assert_refreshed(project, dyntable_warehouse, "repartitioned", "REINITIALIZE")
+        assert (row.rows_inserted, row.rows_deleted) == (5, 3)
+        assert snapshot(project, "repartitioned").partition_columns == ("id",)
+
     def test_persist_docs_writes_comments_that_survive_rebuilds(self, project, raw, dyntable_warehouse):
         run_dbt(["run", "--select", "documented"])
         assert snapshot(project, "documented").description == "Orders by region, kept within a minute"
@@ -232,6 +245,6 @@ class TestBadFeatureConfig:
             in text
         )
         assert (
-            "Model 'unknown': cluster_by nope is not a column of its query (its columns: id). Fix cluster_by or the query."
+            "(model unknown): cluster_by nope is not a column of its query (its columns: id). Fix cluster_by or the query."
             in text
         )

@@ -37,6 +37,13 @@ RANDOM_WARNS = """
 select id, rand() as r from {{ source('raw', 'orders') }}
 """
 
+# `checked` holds one value of `note` (NULL) in every file: the embedded engine answers this
+# count from the Delta log's statistics (test_engine_conformance.py).
+COUNTED = """
+{{ config(materialized='dynamic_table', target_lag='1 minute', verify='full') }}
+select note, count(*) as n from {{ ref('checked') }} group by note
+"""
+
 UNCHECKED = """
 {{ config(materialized='dynamic_table', target_lag='1 minute') }}
 select id, amount from {{ source('raw', 'orders') }}
@@ -80,6 +87,7 @@ class TestVerify:
     def models(self):
         return {
             "checked.sql": CHECKED,
+            "counted.sql": COUNTED,
             "sampled.sql": SAMPLED,
             "random.sql": RANDOM,
             "random_warns.sql": RANDOM_WARNS,
@@ -88,14 +96,16 @@ class TestVerify:
         }
 
     def test_a_clean_refresh_verifies_equal(self, project, raw, dyntable_warehouse):
-        run_dbt(["run", "--select", "checked", "sampled"])
+        run_dbt(["run", "--select", "checked", "sampled", "counted"])
         assert last(project, dyntable_warehouse, "checked").verified == "equal (full, 40 rows)"
+        assert last(project, dyntable_warehouse, "counted").verified == "equal (full, 1 rows)"
         sampled = last(project, dyntable_warehouse, "sampled").verified
         assert sampled.startswith("equal (sample: bucket ") and " of 16 by id, " in sampled, sampled
 
         project.run_sql(f"insert into {raw}.orders values (40, 1.0), (3, 2.0)")
         project.run_sql(f"delete from {raw}.orders where id = 7")
-        run_dbt(["run", "--select", "checked", "sampled"])
+        run_dbt(["run", "--select", "checked", "sampled", "counted"])
+        assert last(project, dyntable_warehouse, "counted").verified == "equal (full, 1 rows)"
         row = assert_refreshed(project, dyntable_warehouse, "checked", ("INCREMENTAL", "FULL"))
         assert row.verified == "equal (full, 41 rows)"
         assert assert_refreshed(
@@ -109,7 +119,10 @@ class TestVerify:
     def test_a_mismatch_fails_the_refresh(self, project, raw, dyntable_warehouse):
         _, log = run_dbt_and_capture(["run", "--select", "random"], expect_pass=False)
         text = flat(log)
-        assert f"Model 'random': dynamic table {project.test_schema}.random does not equal its query" in text
+        assert (
+            f"Dynamic table {project.test_schema}.random (model random): the table does not equal its query"
+            in text
+        )
         assert (
             "MISMATCH (full): the table holds 41 rows, its query 41 (the same number of rows with different contents)"
             in text

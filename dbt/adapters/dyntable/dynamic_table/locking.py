@@ -22,7 +22,7 @@ class RefreshLocked(RuntimeError):
     """Another process is refreshing this dynamic table."""
 
     def __init__(self, name: str, holder: str) -> None:
-        super().__init__(f"Dynamic table {name} is being refreshed by {holder}; try again when it ends.")
+        super().__init__(f"it is being refreshed by {holder}; try again when it ends.")
         self.name = name
         self.holder = holder
 

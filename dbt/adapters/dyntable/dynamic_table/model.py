@@ -26,7 +26,9 @@ REFRESH_BOUNDARY_MARKER = re.compile(r"/\*\s*dyntable:refresh_boundary=([^\s*]+)
 
 
 class RefreshError(RuntimeError):
-    """A refresh failed; the DT keeps its last good version. The message names the DT and the fix."""
+    """A refresh failed; the DT keeps its last good version. The message says what failed and the
+    fix, without naming the DT: whoever shows it does, once (:meth:`DynamicTable.failed`; the
+    runner's tables and the history name it in a column of their own)."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,11 @@ class DynamicTable:
     @property
     def refresh_boundaries(self) -> FrozenSet[str]:
         return refresh_boundaries(self.sql)
+
+    def failed(self, error: object) -> str:
+        """What an error refreshing or explaining this DT says in dbt's output: the DT and its
+        model, once, then the error's own words."""
+        return f"Dynamic table {self.name} (model {self.model}): {error}"
 
     @classmethod
     def from_node(

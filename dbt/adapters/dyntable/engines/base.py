@@ -86,6 +86,13 @@ class Capabilities:
     to the DT, grouping) and the trip through the driver (docs/ARCHITECTURE.md, "Deciding").
     Tens of milliseconds on Sail, within its byte costs; on local delta-spark about 3 s of jobs
     and driver work, which a recompute spends scanning about 16 MB (benchmarks/jvm_spark.py)."""
+    parquet_scan_merges_file_types: bool = True
+    """A scan of several Parquet files merges the Arrow schema each file declares in its footer,
+    and fails where two differ: Sail 0.7 takes ``string`` and ``string_view`` only at the top
+    level, and no other pair (``large_string``, a view type inside a struct, timestamp units,
+    dictionaries), and the ``deltalake`` package writes an UPDATE's files with view types, its
+    appends without. Files are then read one scan per declared schema (docs/ARCHITECTURE.md,
+    "Reading sources"). JVM Spark reads Parquet's own types and ignores the Arrow schema."""
     escaped_table_paths: bool = True
     """A table whose name needs escaping in a path (a space, a non-ASCII letter) keeps its log
     where its catalog entry says. Sail 0.7 escapes such a location once for the log and twice for

@@ -365,6 +365,7 @@ class JvmSparkEngine(Engine):
         # Spark lists up to 32 paths on the driver (spark.sql.sources.parallelPartitionDiscovery
         # .threshold); more start a listing job, which the Delta scan avoids.
         versions_from_files=32,
+        parquet_scan_merges_file_types=False,
     )
 
     def __init__(

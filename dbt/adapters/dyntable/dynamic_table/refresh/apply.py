@@ -156,8 +156,8 @@ class DeltaValidationError(RuntimeError):
     action = Action.INCREMENTAL
     reason = "delta validation failed"
 
-    def __init__(self, name: str, detail: str, fix: str = FULL_REFRESH_FIX) -> None:
-        super().__init__(f"Refresh of {name} stopped before touching it: {detail}. {fix}")
+    def __init__(self, detail: str, fix: str = FULL_REFRESH_FIX) -> None:
+        super().__init__(f"the refresh stopped before touching the table: {detail}. {fix}")
         self.detail = detail
 
 
@@ -205,11 +205,10 @@ class DeltaApplier:
         """Refuse, before anything is written, a query whose output no Delta table can hold or
         that does not have the columns the model's ``unique_key`` or ``cluster_by`` names."""
         fields = self.engine.schema_of(query).fields
-        model = self.dt.model or self.dt.name
         for field in fields:
             if isinstance(field.dataType, NullType):
                 raise RefreshError(
-                    f"Model '{model}': column {field.name} has no type (a bare NULL), which a Delta "
+                    f"column {field.name} has no type (a bare NULL), which a Delta "
                     f"table cannot store. Cast it, e.g. cast(null as string) as {field.name}."
                 )
         names = {f.name.lower() for f in fields}
@@ -218,7 +217,7 @@ class DeltaApplier:
             missing = [c for c in listed if c.lower() not in names]
             if missing:
                 raise RefreshError(
-                    f"Model '{model}': {key} {', '.join(missing)} is not a column of its query "
+                    f"{key} {', '.join(missing)} is not a column of its query "
                     f"(its columns: {', '.join(f.name for f in fields)}). Fix {key} or the query."
                 )
 
@@ -316,9 +315,7 @@ class DeltaApplier:
             if not broken:
                 return self._validated(PreparedDelta(columns, rows, key))
             if declared_by is None:
-                raise DeltaValidationError(
-                    self.dt.name, f"{broken} key(s) of ({', '.join(key)}) would hold two rows"
-                )
+                raise DeltaValidationError(f"{broken} key(s) of ({', '.join(key)}) would hold two rows")
             warning = (
                 f"Dynamic table {self.dt.name}: its key ({', '.join(key)}), declared by "
                 f"{declared_by}, is not unique in the data ({broken} key(s) hold two rows), so "
@@ -507,7 +504,7 @@ class DeltaApplier:
             text = str(exc)
             for code, detail in ENGINE_CHECKS.items():
                 if f"{ENGINE_CHECK} {code}" in text:
-                    raise DeltaValidationError(self.dt.name, detail.format(key=", ".join(key))) from None
+                    raise DeltaValidationError(detail.format(key=", ".join(key))) from None
             raise
 
     @contextmanager
@@ -598,16 +595,16 @@ class DeltaApplier:
         else:
             remaining = pc.add(rows.column(KEY_OLD), rows.column(KEY_WEIGHT))
         if pc.min(remaining).as_py() < 0:
-            raise DeltaValidationError(self.dt.name, "the delta deletes rows the table does not hold")
+            raise DeltaValidationError("the delta deletes rows the table does not hold")
         return delta
 
     def _check_consolidated(self, rows: pa.Table) -> None:
         if pc.any(pc.equal(rows.column(WEIGHT), 0)).as_py():
-            raise DeltaValidationError(self.dt.name, "the delta has rows of weight 0")
+            raise DeltaValidationError("the delta has rows of weight 0")
         repeated = int(pc.sum(pc.greater(rows.column(COPIES), 1)).as_py() or 0)
         if repeated:
             raise DeltaValidationError(
-                self.dt.name, f"the delta holds {repeated} row(s) more than once (it was not consolidated)"
+                f"the delta holds {repeated} row(s) more than once (it was not consolidated)"
             )
 
     def apply(self, delta: PreparedDelta) -> Tuple[int, int]:

@@ -151,7 +151,7 @@ def maintained_definition(
         policy = dt.config.on_configuration_change
         if policy == "fail":
             raise RefreshError(
-                f"Dynamic table {dt.name}: its definition changed and on_configuration_change "
+                "its definition changed and on_configuration_change "
                 "is 'fail'. Run with --full-refresh, or set on_configuration_change to 'apply'."
             )
         if policy == "continue":
@@ -200,7 +200,7 @@ def decide(
     planned = plan()
     if dt.config.refresh_mode == "incremental" and isinstance(planned, NotPlanned):
         raise RefreshError(
-            f"Dynamic table {dt.name} has refresh_mode 'incremental' but its query cannot be "
+            "it has refresh_mode 'incremental' but its query cannot be "
             f"refreshed incrementally: {planned.cause}. Rewrite that part of the query, or "
             "set refresh_mode to 'auto' or 'full'."
         )

@@ -43,7 +43,7 @@ class ChangeFuseTripped(RefreshError):
         self.reason = f"change fuse: {limit}"
         share = f" ({change.ratio:.0%} of its rows)" if change.ratio is not None else ""
         super().__init__(
-            f"Dynamic table {dt.name} (model {dt.model}): this refresh ({action}) would insert "
+            f"this refresh ({action}) would insert "
             f"{change.inserted:,} and delete {change.deleted:,} of its {change.held:,} rows{share}, "
             f"over its {limit}: not applied, and the table is suspended. Check its sources; to "
             f"apply the change, run `dyntable resume {dt.model} --accept-change` and refresh it, "

@@ -61,18 +61,17 @@ def _readable(engine: Engine, dt: DynamicTable, backfill: str, schema: StructTyp
     """``backfill`` qualified by the DT's schema when it names none, once it is known to hold the
     query's columns."""
     name = backfill if "." in backfill else f"{dt.schema}.{backfill}"
-    model = dt.model or dt.name
     try:
         columns = {c.lower() for c in engine.schema_of(f"SELECT * FROM {name}").fieldNames()}
     except Exception as exc:
         raise RefreshError(
-            f"Model '{model}': backfill_from {name} cannot be read ({first_line(exc)}). "
+            f"backfill_from {name} cannot be read ({first_line(exc)}). "
             "Create that table, or fix backfill_from."
         ) from exc
     missing = [f.name for f in schema.fields if f.name.lower() not in columns]
     if missing:
         raise RefreshError(
-            f"Model '{model}': backfill_from {name} lacks the column(s) {', '.join(missing)} of the "
+            f"backfill_from {name} lacks the column(s) {', '.join(missing)} of the "
             "model's query. Backfill from a table with the model's columns."
         )
     return name

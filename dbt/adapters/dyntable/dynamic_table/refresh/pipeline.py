@@ -41,7 +41,7 @@ from dbt.adapters.dyntable.dynamic_table.metadata import (
     MetadataStore,
     utcnow,
 )
-from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
+from dbt.adapters.dyntable.dynamic_table.model import DynamicTable, RefreshError
 from dbt.adapters.dyntable.dynamic_table.pinning import read_views
 from dbt.adapters.dyntable.dynamic_table.refresh import compact, decide, derive, guard, immutable, plan
 from dbt.adapters.dyntable.dynamic_table.refresh.apply import (
@@ -195,15 +195,15 @@ class RefreshPipeline:
             result.warnings.append(f"Model '{dt.model}': dynamic table {dt.name} was {check.detail}.")
             return
         fix = FULL_REFRESH_FIX.replace("<model>", dt.model or dt.name)
-        message = (
-            f"Model '{dt.model}': dynamic table {dt.name} does not equal its query at its data timestamp "
+        mismatch = (
+            f"does not equal its query at its data timestamp "
             f"{result.data_timestamp:%Y-%m-%d %H:%M:%S} UTC: {check.detail}. Its {result.action} refresh "
             f"committed version {result.dt_version}. {fix}"
         )
         if dt.config.verify_failure == "warn":
-            result.warnings.append(message)
+            result.warnings.append(f"Model '{dt.model}': dynamic table {dt.name} {mismatch}")
         else:
-            result.state, result.message = State.FAILED, message
+            result.state, result.message = State.FAILED, f"the table {mismatch}"
 
     def _compact(self, dt: DynamicTable, result: RefreshResult) -> None:
         """Compact the DT after a refresh that wrote it, when its small files are due
@@ -351,7 +351,21 @@ class RefreshPipeline:
             ) as pinned,
         ):
             applier = DeltaApplier(self.engine, dt)
-            applier.check_output(pinned)
+            try:
+                applier.check_output(pinned)
+            except RefreshError:
+                raise
+            except Exception as exc:
+                changed = _columns_changed(refresh)
+                if not changed:
+                    raise
+                # The engine's words name a column, not why it is gone (docs/ARCHITECTURE.md,
+                # "Reading sources", "Schema changes").
+                raise RefreshError(
+                    f"its query no longer runs on its sources, whose columns changed: {changed}. "
+                    f"The engine said: {first_line(exc)}. Fix the model's query for the new columns "
+                    "and run it again (a --full-refresh alone will not help)."
+                ) from exc
             if refresh.guarded:
                 held, computed = applier.row_count(), applier.rows_of(f"({pinned})")
                 change = guard.Change(held, max(computed - held, 0), max(held - computed, 0))
@@ -461,3 +475,17 @@ class RefreshPipeline:
 
     def _dt_log(self, dt: DynamicTable) -> Optional[DeltaLog]:
         return self.engine.delta_log(dt.name)
+
+
+def _columns_changed(refresh: _Refresh) -> str:
+    """The sources whose columns changed since the DT's frontier consumed them, each with the
+    change in words ("s.orders (dropped amount)"); empty when none did."""
+    if refresh.frontier is None:
+        return ""
+    changes = []
+    for source in refresh.observed.sources:
+        consumed = refresh.frontier.sources.get(source.name)
+        change = source.log.columns_changed(consumed.version, source.end) if consumed else None
+        if change is not None:
+            changes.append(f"{source.name} ({change})")
+    return "; ".join(changes)
