@@ -31,7 +31,9 @@ logger = AdapterLogger("dyntable")
 
 ENGINE_METHODS = ("embedded", "session", "connect")
 SPARK_METHODS = ("thrift", "http", "odbc")
-DEFAULT_WAREHOUSE = Path(".dyntable") / "warehouse"
+#: What dbt-dyntable keeps in a dbt project: the default warehouse, the runner's dbt artifacts.
+PROJECT_STATE = Path(".dyntable")
+DEFAULT_WAREHOUSE = PROJECT_STATE / "warehouse"
 DEFAULT_METADATA_SCHEMA = "dyntable_meta"
 DEFAULT_HISTORY_RETENTION_DAYS = 30
 
