@@ -257,10 +257,13 @@ class DyntableAdapter(SparkAdapter):
             full_refresh = bool(get_flags().FULL_REFRESH)  # type: ignore[no-untyped-call]  # should_full_refresh()
         built = built_tables(graph, selected_resources)
         request = RefreshRequest(invocation_started_at(), Trigger.DBT_RUN, full_refresh, built)
+        service: Optional[DynamicTableService] = None
         try:
-            result = self._service().refresh(dt, request)
+            service = self._service()
+            result = service.refresh(dt, request)
         except Exception as exc:  # noqa: BLE001 - one clear error per failed refresh
-            raise DbtRuntimeError(f"Dynamic table {dt.name} (model {dt.model}): {exc}") from exc
+            why = service.engine.failure_message(exc) if service is not None else str(exc)
+            raise DbtRuntimeError(f"Dynamic table {dt.name} (model {dt.model}): {why}") from exc
         for warning in result.warnings:
             logger.warning(warning)
         return {

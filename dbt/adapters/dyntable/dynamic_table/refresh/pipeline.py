@@ -130,10 +130,11 @@ class RefreshPipeline:
                 failed = RefreshResult(
                     dt.name,
                     action,
-                    State.FAILED,
+                    # Ctrl-C cancelled it: no failure of the DT's to back off from or count
+                    State.CANCELLED if self.engine.interrupted else State.FAILED,
                     getattr(exc, "reason", "") or "",
                     request.data_timestamp,
-                    message=str(exc),
+                    message=self.engine.failure_message(exc),
                 )
                 # The failure may be the history table's own: then the error is what remains.
                 with contextlib.suppress(MetadataDamaged):

@@ -154,7 +154,7 @@ class Recorder:
                 verified=result.verified,
             )
         )
-        if result.state is not State.FAILED:
+        if result.state not in (State.FAILED, State.CANCELLED):
             self._record_graph(dt, result)
 
     def not_refreshed(
