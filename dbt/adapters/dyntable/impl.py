@@ -252,11 +252,13 @@ class DyntableAdapter(SparkAdapter):
         """Refresh ``dt`` at the invocation's data timestamp: the materialization. The tables the
         invocation builds (from dbt's ``graph`` and ``selected_resources``) are read at the
         version it produced."""
+        flags = get_flags()  # type: ignore[no-untyped-call]
         full_refresh = dt.config.full_refresh
         if full_refresh is None:
-            full_refresh = bool(get_flags().FULL_REFRESH)  # type: ignore[no-untyped-call]  # should_full_refresh()
+            full_refresh = bool(flags.FULL_REFRESH)  # should_full_refresh()
         built = built_tables(graph, selected_resources)
-        request = RefreshRequest(invocation_started_at(), Trigger.DBT_RUN, full_refresh, built)
+        empty = bool(getattr(flags, "EMPTY", False))  # dbt run/build --empty
+        request = RefreshRequest(invocation_started_at(), Trigger.DBT_RUN, full_refresh, built, empty)
         service: Optional[DynamicTableService] = None
         try:
             service = self._service()
@@ -266,6 +268,8 @@ class DyntableAdapter(SparkAdapter):
             raise DbtRuntimeError(f"Dynamic table {dt.name} (model {dt.model}): {why}") from exc
         for warning in result.warnings:
             logger.warning(warning)
+        if empty:
+            logger.info(f"Dynamic table {dt.name} (model {dt.model}): {result.reason}")
         return {
             "action": str(result.action) if result.action else None,
             "state": str(result.state),
