@@ -275,7 +275,7 @@ class DyntableAdapter(SparkAdapter):
             "state": str(result.state),
             "reason": result.reason,
             "rows": result.rows_inserted + result.rows_deleted,
-            "message": f"{result.action or result.state} +{result.rows_inserted} -{result.rows_deleted}",
+            "message": result.summary,
         }
 
     @available.parse(lambda relations, *args, **kwargs: [str(r) for r in relations])
