@@ -18,6 +18,8 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import itertools
+import threading
+import time
 import uuid
 from pathlib import Path
 from typing import List
@@ -649,3 +651,41 @@ def test_format_string_of_zero(request: pytest.FixtureRequest, engine: Engine) -
     # Sail 0.7 formats 0.0 as 'NaNe-2147483648': verify's row hash writes zero as '0' itself.
     embedded_lacks(request, engine, "format_string('%.14e') of 0.0")
     assert rows(engine, "SELECT format_string('%.14e', -0.0D + 0.0D)") == [("0.00000000000000e+00",)]
+
+
+def test_an_interrupt_cancels_a_running_command(request: pytest.FixtureRequest, engine: Engine) -> None:
+    # Ctrl-C under dbt interrupts the session ("Interrupting a run"). Sail 0.7 answers the
+    # interrupt of a command that reads a Delta table (INSERT ... SELECT, CREATE TABLE ... AS)
+    # only once the command has computed its rows; it then reports it failed. A query, or a
+    # command over range(), stops at once. So a DT's apply statement computes to its end, and
+    # "Exactly once" settles whether it committed.
+    embedded_lacks(request, engine, "interrupting a running command that reads a Delta table")
+    source, name = fresh(), fresh()
+    engine.execute(f"CREATE TABLE {source} USING delta AS SELECT id FROM range(20000)")
+    engine.execute(f"CREATE TABLE {name} (h BIGINT) USING delta")
+    failed: List[Exception] = []
+
+    def insert() -> None:
+        try:
+            engine.spark.sql(
+                f"INSERT INTO {name} SELECT sum(hash(a.id, b.id)) FROM {source} a CROSS JOIN {source} b"
+            )
+        except Exception as exc:  # noqa: BLE001 - the interrupt's doing
+            failed.append(exc)
+
+    worker = threading.Thread(target=insert)
+    started = time.monotonic()
+    worker.start()
+    answered: List[float] = []
+    try:
+        while worker.is_alive():
+            asked = time.monotonic()
+            engine.spark.interruptAll()
+            answered.append(time.monotonic() - asked)
+            worker.join(0.05)
+    finally:
+        worker.join()
+        engine.execute(f"DROP TABLE {name}")
+        engine.execute(f"DROP TABLE {source}")
+    # Scale-free: an interrupt that waits for the command takes about as long as the command ran.
+    assert failed and max(answered) < 0.5 * (time.monotonic() - started), answered

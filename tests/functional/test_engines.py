@@ -223,6 +223,44 @@ def test_catalog_entries_are_remembered_until_the_catalog_changes(engine: Any, t
         engine.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
+def test_interrupt_cancels_the_running_query_and_refuses_statements_until_resumed(engine: Any) -> None:
+    """Ctrl-C under dbt (docs/ARCHITECTURE.md, "Interrupting a run"): dbt cancels its connections,
+    the engine cancels the query in flight (a trillion rows: it would run for an hour), says it
+    was interrupted, and refuses new statements until the invocation ends."""
+    from dbt.adapters.dyntable.engines.base import INTERRUPTED
+
+    planned = threading.Event()
+    outcome: Dict[str, BaseException] = {}
+
+    def long_query() -> None:
+        query = engine.execute(
+            "SELECT sum(hash(a.id, b.id)) AS h FROM range(1000000) a CROSS JOIN range(1000000) b"
+        )
+        planned.set()
+        try:
+            query.collect()
+        except Exception as exc:  # noqa: BLE001 - what the interrupt makes of it is the test
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=long_query)
+    worker.start()
+    try:
+        assert planned.wait(60)
+        started = time.monotonic()
+        # again until the query has reached the engine: an interrupt before that cancels nothing
+        while worker.is_alive() and time.monotonic() - started < 60:
+            engine.interrupt()
+            worker.join(0.2)
+        assert not worker.is_alive(), "the query was not cancelled"
+        assert engine.failure_message(outcome["error"]) == INTERRUPTED
+        with pytest.raises(EngineError, match="interrupted"):
+            engine.execute("SELECT 1")
+    finally:
+        engine.resume()
+        worker.join()
+    assert engine.execute("SELECT 1 AS one").collect()[0]["one"] == 1
+
+
 def test_tables_with_array_map_and_struct_columns_re_attach(tmp_path: Path) -> None:
     warehouse = tmp_path / "nested"
     _run_python(

@@ -12,7 +12,7 @@ import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Optional, Set, Tuple
 
 from dbt.adapters.contracts.connection import Connection, ConnectionState
 from dbt.adapters.events.logging import AdapterLogger
@@ -31,7 +31,9 @@ logger = AdapterLogger("dyntable")
 
 ENGINE_METHODS = ("embedded", "session", "connect")
 SPARK_METHODS = ("thrift", "http", "odbc")
-DEFAULT_WAREHOUSE = Path(".dyntable") / "warehouse"
+#: What dbt-dyntable keeps in a dbt project: the default warehouse, the runner's dbt artifacts.
+PROJECT_STATE = Path(".dyntable")
+DEFAULT_WAREHOUSE = PROJECT_STATE / "warehouse"
 DEFAULT_METADATA_SCHEMA = "dyntable_meta"
 DEFAULT_HISTORY_RETENTION_DAYS = 30
 
@@ -222,7 +224,7 @@ class EngineCursor(SessionCursor):
         except EngineError as exc:
             raise DbtRuntimeError(str(exc)) from exc
         except Exception as exc:
-            raise DbtRuntimeError(self.engine.explain_failure(exc)) from exc
+            raise DbtRuntimeError(self.engine.failure_message(exc)) from exc
 
 
 class EngineConnection(SessionConnection):
@@ -263,6 +265,8 @@ class DyntableConnectionManager(SparkConnectionManager):
     def __init__(self, profile: Any, mp_context: Any) -> None:
         super().__init__(profile, mp_context)
         self.project_root = Path(getattr(profile, "project_root", None) or Path.cwd())
+        #: Engines whose statements this invocation cancelled (Ctrl-C), resumed at its end.
+        self._interrupted: Set[Engine] = set()
 
     # An instance method where dbt-spark's is a class method: an engine's warehouse is relative
     # to the dbt project, which only the instance knows. dbt calls it through the instance.
@@ -276,6 +280,26 @@ class DyntableConnectionManager(SparkConnectionManager):
         connection.handle = EngineConnectionWrapper(EngineConnection(engine))
         connection.state = ConnectionState.OPEN
         return connection
+
+    def cancel(self, connection: Connection) -> None:
+        """dbt's cancel of each open connection on Ctrl-C, before it waits for the models in
+        flight: their statements are cancelled rather than run to the end (docs/ARCHITECTURE.md,
+        "Interrupting a run")."""
+        handle = connection.handle
+        if not isinstance(handle, EngineConnectionWrapper):
+            super().cancel(connection)
+            return
+        with self.lock:
+            self._interrupted.add(handle.handle.engine)
+        handle.handle.engine.interrupt()
+
+    def cleanup_all(self) -> None:
+        """dbt's end of an invocation, once the models in flight have ended."""
+        super().cleanup_all()
+        with self.lock:
+            interrupted, self._interrupted = self._interrupted, set()
+        for engine in interrupted:
+            engine.resume()
 
     def environment(self, connection: Connection) -> Environment:
         """The engine (started on first use) and services of ``connection``'s profile target."""

@@ -252,23 +252,30 @@ class DyntableAdapter(SparkAdapter):
         """Refresh ``dt`` at the invocation's data timestamp: the materialization. The tables the
         invocation builds (from dbt's ``graph`` and ``selected_resources``) are read at the
         version it produced."""
+        flags = get_flags()  # type: ignore[no-untyped-call]
         full_refresh = dt.config.full_refresh
         if full_refresh is None:
-            full_refresh = bool(get_flags().FULL_REFRESH)  # type: ignore[no-untyped-call]  # should_full_refresh()
+            full_refresh = bool(flags.FULL_REFRESH)  # should_full_refresh()
         built = built_tables(graph, selected_resources)
-        request = RefreshRequest(invocation_started_at(), Trigger.DBT_RUN, full_refresh, built)
+        empty = bool(getattr(flags, "EMPTY", False))  # dbt run/build --empty
+        request = RefreshRequest(invocation_started_at(), Trigger.DBT_RUN, full_refresh, built, empty)
+        service: Optional[DynamicTableService] = None
         try:
-            result = self._service().refresh(dt, request)
+            service = self._service()
+            result = service.refresh(dt, request)
         except Exception as exc:  # noqa: BLE001 - one clear error per failed refresh
-            raise DbtRuntimeError(dt.failed(exc)) from exc
+            why = service.engine.failure_message(exc) if service is not None else str(exc)
+            raise DbtRuntimeError(dt.failed(why)) from exc
         for warning in result.warnings:
             logger.warning(warning)
+        if empty:
+            logger.info(f"Dynamic table {dt.name} (model {dt.model}): {result.reason}")
         return {
             "action": str(result.action) if result.action else None,
             "state": str(result.state),
             "reason": result.reason,
             "rows": result.rows_inserted + result.rows_deleted,
-            "message": f"{result.action or result.state} +{result.rows_inserted} -{result.rows_deleted}",
+            "message": result.summary,
         }
 
     @available.parse(lambda relations, *args, **kwargs: [str(r) for r in relations])

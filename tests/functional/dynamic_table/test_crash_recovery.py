@@ -28,11 +28,18 @@ import pytest
 from dbt.adapters.dyntable.dynamic_table.failpoints import ENV
 from dbt.adapters.dyntable.dynamic_table.metadata import MetadataStore
 from dbt.adapters.dyntable.dynamic_table.verify import check_dvs
-from dbt.adapters.dyntable.engines.base import Engine
+from dbt.adapters.dyntable.engines.base import INTERRUPTED, Engine
 from dbt.adapters.dyntable.engines.warehouse import PersistedTable
 from tests.functional.profiles import engine_target, write_profiles
 
 DBT = str(Path(sys.executable).with_name("dbt"))
+#: Runs a command with SIGINT as a terminal's foreground job has it: a test run started in the
+#: background ignores SIGINT, and so would its dbt processes.
+FOREGROUND = [
+    sys.executable,
+    "-c",
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])",
+]
 
 MODEL = """
 {{{{ config(materialized='dynamic_table', target_lag='1 minute', refresh_mode='{mode}') }}}}
@@ -46,6 +53,13 @@ APPENDED = """
 {{{{ config(materialized='dynamic_table', target_lag='1 minute', refresh_mode='{mode}', auto_compact=2) }}}}
 select o.order_id, c.country, o.amount
 from {raw}.orders as o join {raw}.customers as c on o.customer_id = c.customer_id
+"""
+
+
+#: Refreshed before country_dt: dbt runs the models of one level in the order of their names.
+BY_CUSTOMER = """
+{{{{ config(materialized='dynamic_table', target_lag='1 minute', refresh_mode='full') }}}}
+select customer_id, count(*) as orders, sum(amount) as amount from {raw}.orders group by customer_id
 """
 
 
@@ -98,19 +112,20 @@ def dbt_run(root: Path, failpoint: str | None = None) -> subprocess.CompletedPro
     if failpoint:
         env[ENV] = failpoint
     return subprocess.run(
-        [DBT, "run", "--project-dir", str(root), "--profiles-dir", str(root)],
+        [*FOREGROUND, DBT, "--no-use-colors", "run", "--project-dir", str(root), "--profiles-dir", str(root)],
         env=env,
         capture_output=True,
         text=True,
         timeout=300,
+        start_new_session=True,  # a failpoint's SIGINT to its process group reaches dbt alone
     )
 
 
-def assert_dt_matches_query(engine: Engine, project: CrashProject) -> None:
+def assert_dt_matches_query(engine: Engine, project: CrashProject, model: str = "country_dt") -> None:
     engine.execute(f"create schema if not exists {project.app}")
-    location = project.warehouse / project.app / "country_dt"
-    engine.execute(PersistedTable(project.app, "country_dt", location).create_statement())
-    check = check_dvs(engine, project.store(), project.dt)
+    location = project.warehouse / project.app / model
+    engine.execute(PersistedTable(project.app, model, location).create_statement())
+    check = check_dvs(engine, project.store(), f"{project.app}.{model}")
     assert check.ok, check.detail
 
 
@@ -207,3 +222,31 @@ def test_sigkill_after_a_commit_carrying_its_intent_recovers(engine, project, mo
     assert [(h.state, h.reason) for h in recovery] == [
         ("SUCCEEDED", "a commit carrying the intent of an unrecorded refresh found at start")
     ]
+
+
+@pytest.mark.jvm_ci
+@pytest.mark.parametrize("mode", ["full"])
+def test_ctrl_c_stops_dbt_run_and_the_next_run_catches_up(engine, project, mode):
+    """Ctrl-C (SIGINT to dbt's process group, as a terminal sends it) as a refresh applies its
+    change: dbt stops at once, no other model starts, the refresh is cancelled or completes (its
+    statement was cancelled, refused, or had ended), never FAILED; the next run brings every DT
+    to its query (docs/ARCHITECTURE.md, "Interrupting a run")."""
+    raw = project.raw
+    engine.execute(f"insert into {raw}.customers values (1, 'GB'), (2, 'US'), (3, 'NL')")
+    engine.execute(f"insert into {raw}.orders values (1, 1, 10.0), (2, 2, 20.0), (3, 3, 30.0)")
+    (project.root / "models" / "by_customer_dt.sql").write_text(BY_CUSTOMER.format(raw=raw))
+
+    interrupted = dbt_run(project.root, "during_apply:SIGINT")
+    output = interrupted.stdout
+    assert interrupted.returncode != 0 and "Exited because of keyboard interrupt" in output, output[-3000:]
+    started = [line for line in output.splitlines() if " START " in line]
+    assert len(started) == 1 and "by_customer_dt" in started[0], output[-3000:]  # not country_dt
+    (attempt,) = project.store().history(f"{project.app}.by_customer_dt")
+    assert attempt.state in ("CANCELLED", "SUCCEEDED"), attempt
+    assert attempt.state == "SUCCEEDED" or attempt.state_message == INTERRUPTED, attempt
+
+    engine.execute(f"insert into {raw}.orders values (4, 1, 5.0)")
+    caught_up = dbt_run(project.root)
+    assert caught_up.returncode == 0, caught_up.stdout[-3000:]
+    for model in ("by_customer_dt", "country_dt"):
+        assert_dt_matches_query(engine, project, model)

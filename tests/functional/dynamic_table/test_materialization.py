@@ -15,6 +15,7 @@ from dbt.task.compile import CompileRunner
 from dbt.tests.util import run_dbt, run_dbt_and_capture, write_file
 from deltalake import DeltaTable
 
+from dbt.adapters.dyntable.dynamic_table.refresh.pipeline import EMPTY_KEPT
 from tests.functional.dynamic_table.dvs import assert_dvs, history, metadata, project_engine
 from tests.functional.sources import raw_sources
 
@@ -283,6 +284,42 @@ class TestDynamicTableChain:
         stamp = assert_dvs(project, dyntable_warehouse, "revenue_dt").data_timestamp
         assert table.stats["data_timestamp"].value == stamp
         assert catalog.nodes["model.test.big_dt"].stats["target_lag"].value == "5 minutes"
+
+    def test_dbt_run_empty_refreshes_nothing_and_creates_a_missing_dt_empty(
+        self, project, raw, dyntable_warehouse
+    ):
+        """`--empty` reads every source as 0 rows: a DT is not rebuilt to 0 rows (auto), nor
+        refused as a changed definition (on_configuration_change: fail) or a query that cannot
+        be differentiated (incremental); a missing one is created empty for its readers."""
+        run_dbt(["run"])
+        project.run_sql(f"insert into {raw}.orders values (50, 2, 300.0)")
+        fresh = ORDERS_DT.replace("refresh_mode='incremental'", "on_configuration_change='fail'")
+        write_file(fresh, project.project_root, "models", "fresh_dt.sql")
+        try:
+            before = {m: assert_dvs(project, dyntable_warehouse, m) for m in MODELS}
+            _, log = run_dbt_and_capture(["run", "--empty"])
+            assert "dbt --empty: not refreshed" in log and "dbt --empty: created empty" in log
+            for model, frontier in before.items():
+                assert assert_dvs(project, dyntable_warehouse, model) == frontier  # untouched
+                last = history(dyntable_warehouse, f"{project.test_schema}.{model}")[-1]
+                assert (last.state, last.state_message) == ("SKIPPED", EMPTY_KEPT)
+            created = f"{project.test_schema}.fresh_dt"
+            assert project.run_sql(f"select count(*) from {created}", fetch="one")[0] == 0
+            columns = [
+                c.name
+                for c in project.adapter.get_columns_in_relation(
+                    project.adapter.get_relation(None, project.test_schema, "fresh_dt")
+                )
+            ]
+            assert columns == ["order_id", "customer_id", "amount", "name", "country"]
+            assert metadata(dyntable_warehouse).frontier(created) is None
+
+            run_dbt(["run"])  # the first run without --empty builds fresh_dt and refreshes the rest
+            assert_all_dvs(project, dyntable_warehouse)
+            assert_dvs(project, dyntable_warehouse, "fresh_dt")
+            assert history(dyntable_warehouse, created)[-1].refresh_action == "REINITIALIZE"
+        finally:
+            Path(project.project_root, "models", "fresh_dt.sql").unlink()
 
 
 class TestAppends:

@@ -263,6 +263,13 @@ class TestRunner:
     def test_suspend_resume_and_the_read_only_commands(
         self, project, raw, dyntable_warehouse, tmp_path, clock
     ):
+        # dbt's artifacts (here the `raw` fixture's `dbt run`'s) are the user's: `dbt retry` and
+        # `--state` read them after any dyntable command, which writes its own under .dyntable/
+        artifacts = Path(project.project_root, "target")
+        dbt_artifacts = {
+            name: (artifacts / name).read_bytes() for name in ("run_results.json", "manifest.json")
+        }
+
         assert dyntable(project, "suspend", "orders_dt").exit_code == 0
         status = dyntable(project, "status", "--time-scale", clock.time_scale)
         assert status.exit_code == 0, status.output
@@ -291,6 +298,8 @@ class TestRunner:
         assert dyntable(project, "report", "--output", str(page)).exit_code == 0
         html = page.read_text()
         assert html.count("<svg") >= 2 * len(MODELS) - 1 and f"{project.test_schema}.big_dt" in html
+        assert {name: (artifacts / name).read_bytes() for name in dbt_artifacts} == dbt_artifacts
+        assert Path(project.project_root, ".dyntable", "target", "manifest.json").is_file()
 
     def test_explain_shows_the_differentiation_plan(self, project, raw, dyntable_warehouse):
         models = Path(project.project_root, "models")

@@ -1,4 +1,4 @@
-"""Failpoints: named places in a refresh where a test can kill the process.
+"""Failpoints: named places in a refresh where a test can kill or interrupt the process.
 
 Exactly-once apply is only believable if a crash at each step is shown to recover
 (docs/ARCHITECTURE.md, "Exactly once"), so the refresh calls :func:`failpoint` between its steps. It
@@ -6,7 +6,8 @@ does nothing unless the environment variable ``DYNTABLE_FAILPOINT`` names that p
 process SIGKILLs itself there, as a power cut or OOM kill would — no cleanup handler runs.
 
 ``DYNTABLE_FAILPOINT=during_apply:0.05`` kills 0.05 s after the apply statement started, so the
-commit may or may not land: recovery must be right either way.
+commit may or may not land: recovery must be right either way. ``during_apply:SIGINT`` sends SIGINT
+to the process group instead, as a terminal's Ctrl-C does ("Interrupting a run").
 """
 
 from __future__ import annotations
@@ -22,14 +23,19 @@ def _kill() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+def _interrupt() -> None:
+    os.killpg(os.getpgrp(), signal.SIGINT)
+
+
 def failpoint(name: str) -> None:
-    armed = os.environ.get(ENV, "")
-    place, _, delay = armed.partition(":")
+    place, *options = os.environ.get(ENV, "").split(":")
     if place != name:
         return
-    if delay:
-        timer = threading.Timer(float(delay), _kill)
+    act = _interrupt if "SIGINT" in options else _kill
+    delays = [float(o) for o in options if o != "SIGINT"]
+    if delays:
+        timer = threading.Timer(delays[0], act)
         timer.daemon = True
         timer.start()
     else:
-        _kill()
+        act()

@@ -77,7 +77,7 @@ class SchedulingState(_Name):
 @dataclass(frozen=True)
 class RefreshRequest:
     """What a caller asks: a refresh at ``data_timestamp`` (UTC; a naive time is taken as UTC),
-    by ``trigger``, rebuilding from scratch with ``full_refresh``."""
+    by ``trigger``, rebuilding from scratch with ``full_refresh``, or no refresh under ``empty``."""
 
     data_timestamp: datetime
     trigger: Trigger
@@ -85,6 +85,9 @@ class RefreshRequest:
     #: Tables (canonical names) the same `dbt run`/`dbt build` built before this refresh: they are
     #: read at the version the invocation produced, as upstream DTs are.
     built: FrozenSet[str] = frozenset()
+    #: dbt's ``--empty``: the model's SQL reads every ref and source as 0 rows, so it is checked and
+    #: the DT created empty if missing, never refreshed (docs/ARCHITECTURE.md, "dbt run --empty").
+    empty: bool = False
 
     def __post_init__(self) -> None:
         if self.data_timestamp.tzinfo is None:

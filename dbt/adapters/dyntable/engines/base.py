@@ -49,6 +49,10 @@ class EngineError(RuntimeError):
     """An engine could not start or stopped working; the message names the setting to fix."""
 
 
+#: What a statement that :meth:`Engine.interrupt` cancelled failed with.
+INTERRUPTED = "interrupted (Ctrl-C): its statement was cancelled"
+
+
 @dataclass(frozen=True)
 class Capabilities:
     """Constructs an engine has or lacks; generated SQL consults these, never the engine name."""
@@ -117,10 +121,16 @@ class Engine(ABC):
     statements_run: int = 0
     """Statements this engine ran for the adapter; a NO_DATA refresh must not add to it."""
 
+    interrupted: bool = False
+    """Set by :meth:`interrupt` until :meth:`resume`: a statement failing meanwhile was cancelled,
+    and a new one is refused."""
+
     _catalog_memo: Optional[Dict[Tuple[str, str], Dict[str, str]]] = None
 
     def execute(self, statement: str) -> "DataFrame":
         """Run one SQL statement (DDL, DML or a query) the way this engine needs it run."""
+        if self.interrupted:  # one in flight at the interrupt would have been cancelled
+            raise EngineError(INTERRUPTED)
         self.statements_run += 1
         if not _CHANGES_CATALOG.match(statement):
             return self._run(statement)
@@ -223,3 +233,22 @@ class Engine(ABC):
     def explain_failure(self, error: Exception) -> str:
         """One clear message for a failed statement; engines add what only they know."""
         return str(error).strip()
+
+    def failure_message(self, error: Exception) -> str:
+        """What to tell the user of a failed statement: that Ctrl-C cancelled it, or the
+        engine's :meth:`explain_failure`."""
+        return INTERRUPTED if self.interrupted else self.explain_failure(error)
+
+    def interrupt(self) -> None:
+        """Cancel the statements running now, in every thread (dbt cancels its connections on
+        Ctrl-C): each fails in the thread that waits for it, and what fails until :meth:`resume`
+        says it was interrupted (docs/ARCHITECTURE.md, "Interrupting a run")."""
+        self.interrupted = True
+        try:
+            self.spark.interruptAll()
+        except Exception:  # noqa: BLE001 - an engine that cannot answer runs nothing to cancel
+            pass
+
+    def resume(self) -> None:
+        """The interrupted invocation has ended: later failures are the statements' own."""
+        self.interrupted = False

@@ -27,6 +27,7 @@ from deltalake import DeltaTable
 from sqlglot import exp
 
 from dbt.adapters.dyntable.engines.base import Capabilities, Engine, EngineError, stop_connect_session
+from dbt.adapters.dyntable.engines.sigint import SigintAction
 from dbt.adapters.dyntable.engines.warehouse import AttachReport, PersistedTable, Warehouse, parse_ddl
 from dbt.adapters.dyntable.vocabulary import DIALECT, first_line, quote
 
@@ -102,6 +103,7 @@ class EmbeddedEngine(Engine):
             ) from exc
 
         server = SparkConnectServer("127.0.0.1", self.port)
+        sigint = SigintAction()  # the server takes SIGINT for itself (sigint.py)
         try:
             server.start(background=True)
         except Exception as exc:
@@ -132,6 +134,7 @@ class EmbeddedEngine(Engine):
             self.stop()
             raise
         self._log_attached(report)
+        sigint.restore()
         return self
 
     def _log_attached(self, report: AttachReport) -> None:

@@ -21,6 +21,7 @@ from dbt.contracts.graph.manifest import Manifest
 from dbt.contracts.graph.nodes import ModelNode
 
 from dbt.adapters.dyntable.connections import (
+    PROJECT_STATE,
     SPARK_METHODS,
     DyntableCredentials,
     EngineRegistry,
@@ -38,6 +39,10 @@ from dbt.adapters.dyntable.vocabulary import first_line
 
 DYNAMIC_TABLE = "dynamic_table"
 DBT_SELECTOR = f"config.materialized:{DYNAMIC_TABLE}"
+#: Where the runner's dbt invocations write their artifacts, under the project. Never dbt's own
+#: target path: a `dyntable status` must not replace the run_results.json that `dbt retry` and
+#: `--state` read. Kept between commands, for dbt's partial parsing (partial_parse.msgpack).
+TARGET_PATH = PROJECT_STATE / "target"
 
 
 class ProjectError(RuntimeError):
@@ -52,7 +57,15 @@ class ProjectOptions:
     select: Tuple[str, ...] = ()
 
     def dbt_args(self, command: str, *extra: str) -> List[str]:
-        args = [command, "--project-dir", str(self.project_dir), "--log-level", "none"]
+        args = [
+            command,
+            "--project-dir",
+            str(self.project_dir),
+            "--target-path",
+            str(self.project_dir / TARGET_PATH),
+            "--log-level",
+            "none",
+        ]
         if self.profiles_dir is not None:
             args += ["--profiles-dir", str(self.profiles_dir)]
         if self.target:

@@ -60,6 +60,9 @@ from dbt.adapters.dyntable.vocabulary import first_line
 
 #: The reason of an INCREMENTAL refresh whose delta turned out empty: the DT was not written.
 UNCHANGED_RESULT = "sources changed; the query's result did not"
+#: What `dbt run --empty` does to a DT that exists, and to one that does not.
+EMPTY_KEPT = "dbt --empty: not refreshed; the table keeps its rows and data timestamp"
+EMPTY_CREATED = "dbt --empty: created empty with the query's columns; a run without --empty fills it"
 
 
 @dataclass(frozen=True)
@@ -121,6 +124,8 @@ class RefreshPipeline:
             frontier = self.recorder.recover(dt, self._dt_log(dt))
             # After the recovery it may record: history lists a crashed refresh before this one.
             started = utcnow()
+            if request.empty:
+                return self._empty(dt, request)
             decided: List[Decision] = []
             try:
                 result = self._refresh(dt, refresh_id, frontier, request, decided)
@@ -132,10 +137,11 @@ class RefreshPipeline:
                 failed = RefreshResult(
                     dt.name,
                     action,
-                    State.FAILED,
+                    # Ctrl-C cancelled it: no failure of the DT's to back off from or count
+                    State.CANCELLED if self.engine.interrupted else State.FAILED,
                     getattr(exc, "reason", "") or "",
                     request.data_timestamp,
-                    message=str(exc),
+                    message=self.engine.failure_message(exc),
                 )
                 # The failure may be the history table's own: then the error is what remains.
                 with contextlib.suppress(MetadataDamaged):
@@ -148,6 +154,19 @@ class RefreshPipeline:
             if result.state is State.FAILED:
                 raise VerifyFailed(result.message)
             return result
+
+    def _empty(self, dt: DynamicTable, request: RefreshRequest) -> RefreshResult:
+        """`dbt run --empty` (docs/ARCHITECTURE.md, "dbt run --empty"): the query, every source
+        read as 0 rows, is only checked, and the DT created empty where it does not exist, so the
+        models reading it run too. A DT is never refreshed from it: rebuilt, it would hold no
+        rows; refreshed, it would record a definition no run without --empty has."""
+        applier = DeltaApplier(self.engine, dt)
+        applier.check_output(dt.sql)
+        exists = self._dt_log(dt) is not None
+        warnings = [] if exists else applier.create_empty(dt.sql)
+        message = EMPTY_KEPT if exists else EMPTY_CREATED
+        self.recorder.not_refreshed(dt, request.data_timestamp, request.trigger, State.SKIPPED, message)
+        return RefreshResult(dt.name, None, State.SKIPPED, message, request.data_timestamp, warnings=warnings)
 
     def verify(self, dt: DynamicTable, mode: str, key: Optional[Sequence[str]] = None) -> DvsCheck:
         """Compare ``dt`` with its query at its data timestamp (``dyntable verify``, the

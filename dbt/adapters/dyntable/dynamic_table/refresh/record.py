@@ -58,6 +58,14 @@ class RefreshResult:
     #: The verification's outcome, as history records it (docs/ARCHITECTURE.md, "Verifying").
     verified: Optional[str] = None
 
+    @property
+    def summary(self) -> str:
+        """What dbt's line for the model shows after its status (dbt always says ``OK`` of a
+        refresh that raised nothing): the action and rows, or the state of a refresh that was
+        not done (``SKIPPED``: created empty, already further, --empty)."""
+        done = self.state is State.SUCCEEDED and self.action is not None
+        return f"{self.action if done else self.state} +{self.rows_inserted} -{self.rows_deleted}"
+
 
 class Recorder:
     """Writes what refreshes do into one metadata store."""
@@ -196,7 +204,7 @@ class Recorder:
                 verified=result.verified,
             )
         )
-        if result.state is not State.FAILED:
+        if result.state not in (State.FAILED, State.CANCELLED):
             self._record_graph(dt, result)
 
     def not_refreshed(
