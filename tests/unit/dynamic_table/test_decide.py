@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 import pytest
@@ -13,11 +14,13 @@ from dbt.adapters.dyntable.delta_log import DataFile, DeltaLog, Interval
 from dbt.adapters.dyntable.differentiation import plan_query
 from dbt.adapters.dyntable.dynamic_table.config import definition_hash
 from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, RefreshRequest, SourceRead, State, Trigger
-from dbt.adapters.dyntable.dynamic_table.metadata import Frontier, SourceVersion
+from dbt.adapters.dyntable.dynamic_table.metadata import Frontier, Intent, MetadataStore, SourceVersion
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable, RefreshError
 from dbt.adapters.dyntable.dynamic_table.refresh.decide import (
     Observation,
+    SourceNotReady,
     SourceState,
+    _version_read,
     creates_empty,
     decide,
     maintained_definition,
@@ -406,3 +409,20 @@ def test_auto_counts_an_engines_fixed_cost_of_staging_a_delta_in_this_process() 
         ("appended", 100_000, "bare"): Action.INCREMENTAL,
         ("appended", 100_000, "staging"): Action.INCREMENTAL,
     }
+
+
+def test_an_upstream_dt_whose_first_refresh_has_not_committed_is_waited_for(tmp_path: Path) -> None:
+    """An upstream DT's frontier that holds only its first refresh's intent (DT version -1) is
+    never read at "version -1": the refresh waits (SKIPPED) instead of failing; once committed,
+    the version it produced is read."""
+    upstream = model()
+    created = Intent("r", T, {}, 0, "h", "auto", upstream.sql, Action.REINITIALIZE)
+    pending = replace(frontier(upstream, {}), dt_version=-1, pending=created)
+    metadata = MetadataStore(tmp_path / "meta", "meta")  # never read on this path
+    for read in (SourceRead.UPSTREAM, SourceRead.BOUNDARY):
+        with pytest.raises(
+            SourceNotReady, match="s.dt is a dynamic table whose first refresh has not committed"
+        ):
+            _version_read(LOG, "s.dt", read, {"s.dt": pending}, T, metadata)
+        committed = replace(pending, dt_version=1, pending=None)
+        assert _version_read(LOG, "s.dt", read, {"s.dt": committed}, T, metadata) == 1

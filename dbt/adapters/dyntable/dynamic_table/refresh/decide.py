@@ -464,7 +464,16 @@ def _version_read(
     metadata: MetadataStore,
 ) -> int:
     if name in upstream and read in (SourceRead.UPSTREAM, SourceRead.BOUNDARY):
-        return upstream[name].dt_version  # a DT: the version its latest refresh produced
+        produced = upstream[name]
+        if produced.dt_version < 0:
+            # Only the intent of its first refresh is recorded (Recorder.intend on a DT with no
+            # frontier): no version holds its rows yet. Never read "version -1"; wait for it
+            # (docs/ARCHITECTURE.md, "Exactly once").
+            raise SourceNotReady(
+                f"Source {name} is a dynamic table whose first refresh has not committed yet "
+                "(its frontier holds only that refresh's intent); this table waits for it."
+            )
+        return produced.dt_version  # a DT: the version its latest refresh produced
     if read is not SourceRead.AS_OF:
         return log.latest_version()
     found = log.version_at(int(moment.timestamp() * 1000))
