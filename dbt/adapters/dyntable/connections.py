@@ -138,20 +138,24 @@ class Environment:
     services: Dict[str, DynamicTableService] = field(default_factory=dict)
     #: Metadata stores opened while the engine started, by schema; a schema's first service takes it.
     prefetched: Dict[str, MetadataPrefetch] = field(default_factory=dict)
+    _services_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def service(self, creds: DyntableCredentials) -> DynamicTableService:
-        """The dynamic-table service of ``creds``' metadata schema on this engine."""
-        service = self.services.get(creds.metadata_schema)
-        if service is None:
-            prefetched = self.prefetched.pop(creds.metadata_schema, None)
-            service = self.services[creds.metadata_schema] = DynamicTableService(
-                self.engine,
-                self.warehouse,
-                creds.metadata_schema,
-                creds.history_retention_days,
-                metadata=prefetched.store() if prefetched else None,
-            )
-        return service
+        """The dynamic-table service of ``creds``' metadata schema on this engine: one per
+        process, whichever of dbt's threads asks first. Two would each keep a metadata store
+        with its own cached rows and batch, for the same tables."""
+        with self._services_lock:
+            service = self.services.get(creds.metadata_schema)
+            if service is None:
+                prefetched = self.prefetched.pop(creds.metadata_schema, None)
+                service = self.services[creds.metadata_schema] = DynamicTableService(
+                    self.engine,
+                    self.warehouse,
+                    creds.metadata_schema,
+                    creds.history_retention_days,
+                    metadata=prefetched.store() if prefetched else None,
+                )
+            return service
 
     def stop(self) -> None:
         for prefetched in self.prefetched.values():
