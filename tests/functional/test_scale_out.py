@@ -378,7 +378,7 @@ def connect_sql(url: str, *statements: str) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
 
 
-# In the full JVM set, not its CI subset (five minutes here, most of it the server's start). CI
+# In the full JVM set, not its CI subset (2.2 minutes here beside the embedded suite). CI
 # starts the connect engine against Sail's Spark Connect server (test_engines.py); a DT created
 # and refreshed through dbt over `method: connect` is tested here only.
 def test_connect_method_creates_and_refreshes_a_dynamic_table(connect_server, tmp_path: Path) -> None:

@@ -265,11 +265,11 @@ class DyntableAdapter(SparkAdapter):
             result = service.refresh(dt, request)
         except Exception as exc:  # noqa: BLE001 - one clear error per failed refresh
             why = service.engine.failure_message(exc) if service is not None else str(exc)
-            raise DbtRuntimeError(dt.failed(why)) from exc
+            raise DbtRuntimeError(dt.said(why)) from exc
         for warning in result.warnings:
             logger.warning(warning)
         if empty:
-            logger.info(f"Dynamic table {dt.name} (model {dt.model}): {result.reason}")
+            logger.info(dt.said(result.reason))
         return {
             "action": str(result.action) if result.action else None,
             "state": str(result.state),
@@ -359,7 +359,7 @@ class DyntableAdapter(SparkAdapter):
         try:
             return self._service().explain(dt)
         except Exception as exc:  # noqa: BLE001 - one clear error naming the model
-            raise DbtRuntimeError(dt.failed(exc)) from exc
+            raise DbtRuntimeError(dt.said(exc)) from exc
 
 
 def invocation_started_at() -> datetime:

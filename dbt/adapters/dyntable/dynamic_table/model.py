@@ -27,7 +27,7 @@ REFRESH_BOUNDARY_MARKER = re.compile(r"/\*\s*dyntable:refresh_boundary=([^\s*]+)
 
 class RefreshError(RuntimeError):
     """A refresh failed; the DT keeps its last good version. The message says what failed and the
-    fix, without naming the DT: whoever shows it does, once (:meth:`DynamicTable.failed`; the
+    fix, without naming the DT: whoever shows it does, once (:meth:`DynamicTable.said`; the
     runner's tables and the history name it in a column of their own)."""
 
 
@@ -86,10 +86,10 @@ class DynamicTable:
     def refresh_boundaries(self) -> FrozenSet[str]:
         return refresh_boundaries(self.sql)
 
-    def failed(self, error: object) -> str:
-        """What an error refreshing or explaining this DT says in dbt's output: the DT and its
-        model, once, then the error's own words."""
-        return f"Dynamic table {self.name} (model {self.model}): {error}"
+    def said(self, words: object) -> str:
+        """What dbt's output says of this DT (an error refreshing or explaining it, what `--empty`
+        did): the DT and its model, once, then ``words``."""
+        return f"Dynamic table {self.name} (model {self.model}): {words}"
 
     @classmethod
     def from_node(
