@@ -7,7 +7,7 @@ import pytest
 from dbt.tests.util import run_dbt, run_dbt_and_capture
 
 from tests.functional.adapter.delta import delta_project
-from tests.functional.dynamic_table.dvs import history
+from tests.functional.dynamic_table.dvs import history, project_engine
 from tests.functional.lifecycle.helpers import assert_refreshed
 from tests.functional.runner.test_runner import dyntable
 from tests.functional.sources import raw_sources
@@ -20,6 +20,13 @@ select kind, count(*) as n from {{ source('raw', 'events') }} group by kind
 """
 
 SOURCES = raw_sources("events")
+
+#: A bigint column UNION ALL a string column: Spark gives strings.
+UNION = "select id as code from {{ source('raw', 'events') }} union all select kind as code from {{ source('raw', 'events') }}"
+UNIONS = {
+    "union_dt": "{{ config(materialized='dynamic_table', target_lag='1 minute') }} " + UNION,
+    "union_table": "{{ config(materialized='table') }} " + UNION,
+}
 
 BAD = {
     "missing_key": (
@@ -58,6 +65,7 @@ class TestOneClearErrorPerBadModel:
     @pytest.fixture(scope="class")
     def models(self):
         models = {"good.sql": GOOD, "sources.yml": SOURCES}
+        models.update({f"{name}.sql": sql for name, sql in UNIONS.items()})
         models.update({f"{name}.sql": sql for name, (sql, _) in BAD.items()})
         return models
 
@@ -72,6 +80,22 @@ class TestOneClearErrorPerBadModel:
         assert project.run_sql(f"show tables in {project.test_schema} like '{model}'", fetch="all") == []
         [failed] = history(dyntable_warehouse, f"{project.test_schema}.{model}")[-1:]
         assert failed.state == "FAILED" and failed.refresh_action in ("REINITIALIZE", None)
+
+    def test_a_union_of_a_number_and_a_text_column_holds_text_or_fails_clearly(self, project, raw):
+        """Sail types such a UNION as its first branch (bigint) and its rows as strings, which a
+        table stored as NULL: the embedded engine refuses it, naming the cast that fixes it."""
+        embedded = project_engine(project).name == "embedded"
+        _, log = run_dbt_and_capture(["run", "--select", *UNIONS], expect_pass=not embedded)
+        for model in UNIONS:
+            if embedded:
+                text = " ".join(log.split())
+                assert f"model {model}" in text and "e.g. cast(code as string) as code" in text, text[-3000:]
+                assert (
+                    project.run_sql(f"show tables in {project.test_schema} like '{model}'", fetch="all") == []
+                )
+            else:
+                stored = project.run_sql(f"select code from {project.test_schema}.{model}", fetch="all")
+                assert sorted(r[0] for r in stored) == ["1", "2", "a", "b"]
 
     def test_bad_models_do_not_stop_the_others(self, project, raw, dyntable_warehouse):
         run_dbt(["run"], expect_pass=False)
