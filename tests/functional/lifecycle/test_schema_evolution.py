@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
-from dbt.tests.util import run_dbt, write_file
+from dbt.tests.util import run_dbt, run_dbt_and_capture, write_file
 from deltalake import DeltaTable, write_deltalake
 from deltalake.schema import Field
 
@@ -50,6 +50,8 @@ READS_TABLE = """
 select id from {{ ref('table_model') }}
 """
 
+SWITCHED = "select id, kind from {{ source('raw', 'events') }}"
+
 SOURCES = raw_sources("events")
 
 
@@ -86,8 +88,20 @@ class TestOutputSchemaEvolution:
             "incremental_model.sql": "{{ config(materialized='incremental') }} "
             + INCREMENTAL_MODEL["before"],
             "reads_table.sql": READS_TABLE,
+            "switched.sql": "{{ config(materialized='view') }} " + SWITCHED,
             "sources.yml": SOURCES,
         }
+
+    def test_a_view_turned_dynamic_table_replaces_the_view(self, project, raw, dyntable_warehouse):
+        """dbt's materializations drop a relation of another type in their place; so does a DT."""
+        run_dbt(["run", "--select", "switched"])
+        dynamic = "{{ config(materialized='dynamic_table', target_lag='1 minute') }} " + SWITCHED
+        write_file(dynamic, project.project_root, "models", "switched.sql")
+        _, log = run_dbt_and_capture(["run", "--select", "switched"])
+        assert f"{project.test_schema}.switched was a view; it was dropped and replaced" in " ".join(
+            log.split()
+        )
+        assert_refreshed(project, dyntable_warehouse, "switched", "REINITIALIZE")
 
     def test_table_models_take_their_query_s_new_columns_in_place(self, project, raw, dyntable_warehouse):
         """A `table` model (and an `incremental` one under --full-refresh) whose query adds, retypes
