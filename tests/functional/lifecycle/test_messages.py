@@ -23,6 +23,14 @@ SOURCES = raw_sources("events")
 
 #: A bigint column UNION ALL a string column: Spark gives strings.
 UNION = "select id as code from {{ source('raw', 'events') }} union all select kind as code from {{ source('raw', 'events') }}"
+#: Tables built without `file_format` (a project that does not set it) and as parquet, each read
+#: by a DT.
+FORMATS = {
+    "no_format": "{{ config(materialized='table', file_format=none) }} select 1 as id",
+    "parquet_table": "{{ config(materialized='table', file_format='parquet') }} select 1 as id",
+    "over_no_format": "{{ config(materialized='dynamic_table', target_lag='1 minute') }} select id from {{ ref('no_format') }}",
+    "over_parquet": "{{ config(materialized='dynamic_table', target_lag='1 minute') }} select id from {{ ref('parquet_table') }}",
+}
 UNIONS = {
     "union_dt": "{{ config(materialized='dynamic_table', target_lag='1 minute') }} " + UNION,
     "union_table": "{{ config(materialized='table') }} " + UNION,
@@ -66,6 +74,7 @@ class TestOneClearErrorPerBadModel:
     def models(self):
         models = {"good.sql": GOOD, "sources.yml": SOURCES}
         models.update({f"{name}.sql": sql for name, sql in UNIONS.items()})
+        models.update({f"{name}.sql": sql for name, sql in FORMATS.items()})
         models.update({f"{name}.sql": sql for name, (sql, _) in BAD.items()})
         return models
 
@@ -96,6 +105,27 @@ class TestOneClearErrorPerBadModel:
             else:
                 stored = project.run_sql(f"select code from {project.test_schema}.{model}", fetch="all")
                 assert sorted(r[0] for r in stored) == ["1", "2", "a", "b"]
+
+    def test_tables_are_delta_unless_told_otherwise_and_another_format_names_the_fix(
+        self, project, raw, dyntable_warehouse
+    ):
+        """dbt-spark builds a table without `file_format` as the session's default format: Delta,
+        which DTs read and the embedded engine re-attaches. A parquet table is refused by the
+        embedded engine, and a DT reading one on JVM Spark names `file_format: delta`."""
+        engine = project_engine(project)
+        run_dbt(["run", "--select", "no_format", "over_no_format"])
+        assert engine.delta_log(f"{project.test_schema}.no_format") is not None
+        assert_refreshed(project, dyntable_warehouse, "over_no_format", "REINITIALIZE")
+        _, log = run_dbt_and_capture(["run", "--select", "parquet_table", "over_parquet"], expect_pass=False)
+        text = " ".join(log.split())
+        if engine.name == "embedded":
+            assert "would be stored as parquet: the embedded engine keeps Delta tables only" in text, text[
+                -3000:
+            ]
+        else:
+            assert f"Source {project.test_schema}.parquet_table is not a Delta table" in text, text[-3000:]
+        assert "(`+file_format: delta` for models, seeds and snapshots in dbt_project.yml)" in text
+        assert project.run_sql(f"show tables in {project.test_schema} like 'over_parquet'", fetch="all") == []
 
     def test_bad_models_do_not_stop_the_others(self, project, raw, dyntable_warehouse):
         run_dbt(["run"], expect_pass=False)

@@ -6,7 +6,8 @@ explicit location under the warehouse and every view's statement beside it, and 
 when the engine starts (see :mod:`.warehouse`). Statements that Sail runs differently from Spark
 are adapted here and nowhere else:
 
-* a ``CREATE TABLE`` without ``LOCATION`` gets one under the warehouse;
+* a ``CREATE TABLE`` without ``LOCATION`` gets one under the warehouse, and is Delta without
+  ``USING``; another format is refused, as the warehouse re-attaches Delta tables only;
 * a CTAS creating a new table first creates it empty with the query's schema made nullable,
   because Sail's CTAS marks columns NOT NULL where Spark keeps them nullable;
 * a ``CREATE OR REPLACE ... AS`` changing an existing table's columns or partitioning replaces its
@@ -92,6 +93,7 @@ class EmbeddedEngine(Engine):
         "spark.sql.warehouse.dir": "the warehouse is the profile's `warehouse`",
         "spark.sql.ansi.enabled": "dbt-dyntable's generated SQL relies on non-ANSI casts",
         "spark.sql.session.timeZone": "Delta stores timestamps in UTC; Sail types them with the session zone",
+        "spark.sql.sources.default": "the embedded engine keeps Delta tables only",
     }
 
     def __init__(self, warehouse: Path, port: int = 0, conf: Optional[Mapping[str, str]] = None) -> None:
@@ -151,6 +153,9 @@ class EmbeddedEngine(Engine):
             # Sail types `timestamp` columns with the session zone, and Delta stores them as UTC:
             # re-attaching under another zone name ("Etc/UTC") is refused as a schema mismatch.
             spark.conf.set("spark.sql.session.timeZone", "UTC")
+            # A table created without USING (dbt-spark's, where `file_format` is not set) is Delta,
+            # the one format the warehouse re-attaches and dynamic tables read.
+            spark.conf.set("spark.sql.sources.default", "delta")
             self._apply_settings(spark)
             self._spark = spark
             report = self.warehouse.attach(spark)
@@ -270,6 +275,14 @@ class EmbeddedEngine(Engine):
 
     def _create_table(self, statement: str, create: exp.Create) -> "DataFrame":
         table = create.this if isinstance(create.this, exp.Table) else create.this.this
+        stored = create.find(exp.FileFormatProperty)
+        if stored is not None and stored.name.lower() != "delta":
+            raise EngineGap(
+                f"Table {table.sql(dialect=DIALECT)} would be stored as {stored.name}: the embedded "
+                "engine keeps Delta tables only (another format would be gone in the next process, "
+                "and dynamic tables read Delta). Set `file_format: delta` for it (`+file_format: "
+                "delta` for models, seeds and snapshots in dbt_project.yml), or remove `file_format`."
+            )
         schema = self._schema_of(table)
         located = create.find(exp.LocationProperty)
         location = Path(located.this.name) if located else self.warehouse.table_location(schema, table.name)
