@@ -52,7 +52,7 @@ from dbt.adapters.dyntable.vocabulary import DIALECT, first_line, quote
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql.types import StructType
+    from pyspark.sql.types import DataType, StructField, StructType
 
 logger = logging.getLogger(__name__)
 
@@ -384,11 +384,8 @@ class EmbeddedEngine(Engine):
         return self._schema(canonical_names(query, self._names))
 
     def _schema(self, query: Union[str, exp.Expression]) -> "StructType":
-        """The columns ``query`` returns, as Sail analyses it. Sail 0.7 types a set operation's
-        columns as its first branch's, whatever type its rows then carry (a bigint UNION ALL a
-        string gives strings in a bigint column, which a table stores as NULL): a query whose
-        branches differ in type is refused, naming the column and the cast that fixes it
-        (docs/ARCHITECTURE.md, "Engines"). Spark widens such columns (to string, here)."""
+        """The columns ``query`` returns, as Sail analyses it, after refusing a set operation
+        Sail would run into wrong values (:func:`_set_operation_gap`)."""
         sql = query if isinstance(query, str) else query.sql(dialect=DIALECT)
         schema = self.spark.sql(sql).schema
         if isinstance(query, str) and not _SET_OPERATION.search(query):
@@ -397,28 +394,9 @@ class EmbeddedEngine(Engine):
             parsed = sqlglot.parse_one(query, read=DIALECT) if isinstance(query, str) else query
         except sqlglot.errors.ParseError:
             return schema
-        ctes = parsed.args.get("with")
-        for operation in parsed.find_all(exp.SetOperation):
-            sides = []
-            for branch in (operation.left, operation.right):
-                probe = exp.select("*").from_(branch.copy().subquery("branch"))
-                if ctes is not None:
-                    probe.set("with", ctes.copy())
-                try:
-                    sides.append(self.spark.sql(probe.sql(dialect=DIALECT)).schema.fields)
-                except Exception:  # noqa: BLE001 - a branch that cannot stand alone: not checked
-                    break
-            else:
-                for left, right in zip(*sides):
-                    types = (left.dataType.simpleString(), right.dataType.simpleString())
-                    if types[0] != types[1]:
-                        wanted = "string" if "string" in types else types[1]
-                        raise EngineGap(
-                            f"The branches of a {operation.key.upper()} give column {left.name} two "
-                            f"types, {types[0]} and {types[1]}, which the embedded engine (Sail) cannot "
-                            f"combine: it would store wrong values (NULL). Cast the column to one type "
-                            f"in every branch, e.g. cast({left.name} as {wanted}) as {left.name}."
-                        )
+        gap = _set_operation_gap(self.spark, parsed)
+        if gap is not None:
+            raise EngineGap(gap)
         return schema
 
     def _drop_quietly(self, schema: str, name: str, location: Path) -> None:
@@ -471,3 +449,68 @@ def _partitioning(create: exp.Create) -> List[str]:
         return []
     columns = declared.this.expressions if isinstance(declared.this, exp.Schema) else [declared.this]
     return [column.name for column in columns]
+
+
+def _set_operation_gap(spark: "SparkSession", parsed: exp.Expr) -> Optional[str]:
+    """Why Sail would run a set operation of ``parsed`` into wrong values, or None.
+
+    Sail 0.7 types a set operation's column as its first branch's, and casts the other branches'
+    values to that type as it writes them; Spark widens the column instead (a bigint UNION ALL a
+    string is a string). Where a later branch's type fits in the first's (an int after a bigint,
+    anything after a string) the values are Spark's; where it does not they may change without
+    a word: strings that are no numbers or dates become NULL, a double after a bigint is
+    truncated, a wider decimal rounded (docs/ARCHITECTURE.md, "Engines"). A string literal whose
+    value survives the cast is let through (dbt's fixtures write dates so), and integers that
+    overflow fail loudly in Sail's cast. A bare NULL takes any type."""
+    ctes = parsed.args.get("with")
+    for operation in parsed.find_all(exp.SetOperation):
+        sides = []
+        for branch in (operation.left, operation.right):
+            probe = exp.select("*").from_(branch.copy().subquery("branch"))
+            if ctes is not None:
+                probe.set("with", ctes.copy())
+            try:
+                sides.append(spark.sql(probe.sql(dialect=DIALECT)).schema.fields)
+            except Exception:  # noqa: BLE001 - a branch that cannot stand alone: not checked
+                break
+        else:
+            later = operation.right.selects if isinstance(operation.right, exp.Select) else []
+            for index, (first, other) in enumerate(zip(*sides)):
+                if _fits(other.dataType, first.dataType):
+                    continue
+                value = later[index].unalias() if index < len(later) else None
+                if isinstance(value, exp.Literal) and value.is_string and _survives(spark, value, first):
+                    continue
+                types = (first.dataType.simpleString(), other.dataType.simpleString())
+                wanted = next((t for t in ("string", "double") if t in types), types[1])
+                return (
+                    f"The branches of a {operation.key.upper()} give column {first.name} two types, "
+                    f"{types[0]} and {types[1]}, which the embedded engine (Sail) cannot combine: it "
+                    "would store wrong values. Cast the column to one type in every branch, e.g. "
+                    f"cast({first.name} as {wanted}) as {first.name}."
+                )
+    return None
+
+
+def _fits(other: "DataType", first: "DataType") -> bool:
+    """Whether every value of type ``other`` is kept by a cast to ``first``."""
+    from pyspark.sql import types as t
+
+    integral = (t.ByteType, t.ShortType, t.IntegerType, t.LongType)
+    if other == first or isinstance(other, t.NullType) or isinstance(first, t.StringType):
+        return True
+    if isinstance(other, integral) and isinstance(first, integral):
+        return True  # an overflow fails Sail's cast: loud, never silent
+    if isinstance(other, (t.ByteType, t.ShortType, t.IntegerType, t.FloatType)):
+        return isinstance(first, t.DoubleType)
+    if isinstance(other, t.DecimalType) and isinstance(first, t.DecimalType):
+        return first.scale >= other.scale and first.precision - first.scale >= other.precision - other.scale
+    return isinstance(other, t.DateType) and isinstance(first, t.TimestampType)
+
+
+def _survives(spark: "SparkSession", literal: exp.Literal, column: "StructField") -> bool:
+    """Whether the string ``literal`` cast to ``column``'s type reads back as itself."""
+    text = literal.sql(dialect=DIALECT)
+    typed = f"CAST({text} AS {column.dataType.simpleString()})"
+    row = spark.sql(f"SELECT CAST({typed} AS STRING) = {text} AS same").collect()[0]
+    return bool(row["same"])
