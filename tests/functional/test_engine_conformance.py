@@ -453,6 +453,18 @@ def test_aggregate_over_a_grouped_count(request: pytest.FixtureRequest, engine: 
     assert rows(engine, f"SELECT sum(n) FROM ({counts}) AS c") == [(3,)]
 
 
+def test_union_widens_a_number_and_a_string_to_string(request: pytest.FixtureRequest, engine: Engine) -> None:
+    """Spark types a set operation's column as the wider of its branches' types. Sail 0.7 reports
+    the first branch's (bigint) while its rows carry strings: a table created with that schema
+    stores NULL for them, so the embedded engine refuses such a query (`EmbeddedEngine._schema`)."""
+    embedded_lacks(request, engine, "a set operation's column typed as its branches' wider type")
+    query = "SELECT CAST(1 AS BIGINT) AS c UNION ALL SELECT 'x' AS c"
+    assert engine.spark.sql(query).schema.fields[0].dataType.simpleString() == "string"
+    assert engine.spark.sql(
+        "SELECT 1 AS c UNION ALL SELECT CAST(2 AS BIGINT) AS c"
+    ).schema.simpleString() == ("struct<c:bigint>")
+
+
 # -- functions ----------------------------------------------------------------------------------
 
 

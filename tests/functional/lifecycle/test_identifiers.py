@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 from dbt.tests.util import run_dbt, run_dbt_and_capture
 
+from dbt.adapters.dyntable.dynamic_table.verify import check_dvs
 from tests.functional.adapter.delta import delta_project
-from tests.functional.dynamic_table.dvs import project_engine
+from tests.functional.dynamic_table.dvs import history, metadata, project_engine
 from tests.functional.lifecycle.helpers import assert_refreshed
 from tests.functional.sources import raw_sources
 
@@ -129,3 +130,81 @@ class TestIdentifiers:
                 -2000:
             ]
             assert "Rename the table to letters, digits and underscores" in text
+
+
+# A schema and aliases spelled with capitals, as a profile's `schema: Analytics` or a model's
+# `alias='MyDT'` spells them.
+MIXED_TABLE = """
+{{ config(materialized='table', alias='MixedTable') }}
+select 1 as id, 'a' as kind union all select 2 as id, 'b' as kind
+"""
+
+MIXED_DT = """
+{{ config(materialized='dynamic_table', target_lag='1 minute', alias='MyDT', schema='Mixed') }}
+select kind, count(*) as n from {{ ref('mixed_table') }} group by kind
+"""
+
+MIXED_VIEW = """
+{{ config(materialized='view', alias='MixedView') }}
+select kind, n from {{ ref('mixed_dt') }}
+"""
+
+READS_MIXED = """
+{{ config(materialized='dynamic_table', target_lag='1 minute') }}
+select sum(n) as total from {{ ref('mixed_view') }}
+"""
+
+
+class TestNamesDifferingInCase:
+    """Spark resolves schema, table and view names case-insensitively: a name spelled with
+    capitals is the same table in any case, in this process and the next, on either engine."""
+
+    @pytest.fixture(scope="class")
+    def project_config_update(self):
+        return delta_project()
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {
+            "mixed_table.sql": MIXED_TABLE,
+            "mixed_dt.sql": MIXED_DT,
+            "mixed_view.sql": MIXED_VIEW,
+            "reads_mixed.sql": READS_MIXED,
+        }
+
+    def test_a_name_is_the_same_in_any_case(self, project, dyntable_warehouse):
+        schema = f"{project.test_schema}_Mixed"
+        run_dbt(["run"])
+        for spelled in (f"{schema}.MyDT", f"{schema.lower()}.mydt", f"`{schema.upper()}`.`MYDT`"):
+            rows = project.run_sql(f"select kind, n from {spelled}", fetch="all")
+            assert sorted(tuple(r) for r in rows) == [("a", 1), ("b", 1)]
+        assert (
+            project.run_sql(f"select count(*) from {project.test_schema.upper()}.mixedtable", fetch="one")[0]
+            == 2
+        )
+        assert project.run_sql(f"select count(*) from {project.test_schema}.MIXEDVIEW", fetch="one")[0] == 2
+        project.run_sql(f"insert into {project.test_schema}.MixedTable values (3, 'a')")
+        run_dbt(["run", "--select", "mixed_dt", "reads_mixed"])
+        engine, store = project_engine(project), metadata(dyntable_warehouse)
+        for name in (f"{schema}.mydt".lower(), f"{project.test_schema}.reads_mixed"):
+            assert history(dyntable_warehouse, name)[-1].refresh_action in ("INCREMENTAL", "FULL"), name
+            check = check_dvs(engine, store, name)
+            assert check.ok, check.detail
+
+    @pytest.mark.skip_profile(
+        "spark_session", reason="re-attaching the catalog at start is the embedded engine's own"
+    )
+    def test_the_next_process_finds_them_as_spelled(self, project, dyntable_warehouse):
+        from dbt.adapters.dyntable.engines.embedded import EmbeddedEngine
+
+        schema = f"{project.test_schema}_Mixed"
+        run_dbt(["run"])
+        other = EmbeddedEngine(dyntable_warehouse).start()  # what the next dbt command starts
+        try:
+            listed = other.execute(f"show table extended in {schema} like '*'").collect()
+            assert sorted(r["tableName"] for r in listed) == ["mydt"]
+            assert len(other.execute(f"select * from {schema}.MyDT").collect()) == 2
+            assert len(other.execute(f"select * from {project.test_schema}.MixedView").collect()) == 2
+            assert other.table_location(schema, "MyDT") is not None
+        finally:
+            other.stop()

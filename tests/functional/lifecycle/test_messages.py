@@ -9,7 +9,7 @@ from dbt.tests.util import run_dbt, run_dbt_and_capture, write_file
 from deltalake import write_deltalake
 
 from tests.functional.adapter.delta import delta_project
-from tests.functional.dynamic_table.dvs import history
+from tests.functional.dynamic_table.dvs import history, project_engine
 from tests.functional.lifecycle.helpers import assert_refreshed, location
 from tests.functional.runner.test_runner import dyntable
 from tests.functional.sources import raw_sources
@@ -22,6 +22,21 @@ select kind, count(*) as n from {{ source('raw', 'events') }} group by kind
 """
 
 SOURCES = raw_sources("events")
+
+#: A bigint column UNION ALL a string column: Spark gives strings.
+UNION = "select id as code from {{ source('raw', 'events') }} union all select kind as code from {{ source('raw', 'events') }}"
+#: Tables built without `file_format` (a project that does not set it) and as parquet, each read
+#: by a DT.
+FORMATS = {
+    "no_format": "{{ config(materialized='table', file_format=none) }} select 1 as id",
+    "parquet_table": "{{ config(materialized='table', file_format='parquet') }} select 1 as id",
+    "over_no_format": "{{ config(materialized='dynamic_table', target_lag='1 minute') }} select id from {{ ref('no_format') }}",
+    "over_parquet": "{{ config(materialized='dynamic_table', target_lag='1 minute') }} select id from {{ ref('parquet_table') }}",
+}
+UNIONS = {
+    "union_dt": "{{ config(materialized='dynamic_table', target_lag='1 minute') }} " + UNION,
+    "union_table": "{{ config(materialized='table') }} " + UNION,
+}
 
 BAD = {
     "missing_key": (
@@ -60,6 +75,8 @@ class TestOneClearErrorPerBadModel:
     @pytest.fixture(scope="class")
     def models(self):
         models = {"good.sql": GOOD, "sources.yml": SOURCES}
+        models.update({f"{name}.sql": sql for name, sql in UNIONS.items()})
+        models.update({f"{name}.sql": sql for name, sql in FORMATS.items()})
         models.update({f"{name}.sql": sql for name, (sql, _) in BAD.items()})
         return models
 
@@ -77,6 +94,43 @@ class TestOneClearErrorPerBadModel:
         assert project.run_sql(f"show tables in {project.test_schema} like '{model}'", fetch="all") == []
         [failed] = history(dyntable_warehouse, f"{project.test_schema}.{model}")[-1:]
         assert failed.state == "FAILED" and failed.refresh_action in ("REINITIALIZE", None)
+
+    def test_a_union_of_a_number_and_a_text_column_holds_text_or_fails_clearly(self, project, raw):
+        """Sail types such a UNION as its first branch (bigint) and its rows as strings, which a
+        table stored as NULL: the embedded engine refuses it, naming the cast that fixes it."""
+        embedded = project_engine(project).name == "embedded"
+        _, log = run_dbt_and_capture(["run", "--select", *UNIONS], expect_pass=not embedded)
+        for model in UNIONS:
+            if embedded:
+                text = " ".join(log.split())
+                assert f"model {model}" in text and "e.g. cast(code as string) as code" in text, text[-3000:]
+                assert (
+                    project.run_sql(f"show tables in {project.test_schema} like '{model}'", fetch="all") == []
+                )
+            else:
+                stored = project.run_sql(f"select code from {project.test_schema}.{model}", fetch="all")
+                assert sorted(r[0] for r in stored) == ["1", "2", "a", "b"]
+
+    def test_tables_are_delta_unless_told_otherwise_and_another_format_names_the_fix(
+        self, project, raw, dyntable_warehouse
+    ):
+        """dbt-spark builds a table without `file_format` as the session's default format: Delta,
+        which DTs read and the embedded engine re-attaches. A parquet table is refused by the
+        embedded engine, and a DT reading one on JVM Spark names `file_format: delta`."""
+        engine = project_engine(project)
+        run_dbt(["run", "--select", "no_format", "over_no_format"])
+        assert engine.delta_log(f"{project.test_schema}.no_format") is not None
+        assert_refreshed(project, dyntable_warehouse, "over_no_format", "REINITIALIZE")
+        _, log = run_dbt_and_capture(["run", "--select", "parquet_table", "over_parquet"], expect_pass=False)
+        text = " ".join(log.split())
+        if engine.name == "embedded":
+            assert "would be stored as parquet: the embedded engine keeps Delta tables only" in text, text[
+                -3000:
+            ]
+        else:
+            assert f"Source {project.test_schema}.parquet_table is not a Delta table" in text, text[-3000:]
+        assert "(`+file_format: delta` for models, seeds and snapshots in dbt_project.yml)" in text
+        assert project.run_sql(f"show tables in {project.test_schema} like 'over_parquet'", fetch="all") == []
 
     def test_bad_models_do_not_stop_the_others(self, project, raw, dyntable_warehouse):
         run_dbt(["run"], expect_pass=False)

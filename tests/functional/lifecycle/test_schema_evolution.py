@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
-from dbt.tests.util import run_dbt, write_file
+from dbt.tests.util import run_dbt, run_dbt_and_capture, write_file
 from deltalake import DeltaTable, write_deltalake
 from deltalake.schema import Field
 
@@ -35,6 +35,23 @@ KINDS = """
 select kind, count(*) as n from {{ source('raw', 'events') }} group by kind
 """
 
+#: A `table` and an `incremental` model whose columns change (`%s`: before or after), and a DT
+#: reading the table model's one lasting column.
+TABLE_MODEL = {
+    "before": "select id, kind, amount from {{ source('raw', 'events') }}",
+    "after": "select id, concat('$', amount) as amount, 'new' as added from {{ source('raw', 'events') }}",
+}
+INCREMENTAL_MODEL = {
+    "before": "select id from {{ source('raw', 'events') }}",
+    "after": "select id, kind as added from {{ source('raw', 'events') }}",
+}
+READS_TABLE = """
+{{ config(materialized='dynamic_table', target_lag='1 minute') }}
+select id from {{ ref('table_model') }}
+"""
+
+SWITCHED = "select id, kind from {{ source('raw', 'events') }}"
+
 SOURCES = raw_sources("events")
 
 
@@ -64,7 +81,62 @@ class TestOutputSchemaEvolution:
 
     @pytest.fixture(scope="class")
     def models(self):
-        return {"summary.sql": SUMMARY % "", "picked.sql": PICKED, "sources.yml": SOURCES}
+        return {
+            "summary.sql": SUMMARY % "",
+            "picked.sql": PICKED,
+            "table_model.sql": "{{ config(materialized='table') }} " + TABLE_MODEL["before"],
+            "incremental_model.sql": "{{ config(materialized='incremental') }} "
+            + INCREMENTAL_MODEL["before"],
+            "reads_table.sql": READS_TABLE,
+            "switched.sql": "{{ config(materialized='view') }} " + SWITCHED,
+            "sources.yml": SOURCES,
+        }
+
+    def test_a_view_turned_dynamic_table_replaces_the_view(self, project, raw, dyntable_warehouse):
+        """dbt's materializations drop a relation of another type in their place; so does a DT."""
+        run_dbt(["run", "--select", "switched"])
+        dynamic = "{{ config(materialized='dynamic_table', target_lag='1 minute') }} " + SWITCHED
+        write_file(dynamic, project.project_root, "models", "switched.sql")
+        _, log = run_dbt_and_capture(["run", "--select", "switched"])
+        assert f"{project.test_schema}.switched was a view; it was dropped and replaced" in " ".join(
+            log.split()
+        )
+        assert_refreshed(project, dyntable_warehouse, "switched", "REINITIALIZE")
+
+    def test_table_models_take_their_query_s_new_columns_in_place(self, project, raw, dyntable_warehouse):
+        """A `table` model (and an `incremental` one under --full-refresh) whose query adds, retypes
+        and drops columns is replaced with the query's schema, as CREATE OR REPLACE does on Delta:
+        the same table, its history kept; a DT reading it rebuilds."""
+        run_dbt(["run", "--select", "table_model", "incremental_model", "reads_table"])
+        table = location(project, f"{project.test_schema}.table_model")
+        built = DeltaTable(str(table)).version()
+        write_file(
+            "{{ config(materialized='table') }} " + TABLE_MODEL["after"],
+            project.project_root,
+            "models",
+            "table_model.sql",
+        )
+        incremental = (
+            "{{ config(materialized='incremental', full_refresh=true) }} " + INCREMENTAL_MODEL["after"]
+        )
+        write_file(incremental, project.project_root, "models", "incremental_model.sql")
+        run_dbt(["run", "--select", "table_model", "incremental_model", "reads_table"])
+        with project.adapter.connection_named("columns"):
+            assert columns(project, "table_model") == ["id", "amount", "added"]
+            assert columns(project, "incremental_model") == ["id", "added"]
+        for model, query in (("table_model", TABLE_MODEL), ("incremental_model", INCREMENTAL_MODEL)):
+            stored = project.run_sql(f"select * from {project.test_schema}.{model} order by id", fetch="all")
+            wanted = project.run_sql(
+                f"select * from ({query['after']}) q order by id".replace(
+                    "{{ source('raw', 'events') }}", f"{raw}.events"
+                ),
+                fetch="all",
+            )
+            assert [tuple(r) for r in stored] == [tuple(r) for r in wanted], model
+        assert DeltaTable(str(table)).version() > built  # replaced in place, not dropped and re-created
+        # Embedded: "schema changed"; delta-spark's REPLACE also gives the table a new id: "re-created".
+        source = f"{project.test_schema}.table_model:"
+        assert_refreshed(project, dyntable_warehouse, "reads_table", "REINITIALIZE", source)
 
     def test_added_and_retyped_columns_rebuild_the_table(self, project, raw, dyntable_warehouse):
         run_dbt(["run", "--select", "summary"])

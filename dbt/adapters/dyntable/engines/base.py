@@ -53,6 +53,12 @@ class EngineError(RuntimeError):
 INTERRUPTED = "interrupted (Ctrl-C): its statement was cancelled"
 
 
+class EngineGap(RuntimeError):
+    """A statement the engine would run wrongly (a gap listed by
+    tests/functional/test_engine_conformance.py): refused, the message naming what to write
+    instead, rather than run into wrong data."""
+
+
 @dataclass(frozen=True)
 class Capabilities:
     """Constructs an engine has or lacks; generated SQL consults these, never the engine name."""
@@ -194,7 +200,7 @@ class Engine(ABC):
         """:meth:`catalog_entry` from the catalog itself: `SHOW TABLE EXTENDED`."""
         pattern = "'" + name.replace("'", "\\'") + "'"
         try:
-            rows = self.spark.sql(f"SHOW TABLE EXTENDED IN `{schema}` LIKE {pattern}").collect()
+            rows = self._run(f"SHOW TABLE EXTENDED IN `{schema}` LIKE {pattern}").collect()
         except Exception:  # noqa: BLE001 - a missing schema means a missing table
             return {}
         entry: Dict[str, str] = {}

@@ -6,35 +6,59 @@ explicit location under the warehouse and every view's statement beside it, and 
 when the engine starts (see :mod:`.warehouse`). Statements that Sail runs differently from Spark
 are adapted here and nowhere else:
 
-* a ``CREATE TABLE`` without ``LOCATION`` gets one under the warehouse;
+* a ``CREATE TABLE`` without ``LOCATION`` gets one under the warehouse, and is Delta without
+  ``USING``; another format is refused, as the warehouse re-attaches Delta tables only;
 * a CTAS creating a new table first creates it empty with the query's schema made nullable,
   because Sail's CTAS marks columns NOT NULL where Spark keeps them nullable;
-* ``DROP TABLE`` / ``DROP SCHEMA`` delete the files Sail would leave behind.
+* a ``CREATE OR REPLACE ... AS`` changing an existing table's columns or partitioning replaces its
+  schema, as Delta's does, where Sail's would keep the old columns and cast the rows to them;
+* ``DROP TABLE`` / ``DROP SCHEMA`` delete the files Sail would leave behind;
+* schema, table and view names are lowered, as Spark's catalog resolves them case-insensitively
+  and Sail's only as spelled.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import socket
 import threading
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Dict, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, ClassVar, Dict, List, Mapping, Optional, Set, Union
 
 import sqlglot
 from deltalake import DeltaTable
 from sqlglot import exp
 
-from dbt.adapters.dyntable.engines.base import Capabilities, Engine, EngineError, stop_connect_session
+from dbt.adapters.dyntable.delta_log import DeltaLog
+from dbt.adapters.dyntable.engines.base import (
+    Capabilities,
+    Engine,
+    EngineError,
+    EngineGap,
+    stop_connect_session,
+)
 from dbt.adapters.dyntable.engines.sigint import SigintAction
-from dbt.adapters.dyntable.engines.warehouse import AttachReport, PersistedTable, Warehouse, parse_ddl
+from dbt.adapters.dyntable.engines.warehouse import (
+    AttachReport,
+    PersistedTable,
+    Warehouse,
+    canonical_names,
+    lowered_names,
+    parse_ddl,
+)
 from dbt.adapters.dyntable.vocabulary import DIALECT, first_line, quote
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import DataType, StructField, StructType
 
 logger = logging.getLogger(__name__)
+
+#: A set operation's keyword: a query without one needs no parse to check its branches' types.
+_SET_OPERATION = re.compile(r"\b(union|intersect|except|minus)\b", re.IGNORECASE)
 
 #: Sail ends an idle pinned session after 900 s by default; a long `dyntable run` must outlive that.
 SESSION_TIMEOUT_ENV = "SAIL_SPARK__SESSION_TIMEOUT_SECS"
@@ -70,6 +94,7 @@ class EmbeddedEngine(Engine):
         "spark.sql.warehouse.dir": "the warehouse is the profile's `warehouse`",
         "spark.sql.ansi.enabled": "dbt-dyntable's generated SQL relies on non-ANSI casts",
         "spark.sql.session.timeZone": "Delta stores timestamps in UTC; Sail types them with the session zone",
+        "spark.sql.sources.default": "the embedded engine keeps Delta tables only",
     }
 
     def __init__(self, warehouse: Path, port: int = 0, conf: Optional[Mapping[str, str]] = None) -> None:
@@ -79,6 +104,9 @@ class EmbeddedEngine(Engine):
         self._server = None
         self._spark: Optional["SparkSession"] = None
         self._ddl_lock = threading.Lock()
+        #: Every schema, table and view name of the catalog (lower case), and more: a statement
+        #: spelling one of them in another case has it lowered (:func:`canonical_names`).
+        self._names: Set[str] = set()
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -127,9 +155,13 @@ class EmbeddedEngine(Engine):
             # Sail types `timestamp` columns with the session zone, and Delta stores them as UTC:
             # re-attaching under another zone name ("Etc/UTC") is refused as a schema mismatch.
             spark.conf.set("spark.sql.session.timeZone", "UTC")
+            # A table created without USING (dbt-spark's, where `file_format` is not set) is Delta,
+            # the one format the warehouse re-attaches and dynamic tables read.
+            spark.conf.set("spark.sql.sources.default", "delta")
             self._apply_settings(spark)
             self._spark = spark
             report = self.warehouse.attach(spark)
+            self._names = self.warehouse.names()
         except Exception:
             self.stop()
             raise
@@ -214,8 +246,12 @@ class EmbeddedEngine(Engine):
     def _run(self, statement: str) -> "DataFrame":
         ddl = parse_ddl(statement)
         if ddl is None:
-            return self.spark.sql(statement)
+            return self.spark.sql(canonical_names(statement, self._names))
+        lowered = lowered_names(statement, ddl)
+        if lowered != statement:
+            statement, ddl = lowered, parse_ddl(lowered) or ddl
         with self._ddl_lock:
+            self._names.update(part.name.lower() for table in ddl.find_all(exp.Table) for part in table.parts)
             if isinstance(ddl, exp.Drop):
                 return self._drop(statement, ddl)
             return self._create(statement, ddl)
@@ -242,6 +278,14 @@ class EmbeddedEngine(Engine):
 
     def _create_table(self, statement: str, create: exp.Create) -> "DataFrame":
         table = create.this if isinstance(create.this, exp.Table) else create.this.this
+        stored = create.find(exp.FileFormatProperty)
+        if stored is not None and stored.name.lower() != "delta":
+            raise EngineGap(
+                f"Table {table.sql(dialect=DIALECT)} would be stored as {stored.name}: the embedded "
+                "engine keeps Delta tables only (another format would be gone in the next process, "
+                "and dynamic tables read Delta). Set `file_format: delta` for it (`+file_format: "
+                "delta` for models, seeds and snapshots in dbt_project.yml), or remove `file_format`."
+            )
         schema = self._schema_of(table)
         located = create.find(exp.LocationProperty)
         location = Path(located.this.name) if located else self.warehouse.table_location(schema, table.name)
@@ -253,19 +297,14 @@ class EmbeddedEngine(Engine):
             statement = create.sql(dialect=DIALECT)
         query = create.expression
         is_new = not (location / "_delta_log").is_dir()
+        replace = query is not None and not is_new and bool(create.args.get("replace"))
+        if replace and self._replaces_schema(create, location, query):
+            return self._replace_schema(create, schema, table, location, query)
         if query is None or not is_new:
-            result = self.spark.sql(statement)
-            if (location / "_delta_log").is_dir():
-                # Sail registers the columns the statement declares (or, for CTAS over an existing
-                # table, the query's NOT NULL ones): register the table again as every persisted
-                # table is, reading its schema from the Delta log, or a NULL inserted or a column
-                # another writer changes fails. Sail's DROP TABLE leaves the files.
-                self.spark.sql(f"DROP TABLE IF EXISTS {quote(schema)}.{quote(table.name)}")
-                self.spark.sql(PersistedTable(schema, table.name, location).create_statement())
-            return result
+            return self._register_again(statement, schema, table.name, location)
         # CTAS of a new table: create it empty with nullable columns, then fill it. If filling
         # fails, remove it again so no half-created table is left.
-        fields = self.spark.sql(query.sql(dialect=DIALECT)).schema.fields
+        fields = self._schema(query).fields
         if any(f.dataType.typeName() == "void" for f in fields):
             return self.spark.sql(statement)  # Delta rejects untyped NULL columns; let it say so
         shell = create.copy()
@@ -299,6 +338,70 @@ class EmbeddedEngine(Engine):
             self._drop_quietly(schema, table.name, location)
             raise
 
+    def _register_again(self, statement: str, schema: str, name: str, location: Path) -> "DataFrame":
+        """Run ``statement`` as written, then register its table as every persisted table is,
+        reading its schema from the Delta log: Sail registers the columns the statement declares
+        (or, for CTAS over an existing table, the query's NOT NULL ones), and a NULL inserted or a
+        column another writer changes would fail. Sail's DROP TABLE leaves the files."""
+        result = self.spark.sql(statement)
+        if (location / "_delta_log").is_dir():
+            self.spark.sql(f"DROP TABLE IF EXISTS {quote(schema)}.{quote(name)}")
+            self.spark.sql(PersistedTable(schema, name, location).create_statement())
+        return result
+
+    def _replaces_schema(self, create: exp.Create, location: Path, query: exp.Expression) -> bool:
+        """Whether ``CREATE OR REPLACE ... AS query`` changes the Delta table's columns (names,
+        order, types) or partitioning: Sail's CTAS over an existing table keeps its schema, casting
+        the query's rows to it, where Delta's replaces it (docs/ARCHITECTURE.md, "Engines")."""
+        log = DeltaLog(str(location))
+        current = [(f.name, f.dataType.simpleString()) for f in log.schema_at(log.latest_version()).fields]
+        fields = self._schema(query).fields
+        return [(f.name, f.dataType.simpleString()) for f in fields] != current or _partitioning(
+            create
+        ) != list(log.partition_columns)
+
+    def _replace_schema(
+        self, create: exp.Create, schema: str, table: exp.Table, location: Path, query: exp.Expression
+    ) -> "DataFrame":
+        """``CREATE OR REPLACE ... AS query`` of an existing table whose schema or partitioning
+        changes, as Delta does it: the query written over the table with ``overwriteSchema`` (one
+        commit, its history kept), then the NOT NULL Sail's writer keeps from the query's plan
+        dropped, as Spark's CTAS would not set it (metadata-only commits: no rows change). That
+        writer moves partition columns last, so a partitioned table is re-created instead, in the
+        query's column order: its history restarts, which every reader takes as a rebuild."""
+        if _partitioning(create):
+            self._drop_quietly(schema, table.name, location)
+            return self._create_table(create.sql(dialect=DIALECT), create)
+        rows = self.spark.sql(query.sql(dialect=DIALECT))
+        rows.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(str(location))
+        written = DeltaTable(str(location))
+        for field in written.schema().fields:
+            if not field.nullable:
+                written.alter.drop_column_not_null(field.name)
+        # The session's catalog still lists the old columns: register the table afresh.
+        self.spark.sql(f"DROP TABLE IF EXISTS {quote(schema)}.{quote(table.name)}")
+        return self.spark.sql(PersistedTable(schema, table.name, location).create_statement())
+
+    def schema_of(self, query: str) -> "StructType":
+        self.statements_run += 1
+        return self._schema(canonical_names(query, self._names))
+
+    def _schema(self, query: Union[str, exp.Expression]) -> "StructType":
+        """The columns ``query`` returns, as Sail analyses it, after refusing a set operation
+        Sail would run into wrong values (:func:`_set_operation_gap`)."""
+        sql = query if isinstance(query, str) else query.sql(dialect=DIALECT)
+        schema = self.spark.sql(sql).schema
+        if isinstance(query, str) and not _SET_OPERATION.search(query):
+            return schema
+        try:
+            parsed = sqlglot.parse_one(query, read=DIALECT) if isinstance(query, str) else query
+        except sqlglot.errors.ParseError:
+            return schema
+        gap = _set_operation_gap(self.spark, parsed)
+        if gap is not None:
+            raise EngineGap(gap)
+        return schema
+
     def _drop_quietly(self, schema: str, name: str, location: Path) -> None:
         try:
             self.spark.sql(f"DROP TABLE IF EXISTS {quote(schema)}.{quote(name)}")
@@ -328,37 +431,6 @@ class EmbeddedEngine(Engine):
             return result
         return self.spark.sql(statement)
 
-    def replace_table(self, schema: str, name: str, query: str, partition_by: Sequence[str]) -> None:
-        """Sail refuses `CREATE OR REPLACE ... AS` across a schema change, so the query is written
-        over the table with ``overwriteSchema`` (one commit), then the NOT NULL Sail's writer
-        keeps from the query's plan is dropped, as Spark's CTAS would not set it (metadata-only
-        commits: no rows change). That writer also moves partition columns last, so a
-        partitioned table is re-created instead, in the query's column order: its history
-        restarts, which every reader takes as a rebuild (docs/ARCHITECTURE.md, "Engines")."""
-        relation = f"{quote(schema)}.{quote(name)}"
-        location = self.table_location(schema, name)
-        assert location is not None
-        if partition_by:
-            fields = self.schema_of(query).fields
-            columns = ", ".join(f"{quote(f.name)} {f.dataType.simpleString()}" for f in fields)
-            self.execute(f"DROP TABLE IF EXISTS {relation}")
-            partitioned = ", ".join(quote(c) for c in partition_by)
-            self.execute(f"CREATE TABLE {relation} ({columns}) USING delta PARTITIONED BY ({partitioned})")
-            self.execute(f"INSERT INTO {relation} SELECT * FROM ({query}) AS q")
-            return
-        writer = self.spark.sql(query).write.format("delta").mode("overwrite")
-        writer.option("overwriteSchema", "true").save(location)
-        self.statements_run += 1
-        table = DeltaTable(location)
-        for field in table.schema().fields:
-            if not field.nullable:
-                table.alter.drop_column_not_null(field.name)
-        # The session's catalog still lists the old columns: register the table afresh (a
-        # catalog-only drop: Sail's DROP TABLE leaves the files).
-        self.spark.sql(f"DROP TABLE IF EXISTS {relation}")
-        self.spark.sql(PersistedTable(schema, name, Path(location)).create_statement())
-        self.forget_catalog()
-
     def table_location(self, schema: str, name: str) -> Optional[str]:
         path = self.warehouse.table_location(schema, name)
         if (path / "_delta_log").is_dir():
@@ -371,3 +443,77 @@ class EmbeddedEngine(Engine):
             return None
         create = sqlglot.parse_one(statement, read=DIALECT)
         return create.expression.sql(dialect=DIALECT) if create.expression else None
+
+
+def _partitioning(create: exp.Create) -> List[str]:
+    """The partition columns a CREATE TABLE statement declares."""
+    declared = create.find(exp.PartitionedByProperty)
+    if declared is None:
+        return []
+    columns = declared.this.expressions if isinstance(declared.this, exp.Schema) else [declared.this]
+    return [column.name for column in columns]
+
+
+def _set_operation_gap(spark: "SparkSession", parsed: exp.Expr) -> Optional[str]:
+    """Why Sail would run a set operation of ``parsed`` into wrong values, or None.
+
+    Sail 0.7 types a set operation's column as its first branch's, and casts the other branches'
+    values to that type as it writes them; Spark widens the column instead (a bigint UNION ALL a
+    string is a string). Where a later branch's type fits in the first's (an int after a bigint,
+    anything after a string) the values are Spark's; where it does not they may change without
+    a word: strings that are no numbers or dates become NULL, a double after a bigint is
+    truncated, a wider decimal rounded (docs/ARCHITECTURE.md, "Engines"). A string literal whose
+    value survives the cast is let through (dbt's fixtures write dates so), and integers that
+    overflow fail loudly in Sail's cast. A bare NULL takes any type."""
+    ctes = parsed.args.get("with")
+    for operation in parsed.find_all(exp.SetOperation):
+        sides = []
+        for branch in (operation.left, operation.right):
+            probe = exp.select("*").from_(branch.copy().subquery("branch"))
+            if ctes is not None:
+                probe.set("with", ctes.copy())
+            try:
+                sides.append(spark.sql(probe.sql(dialect=DIALECT)).schema.fields)
+            except Exception:  # noqa: BLE001 - a branch that cannot stand alone: not checked
+                break
+        else:
+            later = operation.right.selects if isinstance(operation.right, exp.Select) else []
+            for index, (first, other) in enumerate(zip(*sides)):
+                if _fits(other.dataType, first.dataType):
+                    continue
+                value = later[index].unalias() if index < len(later) else None
+                if isinstance(value, exp.Literal) and value.is_string and _survives(spark, value, first):
+                    continue
+                types = (first.dataType.simpleString(), other.dataType.simpleString())
+                wanted = next((t for t in ("string", "double") if t in types), types[1])
+                return (
+                    f"The branches of a {operation.key.upper()} give column {first.name} two types, "
+                    f"{types[0]} and {types[1]}, which the embedded engine (Sail) cannot combine: it "
+                    "would store wrong values. Cast the column to one type in every branch, e.g. "
+                    f"cast({first.name} as {wanted}) as {first.name}."
+                )
+    return None
+
+
+def _fits(other: "DataType", first: "DataType") -> bool:
+    """Whether every value of type ``other`` is kept by a cast to ``first``."""
+    from pyspark.sql import types as t
+
+    integral = (t.ByteType, t.ShortType, t.IntegerType, t.LongType)
+    if other == first or isinstance(other, t.NullType) or isinstance(first, t.StringType):
+        return True
+    if isinstance(other, integral) and isinstance(first, integral):
+        return True  # an overflow fails Sail's cast: loud, never silent
+    if isinstance(other, (t.ByteType, t.ShortType, t.IntegerType, t.FloatType)):
+        return isinstance(first, t.DoubleType)
+    if isinstance(other, t.DecimalType) and isinstance(first, t.DecimalType):
+        return first.scale >= other.scale and first.precision - first.scale >= other.precision - other.scale
+    return isinstance(other, t.DateType) and isinstance(first, t.TimestampType)
+
+
+def _survives(spark: "SparkSession", literal: exp.Literal, column: "StructField") -> bool:
+    """Whether the string ``literal`` cast to ``column``'s type reads back as itself."""
+    text = literal.sql(dialect=DIALECT)
+    typed = f"CAST({text} AS {column.dataType.simpleString()})"
+    row = spark.sql(f"SELECT CAST({typed} AS STRING) = {text} AS same").collect()[0]
+    return bool(row["same"])

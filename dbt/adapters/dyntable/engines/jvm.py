@@ -408,6 +408,9 @@ class JvmSparkEngine(Engine):
             # Spark 4 turns ANSI mode on; the embedded engine runs with it off, and generated SQL
             # must mean the same on both (e.g. a failed cast gives NULL, not an error).
             "spark.sql.ansi.enabled": "false",
+            # A table created without USING (dbt-spark's, where `file_format` is not set) is Delta,
+            # as on the embedded engine: dynamic tables read Delta tables only.
+            "spark.sql.sources.default": "delta",
             **DELTA_CONF,
         }
         if self.local:

@@ -9,19 +9,22 @@ catalog entries from the directory when it starts. The JVM engine keeps its cata
 gives every schema its folder here (Spark would pick ``<schema>.db``), and registers the Delta
 tables it finds here that its catalog does not know (tables written outside Spark, e.g. with the
 `deltalake` package), so both engines see the same tables at the same places.
-Identifiers are stored lower-cased because Spark resolves them case-insensitively.
+Identifiers are stored lower-cased because Spark resolves them case-insensitively; Sail's catalog
+does not, so the embedded engine hands it every schema, table and view name in lower case
+(:func:`canonical_names`).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import tempfile
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional, Tuple, Union
+from typing import AbstractSet, Dict, Iterator, List, Optional, Set, Tuple, Union
 
 import sqlglot
 from deltalake import DeltaTable
@@ -38,14 +41,19 @@ DELTA_LOG = "_delta_log"
 DDL_PREFIXES = ("create", "drop")
 
 
-def parse_ddl(statement: str) -> Optional[Union[exp.Create, exp.Drop]]:
-    """A CREATE or DROP statement parsed, for the engines that adapt DDL; None for anything else
-    (or DDL sqlglot does not understand, which then runs as written)."""
+def _head(statement: str) -> str:
+    """``statement`` in lower case from its first word on, past leading comments."""
     head = statement.lstrip().lower()
     while head.startswith("--") or head.startswith("/*"):
         end = head.find("\n") + 1 if head.startswith("--") else head.find("*/") + 2
         head = head[end:].lstrip() if end > 1 else ""
-    if not head.startswith(DDL_PREFIXES):
+    return head
+
+
+def parse_ddl(statement: str) -> Optional[Union[exp.Create, exp.Drop]]:
+    """A CREATE or DROP statement parsed, for the engines that adapt DDL; None for anything else
+    (or DDL sqlglot does not understand, which then runs as written)."""
+    if not _head(statement).startswith(DDL_PREFIXES):
         return None
     try:
         parsed = sqlglot.parse_one(statement, read=DIALECT)
@@ -53,6 +61,72 @@ def parse_ddl(statement: str) -> Optional[Union[exp.Create, exp.Drop]]:
         logger.debug("dyntable: DDL not understood, run as written: %s", statement[:200])
         return None
     return parsed if isinstance(parsed, (exp.Create, exp.Drop)) else None
+
+
+#: A token of a statement: a string literal, a comment, a quoted identifier or a word.
+_TOKEN = re.compile(
+    r"'(?:\\.|[^'\\])*'|\"(?:\\.|[^\"\\])*\"|--[^\n]*|/\*.*?\*/|`(?:[^`]|``)*`|[A-Za-z_]\w*", re.S
+)
+#: Statements whose table references sqlglot parses (others it keeps as a command, e.g. SHOW).
+_PARSED_HEADS = frozenset(
+    "select with insert merge update delete create drop alter describe desc use cache uncache "
+    "refresh analyze truncate comment".split()
+)
+
+
+def _name_of(token: str) -> str:
+    return token[1:-1].replace("``", "`") if token.startswith("`") else token
+
+
+def canonical_names(statement: str, known: AbstractSet[str]) -> str:
+    """``statement`` with every schema, table and view it names in lower case, as the warehouse
+    stores them: Spark resolves these names case-insensitively, Sail's catalog only as spelled
+    (docs/ARCHITECTURE.md, "Engines"). Only a statement spelling a ``known`` name (lower case) in
+    another case is parsed, and only those names change: a column keeps its spelling."""
+    spelled = [
+        m
+        for m in _TOKEN.finditer(statement)
+        if m.group()[0] not in "'\"-/"
+        and _name_of(m.group()) != _name_of(m.group()).lower()
+        and _name_of(m.group()).lower() in known
+    ]
+    if not spelled:
+        return statement
+    head = _head(statement)
+    parsed = None
+    if head.startswith("(") or (head.split(None, 1) or [""])[0] in _PARSED_HEADS:
+        try:
+            parsed = sqlglot.parse_one(statement, read=DIALECT)
+        except sqlglot.errors.ParseError:
+            parsed = None
+    if parsed is None or isinstance(parsed, exp.Command):
+        # A command (SHOW, DESCRIBE DETAIL, OPTIMIZE, ...) names no columns: its known names go.
+        return _lowered(statement, [(m.start(), m.end()) for m in spelled])
+    return lowered_names(statement, parsed)
+
+
+def lowered_names(statement: str, parsed: exp.Expr) -> str:
+    """``statement`` (parsed as ``parsed``) with the schema, table and view names it references
+    in lower case; CTE names and paths (``delta.`/path```) are left as they are."""
+    ctes = {cte.alias_or_name.lower() for cte in parsed.find_all(exp.CTE)}
+    spans = []
+    for table in parsed.find_all(exp.Table):
+        if not table.args.get("db") and table.name.lower() in ctes:
+            continue
+        for part in (table.args.get(key) for key in ("catalog", "db", "this")):
+            if not isinstance(part, exp.Identifier) or part.name == part.name.lower() or "/" in part.name:
+                continue
+            start, end = part.meta.get("start"), part.meta.get("end")
+            if start is not None and end is not None:
+                spans.append((start, end + 1))
+    return _lowered(statement, spans)
+
+
+def _lowered(statement: str, spans: List[Tuple[int, int]]) -> str:
+    text = statement
+    for start, end in sorted(set(spans), reverse=True):
+        text = text[:start] + text[start:end].lower() + text[end:]
+    return text
 
 
 def ddl_kind(ddl: exp.Expression) -> str:
@@ -140,6 +214,17 @@ class Warehouse:
             return []
         return [(p.stem, p.read_text()) for p in sorted(folder.glob("*.sql"))]
 
+    def names(self) -> Set[str]:
+        """Every schema, table and view name the warehouse holds (lower case, as stored)."""
+        found: Set[str] = set()
+        for schema in self.schemas():
+            found.add(schema)
+            for path in self.schema_path(schema).iterdir():
+                if path.is_dir() and not path.name.startswith("."):
+                    found.add(path.name)
+            found.update(p.stem for p in (self.schema_path(schema) / VIEWS_DIR).glob("*.sql"))
+        return found
+
     def view_statement(self, schema: str, name: str) -> Optional[str]:
         path = self.schema_path(schema) / VIEWS_DIR / f"{name.lower()}.sql"
         return path.read_text() if path.is_file() else None
@@ -192,7 +277,8 @@ class Warehouse:
             failed = []
             for schema, name, statement in pending_views:
                 try:
-                    spark.sql(statement)
+                    # Saved as written before views were named in lower case.
+                    spark.sql(_lowered_ddl(statement))
                     report.views += 1
                 except Exception as exc:  # noqa: BLE001 - reported below, never swallowed
                     errors[(schema, name)] = first_line(exc)
@@ -204,6 +290,11 @@ class Warehouse:
             failed = []
         report.broken_views = [(f"{s}.{n}", errors[(s, n)]) for s, n, _ in failed]
         return report
+
+
+def _lowered_ddl(statement: str) -> str:
+    ddl = parse_ddl(statement)
+    return statement if ddl is None else lowered_names(statement, ddl)
 
 
 @dataclass

@@ -231,8 +231,23 @@ class DeltaApplier:
             f"{quote(f.name)} {f.dataType.simpleString()}{features.column_comment(f.name)}" for f in fields
         )
         clauses, warnings = features.create_clauses()
+        warnings = self._clear_place() + warnings
         self.engine.execute(f"CREATE TABLE {self.dt.relation} ({columns}) USING delta{clauses}")
         return warnings
+
+    def _clear_place(self) -> List[str]:
+        """Drop what stands where the DT goes and is no Delta table (a view, a parquet table: a
+        model whose materialization changed), as dbt's own materializations drop a relation of
+        another type before creating theirs; returns the warning saying so."""
+        entry = self.engine.catalog_entry(self.dt.schema, self.dt.identifier)
+        if not entry:
+            return []
+        kind = "view" if entry.get("Type", "").upper() == "VIEW" else "table that is not a Delta table"
+        self.engine.execute(f"DROP {'VIEW' if kind == 'view' else 'TABLE'} {self.dt.relation}")
+        return [
+            f"Model '{self.dt.model or self.dt.name}': {self.dt.name} was a {kind}; it was dropped and "
+            "replaced by the dynamic table."
+        ]
 
     def overwrite(self, query: str) -> Tuple[int, int]:
         """Replace the DT's rows with the query's in one commit, its schema and partitioning too

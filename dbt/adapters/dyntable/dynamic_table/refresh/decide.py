@@ -418,9 +418,17 @@ def observe(
                 "letters, digits and underscores, or run on Spark (method: session)."
             )
         if log is None:
+            schema, table = name.split(".", 1)
+            if engine.catalog_entry(schema, table):
+                raise RefreshError(
+                    f"Source {name} is not a Delta table, and a dynamic table reads Delta tables "
+                    "only. Build it as Delta: set `file_format: delta` for it (`+file_format: delta` "
+                    "for models, seeds and snapshots in dbt_project.yml) and build it again (dbt run, "
+                    "dbt seed)."
+                )
             raise RefreshError(
-                f"Source {name} does not exist or is not a Delta table. Build it first "
-                "(dbt run), or fix the reference in the model."
+                f"Source {name} does not exist. Build it first (dbt run, dbt seed), or fix the "
+                "reference in the model."
             )
         read = _read_of(name, upstream, across, request)
         version = _version_read(log, name, read, upstream, effective, metadata)
