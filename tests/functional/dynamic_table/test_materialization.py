@@ -269,6 +269,18 @@ class TestDynamicTableChain:
             == 1
         )
 
+    def test_a_post_hook_runs_after_the_refresh(self, project, raw, dyntable_warehouse):
+        run_dbt(["run"])
+        write_file(
+            '{{ config(post_hook="insert into ' + raw + '.orders values (98, 4, 5.0)") }}' + REVENUE_DT,
+            project.project_root,
+            "models",
+            "revenue_dt.sql",
+        )
+        run_dbt(["run"])
+        assert project.run_sql(f"select count(*) from {raw}.orders where order_id = 98", fetch="one")[0] == 1
+        assert_all_dvs(project, dyntable_warehouse)
+
     def test_docs_show_dynamic_tables_in_lineage_with_lag_and_mode(self, project, raw, dyntable_warehouse):
         run_dbt(["run"])
         catalog = run_dbt(["docs", "generate"])

@@ -248,3 +248,23 @@ def test_prefetch_creates_nothing_and_leaves_damage_to_the_first_read(tmp_path: 
         damaged.prefetch()
     with pytest.raises(MetadataDamaged, match="dyntable repair"):
         damaged.frontier("s.a")
+
+
+def test_a_prefetched_store_still_brings_an_older_table_up_to_date(tmp_path: Path) -> None:
+    """``prefetch`` spares ``ensure`` the tables it found current, never one that is not."""
+    current = MetadataStore(tmp_path / "meta", "meta")
+    current.ensure()
+    prefetched = MetadataStore(tmp_path / "meta", "meta")
+    prefetched.prefetch()
+    assert prefetched._current == set(SCHEMAS)
+    location = tmp_path / "old" / FRONTIERS
+    location.mkdir(parents=True)
+    older = pa.schema([f for f in SCHEMAS[FRONTIERS] if f.name != "views"])
+    DeltaTable.create(str(location), schema=older)
+    store = MetadataStore(tmp_path / "old", "meta")
+    store.prefetch()
+    assert FRONTIERS not in store._current
+    store.ensure()
+    upgraded = DeltaTable(str(location))
+    assert "views" in {f.name for f in upgraded.schema().fields}
+    assert upgraded.metadata().configuration == LOG_SETTINGS

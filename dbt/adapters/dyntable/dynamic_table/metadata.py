@@ -373,6 +373,11 @@ class GraphRow(_Row):
     accept_change: Optional[bool] = False
 
 
+def _has_log_settings(table: DeltaTable) -> bool:
+    configuration = table.metadata().configuration
+    return all(configuration.get(k) == v for k, v in LOG_SETTINGS.items())
+
+
 class MetadataStore:
     """Reads and writes the three metadata tables under ``root`` (one folder per table)."""
 
@@ -400,6 +405,9 @@ class MetadataStore:
         self._batch_depth = 0
         self._pending_history: List[Dict[str, Any]] = []
         self._pending_advances: Dict[str, Frontier] = {}
+        # Tables ``prefetch`` found with every column and log setting ``ensure`` would give them:
+        # it need not look at them again.
+        self._current: Set[str] = set()
         # Tables whose compaction fell due inside a batch: compacted at its end, not on the
         # refresh that happened to make the commit (see ``_compact_soon``).
         self._due_compactions: Set[str] = set()
@@ -412,12 +420,15 @@ class MetadataStore:
         ``register(schema, table, location)`` adds the tables it creates to a catalog (those it
         finds were registered by the process that created them, and the embedded engine
         re-attaches every table at start)."""
-        existing = self._existing()
-        self._open_side_by_side(existing)
+        # A table ``prefetch`` found current a moment ago stays so: columns are only added.
+        current = self._current
+        existing = [t for t in SCHEMAS if t in current or DeltaTable.is_deltatable(str(self.location(t)))]
+        self._open_side_by_side([t for t in existing if t not in current])
         with self.one_look():  # opened a moment ago, or by ``prefetch``: one check each
             for table in existing:
-                self._add_missing_columns(table, SCHEMAS[table])
-                self._set_log_settings(table)
+                if table not in current:
+                    self._add_missing_columns(table, SCHEMAS[table])
+                    self._set_log_settings(table)
         for table, schema in SCHEMAS.items():
             path = self.location(table)
             if table in existing:
@@ -443,6 +454,11 @@ class MetadataStore:
         for table in CACHED_TABLES:
             if table in existing:
                 self._rows(table, None)
+        with self._open_lock:
+            for table in existing:
+                opened = self._open.get(table)
+                if opened is not None and self._is_current(opened, SCHEMAS[table]):
+                    self._current.add(table)
 
     def _existing(self) -> List[str]:
         return [t for t in SCHEMAS if DeltaTable.is_deltatable(str(self.location(t)))]
@@ -464,6 +480,12 @@ class MetadataStore:
             for table, table_opened in zip(unopened, opened):
                 self._open.setdefault(table, table_opened)
 
+    @staticmethod
+    def _is_current(table: DeltaTable, schema: pa.Schema) -> bool:
+        """Whether ``table`` has every column of ``schema`` and the ``LOG_SETTINGS``."""
+        known = {f.name for f in table.schema().fields}
+        return all(f.name in known for f in schema) and _has_log_settings(table)
+
     def _add_missing_columns(self, table: str, schema: pa.Schema) -> None:
         with self._open_lock:
             existing = self._table(table)  # opened once: later reads catch up from here
@@ -481,8 +503,7 @@ class MetadataStore:
         """Give a table made by an older version of the plugin the ``LOG_SETTINGS``: one commit."""
         with self._open_lock:
             existing = self._table(table)
-            configuration = existing.metadata().configuration
-            if all(configuration.get(k) == v for k, v in LOG_SETTINGS.items()):
+            if _has_log_settings(existing):
                 return
             try:
                 existing.alter.set_table_properties(LOG_SETTINGS)

@@ -9,19 +9,20 @@
   {%- set target_relation = this.incorporate(type='table') -%}
   {%- set dynamic_table = adapter.dynamic_table(model, graph) -%}
 
-  {{ run_hooks(pre_hooks) }}
+  {#- dbt compiles a macro at its first call in a process: a cost the first model would pay. -#}
+  {% if pre_hooks %}{{ run_hooks(pre_hooks) }}{% endif %}
 
   {%- set result = adapter.refresh_dynamic_table(dynamic_table, graph, selected_resources) -%}
 
-  {% call noop_statement('main', result['message'], result['state'], result['rows']) %}
-    -- {{ result['action'] }}: {{ result['reason'] }}
-  {% endcall %}
+  {#- What noop_statement does, without compiling it in the first model of a process. -#}
+  {%- do write('-- ' ~ result['action'] ~ ': ' ~ result['reason']) -%}
+  {%- do store_raw_result('main', message=result['message'], code=result['state'], rows_affected=result['rows']) -%}
 
   {%- set grant_config = config.get('grants') -%}
   {% if grant_config and adapter.grants_apply(dynamic_table) %}
     {% do apply_grants(target_relation, grant_config, should_revoke=True) %}
   {% endif %}
 
-  {{ run_hooks(post_hooks) }}
+  {% if post_hooks %}{{ run_hooks(post_hooks) }}{% endif %}
   {{ return({'relations': [target_relation]}) }}
 {% endmaterialization %}
