@@ -86,6 +86,12 @@ def last_actions(warehouse, project):
     return {m: history(warehouse, f"{project.test_schema}.{m}")[-1].refresh_action for m in MODELS}
 
 
+def write_with_hook(project, hook: str, statement: str) -> None:
+    """Rewrite revenue_dt with ``hook`` (pre_hook, post_hook) running ``statement``."""
+    model = "{{ config(" + hook + '="' + statement + '") }}' + REVENUE_DT
+    write_file(model, project.project_root, "models", "revenue_dt.sql")
+
+
 class TestDynamicTableChain:
     def test_create_then_changes_then_no_data(self, project, raw, dyntable_warehouse):
         results = run_dbt(["run"])
@@ -244,12 +250,7 @@ class TestDynamicTableChain:
     def test_write_during_run_is_not_half_visible(self, project, raw, dyntable_warehouse):
         """A source write landing between two DTs of one run is seen by neither of them."""
         run_dbt(["run"])
-        write_file(
-            '{{ config(pre_hook="insert into ' + raw + '.orders values (99, 4, 1000.0)") }}' + REVENUE_DT,
-            project.project_root,
-            "models",
-            "revenue_dt.sql",
-        )
+        write_with_hook(project, "pre_hook", f"insert into {raw}.orders values (99, 4, 1000.0)")
         project.run_sql(f"insert into {raw}.orders values (40, 2, 10.0)")
         run_dbt(["run"])
         # all three share one data timestamp, and the hook's row is in none of them
@@ -271,12 +272,7 @@ class TestDynamicTableChain:
 
     def test_a_post_hook_runs_after_the_refresh(self, project, raw, dyntable_warehouse):
         run_dbt(["run"])
-        write_file(
-            '{{ config(post_hook="insert into ' + raw + '.orders values (98, 4, 5.0)") }}' + REVENUE_DT,
-            project.project_root,
-            "models",
-            "revenue_dt.sql",
-        )
+        write_with_hook(project, "post_hook", f"insert into {raw}.orders values (98, 4, 5.0)")
         run_dbt(["run"])
         assert project.run_sql(f"select count(*) from {raw}.orders where order_id = 98", fetch="one")[0] == 1
         assert_all_dvs(project, dyntable_warehouse)

@@ -422,7 +422,7 @@ class MetadataStore:
         re-attaches every table at start)."""
         # A table ``prefetch`` found current a moment ago stays so: columns are only added.
         current = self._current
-        existing = [t for t in SCHEMAS if t in current or DeltaTable.is_deltatable(str(self.location(t)))]
+        existing = self._existing()
         self._open_side_by_side([t for t in existing if t not in current])
         with self.one_look():  # opened a moment ago, or by ``prefetch``: one check each
             for table in existing:
@@ -461,7 +461,8 @@ class MetadataStore:
                     self._current.add(table)
 
     def _existing(self) -> List[str]:
-        return [t for t in SCHEMAS if DeltaTable.is_deltatable(str(self.location(t)))]
+        """The tables that exist; one ``prefetch`` found current is not looked for again."""
+        return [t for t in SCHEMAS if t in self._current or DeltaTable.is_deltatable(str(self.location(t)))]
 
     def _open_side_by_side(self, tables: List[str]) -> None:
         """Open ``tables`` at once: deltalake reads a log without holding the GIL, so a process's

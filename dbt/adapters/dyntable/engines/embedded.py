@@ -345,9 +345,14 @@ class EmbeddedEngine(Engine):
         column another writer changes would fail. Sail's DROP TABLE leaves the files."""
         result = self.spark.sql(statement)
         if (location / "_delta_log").is_dir():
-            self.spark.sql(f"DROP TABLE IF EXISTS {quote(schema)}.{quote(name)}")
-            self.spark.sql(PersistedTable(schema, name, location).create_statement())
+            self._register_from_log(schema, name, location)
         return result
+
+    def _register_from_log(self, schema: str, name: str, location: Path) -> "DataFrame":
+        """Register the table afresh with the columns its Delta log holds (a catalog-only drop
+        first: Sail's DROP TABLE leaves the files)."""
+        self.spark.sql(f"DROP TABLE IF EXISTS {quote(schema)}.{quote(name)}")
+        return self.spark.sql(PersistedTable(schema, name, location).create_statement())
 
     def _replaces_schema(self, create: exp.Create, location: Path, query: exp.Expression) -> bool:
         """Whether ``CREATE OR REPLACE ... AS query`` changes the Delta table's columns (names,
@@ -378,9 +383,8 @@ class EmbeddedEngine(Engine):
         for field in written.schema().fields:
             if not field.nullable:
                 written.alter.drop_column_not_null(field.name)
-        # The session's catalog still lists the old columns: register the table afresh.
-        self.spark.sql(f"DROP TABLE IF EXISTS {quote(schema)}.{quote(table.name)}")
-        return self.spark.sql(PersistedTable(schema, table.name, location).create_statement())
+        # The session's catalog still lists the old columns.
+        return self._register_from_log(schema, table.name, location)
 
     def schema_of(self, query: str) -> "StructType":
         self.statements_run += 1
