@@ -135,9 +135,7 @@ class Engine(ABC):
 
     def execute(self, statement: str) -> "DataFrame":
         """Run one SQL statement (DDL, DML or a query) the way this engine needs it run."""
-        if self.interrupted:  # one in flight at the interrupt would have been cancelled
-            raise EngineError(INTERRUPTED)
-        self.statements_run += 1
+        self._admit()
         if not _CHANGES_CATALOG.match(statement):
             return self._run(statement)
         self.forget_catalog()
@@ -145,6 +143,21 @@ class Engine(ABC):
             return self._run(statement)
         finally:
             self.forget_catalog()
+
+    def arrow(self, query: str) -> "pa.Table":
+        """``query``'s rows, handed to this process as Arrow (a delta on its way into a MERGE
+        this process writes, or into a check)."""
+        self._admit()
+        return self._arrow(query)
+
+    def _admit(self) -> None:
+        """Count a statement about to run; refuse it after an interrupt."""
+        if self.interrupted:  # one in flight at the interrupt would have been cancelled
+            raise EngineError(INTERRUPTED)
+        self.statements_run += 1
+
+    def _arrow(self, query: str) -> "pa.Table":
+        return self._run(query).toArrow()
 
     def _run(self, statement: str) -> "DataFrame":
         """Hand a statement to Spark unchanged; engines that must adapt DDL (the embedded one)

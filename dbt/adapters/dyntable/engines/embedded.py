@@ -52,6 +52,7 @@ from dbt.adapters.dyntable.engines.warehouse import (
 from dbt.adapters.dyntable.vocabulary import DIALECT, first_line, quote
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import DataType, StructField, StructType
 
@@ -255,6 +256,22 @@ class EmbeddedEngine(Engine):
             if isinstance(ddl, exp.Drop):
                 return self._drop(statement, ddl)
             return self._create(statement, ddl)
+
+    def _arrow(self, query: str) -> "pa.Table":
+        # One request, not three (docs/ARCHITECTURE.md, "Applying"): the plan is built here, and
+        # the rows get the types toArrow() gives them from the schema the request returns.
+        from pyspark.sql.connect.dataframe import DataFrame as ConnectDataFrame
+        from pyspark.sql.connect.plan import SQL
+        from pyspark.sql.connect.session import SparkSession as ConnectSession
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        session = self.spark
+        assert isinstance(session, ConnectSession), "the embedded engine's session is Spark Connect's"
+        frame = ConnectDataFrame(SQL(canonical_names(query, self._names)), session)
+        rows, schema = frame._to_table()
+        if schema is None:
+            return rows
+        return rows.cast(to_arrow_schema(schema, error_on_duplicated_field_names_in_struct=True))
 
     def _schema_of(self, table: exp.Table) -> str:
         return table.db or self.spark.catalog.currentDatabase()

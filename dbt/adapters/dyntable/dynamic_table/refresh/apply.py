@@ -417,7 +417,7 @@ class DeltaApplier:
         source = f"SELECT {self._typed(columns)} FROM ({accumulation.sql}) AS q"
         writer = self._in_process()
         if writer is not None:
-            rows = self.engine.execute(source).toArrow()
+            rows = self.engine.arrow(source)
             if rows.num_rows == 0:
                 return 0, 0
             metrics = _merge_rows(writer, rows, on, columns, update=folded, carried=self._carried)
@@ -530,7 +530,7 @@ class DeltaApplier:
         if self.engine.capabilities.merge_source_once:
             yield f"({source})"
             return
-        rows = self.engine.execute(source).toArrow()
+        rows = self.engine.arrow(source)
         if rows.num_rows == 0:
             yield None
             return
@@ -567,10 +567,10 @@ class DeltaApplier:
         typed = self._typed(columns)
         if not reads_dt:
             # Appended, a tuple's rows add up however they are split: no consolidation check.
-            return self.engine.execute(
+            return self.engine.arrow(
                 f"SELECT {typed}, {quote(WEIGHT)}, CAST(1 AS BIGINT) AS {COPIES}, CAST(0 AS BIGINT) AS {OLD} "
                 f"FROM ({delta_sql}) AS q"
-            ).toArrow()
+            )
         listed = ", ".join(quote(c) for c in columns)
         delta = (
             f"SELECT {typed}, {quote(WEIGHT)}, count(*) OVER (PARTITION BY {listed}) AS {COPIES} "
@@ -591,7 +591,7 @@ class DeltaApplier:
                 f", max({OLD}) OVER ({window}) AS {KEY_OLD}, sum({WEIGHT}) OVER ({window}) AS {KEY_WEIGHT}"
                 f", row_number() OVER ({window} ORDER BY {WEIGHT}) AS {KEY_RANK}"
             )
-        return self.engine.execute(f"SELECT *{per_key} FROM ({joined}) AS j").toArrow()
+        return self.engine.arrow(f"SELECT *{per_key} FROM ({joined}) AS j")
 
     @staticmethod
     def _keys_holding_two_rows(with_old: pa.Table) -> int:

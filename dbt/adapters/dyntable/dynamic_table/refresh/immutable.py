@@ -88,7 +88,7 @@ def mutable_delta(
         yield delta_sql, 0
         return
     predicate = region(dt.config.immutable_where, data_timestamp)
-    rows = engine.execute(f"SELECT *, {predicate} AS {IMMUTABLE} FROM ({delta_sql}) AS d").toArrow()
+    rows = engine.arrow(f"SELECT *, {predicate} AS {IMMUTABLE} FROM ({delta_sql}) AS d")
     inside = rows.column(IMMUTABLE)
     ignored = int(pc.sum(pc.abs(rows.column(WEIGHT).filter(inside))).as_py() or 0)
     kept: pa.Table = rows.filter(pc.invert(inside)).drop_columns([IMMUTABLE])
