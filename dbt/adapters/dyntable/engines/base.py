@@ -23,6 +23,12 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
 
+#: PySpark's DataFrame debugging, off unless a profile turns it on: with it on, every DataFrame
+#: function call records its call site for error messages (an import tried and failed per call
+#: over Spark Connect, four JVM calls on JVM Spark), ~0.5 ms a column when a refresh builds its
+#: change views; the call sites would name dbt-dyntable's code, never the user's.
+DATAFRAME_DEBUGGING = "spark.python.sql.dataFrameDebugging.enabled"
+
 #: Statements that may change what the catalog says of a table or view.
 _CHANGES_CATALOG = re.compile(
     r"\s*(CREATE|DROP|ALTER|REPLACE|RESTORE|TRUNCATE|MSCK|REFRESH|USE)\b", re.IGNORECASE

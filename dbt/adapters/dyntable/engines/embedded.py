@@ -34,6 +34,7 @@ from sqlglot import exp
 
 from dbt.adapters.dyntable.delta_log import DeltaLog
 from dbt.adapters.dyntable.engines.base import (
+    DATAFRAME_DEBUGGING,
     Capabilities,
     Engine,
     EngineError,
@@ -159,6 +160,7 @@ class EmbeddedEngine(Engine):
             # A table created without USING (dbt-spark's, where `file_format` is not set) is Delta,
             # the one format the warehouse re-attaches and dynamic tables read.
             spark.conf.set("spark.sql.sources.default", "delta")
+            spark.conf.set(DATAFRAME_DEBUGGING, "false")
             self._apply_settings(spark)
             self._spark = spark
             report = self.warehouse.attach(spark)

@@ -44,7 +44,7 @@ from urllib.parse import urlparse
 
 from sqlglot import exp
 
-from dbt.adapters.dyntable.engines.base import Capabilities, Engine, EngineError
+from dbt.adapters.dyntable.engines.base import DATAFRAME_DEBUGGING, Capabilities, Engine, EngineError
 from dbt.adapters.dyntable.engines.warehouse import Warehouse, ddl_kind, parse_ddl, with_location
 from dbt.adapters.dyntable.vocabulary import quote, sql_string
 
@@ -411,6 +411,7 @@ class JvmSparkEngine(Engine):
             # A table created without USING (dbt-spark's, where `file_format` is not set) is Delta,
             # as on the embedded engine: dynamic tables read Delta tables only.
             "spark.sql.sources.default": "delta",
+            DATAFRAME_DEBUGGING: "false",
             **DELTA_CONF,
         }
         if self.local:
