@@ -13,11 +13,13 @@ which avoids re-reading every row of a rewritten file.
 from __future__ import annotations
 
 import functools
+import hashlib
 import urllib.parse
 import uuid
+from dataclasses import dataclass
 from datetime import datetime
 from functools import reduce
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import pyarrow as pa
@@ -367,6 +369,32 @@ def register_changes_from_cdf(
 # -- the differentiation engine's source resolver ---------------------------------------------------
 
 
+@dataclass(frozen=True)
+class ViewNames:
+    """How the temp views a reader registers are named, and what becomes of them after it.
+
+    :meth:`unique` names are used once and the views dropped at the end; :meth:`kept` names are
+    one DT's at every refresh, and its views stay for its next refresh to replace
+    (docs/ARCHITECTURE.md, "Reading sources")."""
+
+    prefix: str
+    dropped: bool
+
+    @staticmethod
+    def unique() -> "ViewNames":
+        return ViewNames(uuid.uuid4().hex[:12], dropped=True)
+
+    @staticmethod
+    def kept(owner: str) -> "ViewNames":
+        return ViewNames(hashlib.sha1(owner.encode()).hexdigest()[:12], dropped=False)
+
+    def release(self, spark: SparkSession, views: Iterable[str]) -> None:
+        """The end of a reader's use of ``views``."""
+        if self.dropped:
+            for view in views:
+                spark.catalog.dropTempView(view)
+
+
 class VersionedRelations:
     """How to read "table at version v" on this engine: ``VERSION AS OF``, or a temp view over the
     snapshot's files (read as change extraction reads them) where the engine's time travel cannot
@@ -374,17 +402,22 @@ class VersionedRelations:
     small plain table slower than its files (``Capabilities.versions_from_files``;
     docs/ARCHITECTURE.md, "Engines"). With ``outlives_session`` (SQL a user's model keeps, such
     as a view's definition, which may not name a temp view) only the versions the engine cannot
-    read are views. ``close()`` drops the views.
+    read are views. ``close()`` drops the views, unless they are :class:`ViewNames`' ``kept``.
     """
 
     def __init__(
-        self, spark: SparkSession, capabilities: Optional[Capabilities] = None, outlives_session: bool = False
+        self,
+        spark: SparkSession,
+        capabilities: Optional[Capabilities] = None,
+        outlives_session: bool = False,
+        names: Optional["ViewNames"] = None,
     ) -> None:
         self.spark = spark
         self.capabilities = capabilities
         self.outlives_session = outlives_session
         self._views: Dict[Tuple[str, int], str] = {}
-        self._prefix = f"_dyn_version_{uuid.uuid4().hex[:12]}"
+        self._names = names or ViewNames.unique()
+        self._prefix = f"_dyn_version_{self._names.prefix}"
 
     def view(self, log: Optional[DeltaLog], version: int) -> Optional[str]:
         """A temp view holding ``log``'s table at ``version``; None where ``VERSION AS OF`` works."""
@@ -428,8 +461,7 @@ class VersionedRelations:
 
     def close(self) -> None:
         views, self._views = self._views, {}
-        for view in views.values():
-            self.spark.catalog.dropTempView(view)
+        self._names.release(self.spark, views.values())
 
     def __enter__(self) -> "VersionedRelations":
         return self
@@ -455,6 +487,7 @@ class FileSetResolver:
         *,
         capabilities: Optional[Capabilities] = None,
         minimize: bool = True,
+        names: Optional["ViewNames"] = None,
     ) -> None:
         self.spark = spark
         self.capabilities = capabilities
@@ -466,8 +499,9 @@ class FileSetResolver:
             self._sources[key] = (relation, log, v0, v1)
         self._intervals: Dict[str, Interval] = {}
         self._views: Dict[str, str] = {}
-        self._prefix = f"_dyn_changes_{uuid.uuid4().hex[:12]}"
-        self._versions = VersionedRelations(spark, capabilities)
+        self._names = names or ViewNames.unique()
+        self._prefix = f"_dyn_changes_{self._names.prefix}"
+        self._versions = VersionedRelations(spark, capabilities, names=self._names)
 
     def _source(self, table: str) -> Tuple[str, str, DeltaLog, int, int]:
         key = table_name(table)
@@ -549,8 +583,7 @@ class FileSetResolver:
 
     def close(self) -> None:
         views, self._views = self._views, {}
-        for view in views.values():
-            self.spark.catalog.dropTempView(view)
+        self._names.release(self.spark, views.values())
         self._versions.close()
 
     def __enter__(self) -> "FileSetResolver":

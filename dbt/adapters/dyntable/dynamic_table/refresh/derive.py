@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Iterator, Mapping, Sequence, Union
 
-from dbt.adapters.dyntable.changes import FileSetResolver, VersionedRelations
+from dbt.adapters.dyntable.changes import FileSetResolver, VersionedRelations, ViewNames
 from dbt.adapters.dyntable.differentiation import DeltaQuery, differentiate
 from dbt.adapters.dyntable.differentiation.explain import SymbolicResolver, report
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
@@ -25,13 +25,15 @@ from dbt.adapters.dyntable.engines.base import Engine
 def delta_query(
     engine: Engine, dt: DynamicTable, planned: PlannedQuery, sources: Sequence[SourceState]
 ) -> Iterator[DeltaQuery]:
-    """The delta of ``planned`` over each source's interval, valid inside the ``with`` (the
-    change views it reads are dropped after)."""
+    """The delta of ``planned`` over each source's interval, valid inside the ``with``. Called
+    under the DT's refresh lock: the views it reads keep their names (:class:`ViewNames`)."""
     intervals = {}
     for source in sources:
         assert source.start is not None, "decide() rebuilds a DT with a new source"
         intervals[source.name] = (source.log, source.start, source.end)
-    resolver = FileSetResolver(engine.spark, intervals, capabilities=engine.capabilities)
+    resolver = FileSetResolver(
+        engine.spark, intervals, capabilities=engine.capabilities, names=ViewNames.kept(dt.name)
+    )
     try:
         yield differentiate(planned.plan, resolver, stored=dt.relation)
     finally:
