@@ -410,7 +410,7 @@ class VersionedRelations:
         spark: SparkSession,
         capabilities: Optional[Capabilities] = None,
         outlives_session: bool = False,
-        names: Optional["ViewNames"] = None,
+        names: Optional[ViewNames] = None,
     ) -> None:
         self.spark = spark
         self.capabilities = capabilities
@@ -487,7 +487,7 @@ class FileSetResolver:
         *,
         capabilities: Optional[Capabilities] = None,
         minimize: bool = True,
-        names: Optional["ViewNames"] = None,
+        names: Optional[ViewNames] = None,
     ) -> None:
         self.spark = spark
         self.capabilities = capabilities
