@@ -223,6 +223,32 @@ def test_catalog_entries_are_remembered_until_the_catalog_changes(engine: Any, t
         engine.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
+def test_a_query_comes_to_this_process_as_toarrow_gives_it(engine: Any) -> None:
+    """``Engine.arrow`` (docs/ARCHITECTURE.md, "Applying"), one request on the embedded engine,
+    gives a query's rows with the types ``DataFrame.toArrow()`` gives them, no rows included.
+    (Their nullability may differ: the run may know a column holds no NULL where the analysis
+    before it did not.)"""
+    query = (
+        "SELECT CAST(1 AS BIGINT) AS n, 'a' AS s, CAST(NULL AS STRING) AS none, "
+        "CAST(1.5 AS DECIMAL(10, 2)) AS d, TIMESTAMP '2024-01-01 12:00:00' AS ts, "
+        "DATE '2024-01-02' AS day, named_struct('a', 1, 'b', 'x') AS st, array('a', 'b') AS arr, "
+        "map('k', 1) AS m"
+    )
+    for statement in (query, f"SELECT * FROM ({query}) AS q WHERE n < 0"):
+        expected = engine.execute(statement).toArrow()
+        rows = engine.arrow(statement)
+        assert [(f.name, f.type) for f in rows.schema] == [(f.name, f.type) for f in expected.schema]
+        assert rows.to_pylist() == expected.to_pylist()
+
+
+def test_dataframe_debugging_is_off(engine: Any) -> None:
+    """PySpark's DataFrame debugging would record a call site at every DataFrame function a
+    refresh calls (``engines.base.DATAFRAME_DEBUGGING``): the engines start with it off."""
+    from dbt.adapters.dyntable.engines.base import DATAFRAME_DEBUGGING
+
+    assert engine.spark.conf.get(DATAFRAME_DEBUGGING) == "false"
+
+
 def test_interrupt_cancels_the_running_query_and_refuses_statements_until_resumed(engine: Any) -> None:
     """Ctrl-C under dbt (docs/ARCHITECTURE.md, "Interrupting a run"): dbt cancels its connections,
     the engine cancels the query in flight (a trillion rows: it would run for an hour), says it
