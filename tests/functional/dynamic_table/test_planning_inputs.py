@@ -113,6 +113,13 @@ def last(warehouse, project, model):
     return history(warehouse, f"{project.test_schema}.{model}")[-1]
 
 
+def assert_refreshed_incrementally_and_equal(project, warehouse) -> None:
+    """Every DT's last refresh was INCREMENTAL, and it equals its query."""
+    for model in MODELS:
+        assert last(warehouse, project, model).refresh_action == "INCREMENTAL", model
+        assert_dvs(project, warehouse, model)
+
+
 class TestPlanningInputs:
     @pytest.fixture(scope="class")
     def models(self):
@@ -132,9 +139,7 @@ class TestPlanningInputs:
         project.run_sql(f"update {raw}.customers set name = 'grace h' where customer_id = 2")
         project.run_sql(f"delete from {raw}.orders where order_id = 13")
         run_dbt(["run"])
-        for model in MODELS:
-            assert last(dyntable_warehouse, project, model).refresh_action == "INCREMENTAL", model
-            assert_dvs(project, dyntable_warehouse, model)
+        assert_refreshed_incrementally_and_equal(project, dyntable_warehouse)
         # Each DT's refresh leaves the views it read for its next refresh to replace
         # (docs/ARCHITECTURE.md, "Reading sources"): they do not pile up, and the next refresh
         # reads its own changes, not what the views held.
@@ -143,9 +148,7 @@ class TestPlanningInputs:
         project.run_sql(f"insert into {raw}.orders values (16, 2, 33.0)")
         project.run_sql(f"update {raw}.customers set name = 'ada l' where customer_id = 1")
         run_dbt(["run"])
-        for model in MODELS:
-            assert last(dyntable_warehouse, project, model).refresh_action == "INCREMENTAL", model
-            assert_dvs(project, dyntable_warehouse, model)
+        assert_refreshed_incrementally_and_equal(project, dyntable_warehouse)
         assert refresh_views(project) == left
 
     def test_explain_from_jinja_and_from_python(self, project, raw, dyntable_warehouse):
