@@ -24,6 +24,12 @@ def _kill() -> None:
 
 
 def _interrupt() -> None:
+    # A terminal's SIGINT comes from outside the process, and Linux gives it to the main thread.
+    # Sent from inside, Linux may give it to the sending thread, where Python only marks it: the
+    # main thread, blocked waiting for its models, would learn of it after the next model had
+    # started. This thread blocks SIGINT, so the kernel chooses among the others as it does for
+    # a terminal's. It stays blocked: only the main thread runs Python's signal handlers.
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     os.killpg(os.getpgrp(), signal.SIGINT)
 
 
