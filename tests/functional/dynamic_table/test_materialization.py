@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import gc
 import json
+import threading
 from pathlib import Path
 
 import pytest
 from dbt.task.compile import CompileRunner
 from dbt.tests.util import run_dbt, run_dbt_and_capture, write_file
+from dbt_common.clients import jinja
 from deltalake import DeltaTable
 
 from dbt.adapters.dyntable.dynamic_table.refresh.pipeline import EMPTY_KEPT
+from dbt.adapters.dyntable.impl import DyntableAdapter
 from tests.functional.dynamic_table.dvs import assert_dvs, history, metadata, project_engine
 from tests.functional.sources import raw_sources
 
@@ -372,6 +375,43 @@ class TestAppends:
         run_dbt(["run"])
         assert events.count("freeze") == 1 and events.index("freeze") < events.index("compile")
         assert gc.get_freeze_count() == 0
+
+    def test_the_materialization_compiles_before_the_first_model(self, project, raw, monkeypatch):
+        """dbt compiles the materialization's Jinja once per process, at the first model: the
+        adapter compiles it into dbt's template cache on a thread of its own as soon as dbt hands
+        over the parsed project, while the engine starts (docs/ARCHITECTURE.md, "Cost of a
+        refresh"), and the models then find it there."""
+        handed = []
+        set_macro_resolver = DyntableAdapter.set_macro_resolver
+        monkeypatch.setattr(
+            DyntableAdapter,
+            "set_macro_resolver",
+            lambda adapter, manifest: (
+                handed.append((adapter, manifest)),
+                set_macro_resolver(adapter, manifest),
+            )[1],
+        )
+        run_dbt(["run"])
+        adapter, manifest = handed[-1]
+        macro = manifest.find_materialization_macro_by_name(
+            adapter.config.project_name, "dynamic_table", adapter.type()
+        )
+        jinja.template_cache.clear()
+        adapter.set_macro_resolver(manifest)
+        for thread in threading.enumerate():
+            if thread.name == "dyntable-compile-ahead":
+                thread.join()
+        assert macro.macro_sql in jinja.template_cache.file_cache
+
+        compiled = []
+        get_template = jinja.get_template
+        monkeypatch.setattr(
+            jinja,
+            "get_template",
+            lambda string, *a, **k: (compiled.append(string), get_template(string, *a, **k))[1],
+        )
+        run_dbt(["run"])
+        assert compiled and macro.macro_sql not in compiled  # the models compiled, it did not
 
     def test_a_host_process_freeze_is_left_alone(self, project, raw):
         """A process that froze its own objects (a scheduler's preloaded workers) keeps them
