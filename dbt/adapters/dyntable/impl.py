@@ -27,7 +27,7 @@ from dbt.adapters.dyntable.dynamic_table.model import DynamicTable, built_tables
 from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
 from dbt.adapters.dyntable.dynamic_table.snapshot import NoCommonSnapshot, common_snapshot
 from dbt.adapters.dyntable.dynamic_table.table_features import grants_refusal, lacks
-from dbt.adapters.dyntable.vocabulary import quoted_table, relation_name, sql_string
+from dbt.adapters.dyntable.vocabulary import DYNAMIC_TABLE, quoted_table, relation_name, sql_string
 
 if TYPE_CHECKING:
     import agate
@@ -43,21 +43,20 @@ _SQL_TYPE_NAMES = {"long": "bigint", "integer": "int", "short": "smallint", "byt
 
 
 def _is_dynamic_table(node: Any) -> bool:
-    return getattr(getattr(node, "config", None), "materialized", None) == "dynamic_table"
+    return getattr(getattr(node, "config", None), "materialized", None) == DYNAMIC_TABLE
 
 
 def _compile_ahead(manifest: Any, project_name: str, adapter_type: str) -> None:
     """What dbt compiles once per process, at its first model: sqlparse's lexer (about 50
     regular expressions) and the dynamic_table materialization's Jinja, into dbt's template cache.
     Started when dbt hands over its parsed project, it runs while the engine starts, which leaves
-    this process's CPU mostly idle; the first dynamic table of a `dbt run` took 59 ms of model
-    time, 36 ms with it (docs/ARCHITECTURE.md, "Cost of a refresh")."""
+    this process's CPU mostly idle (docs/ARCHITECTURE.md, "Cost of a refresh")."""
     try:
         from dbt_common.clients.jinja import template_cache
         from sqlparse.lexer import Lexer
 
         Lexer.get_default_instance()  # type: ignore[no-untyped-call]
-        macro = manifest.find_materialization_macro_by_name(project_name, "dynamic_table", adapter_type)
+        macro = manifest.find_materialization_macro_by_name(project_name, DYNAMIC_TABLE, adapter_type)
         if macro is not None:
             template_cache.get_node_template(macro)
     except Exception as exc:  # noqa: BLE001 - the first model compiles it and reports any error
@@ -355,7 +354,7 @@ class DyntableAdapter(SparkAdapter):
                 n
                 for n in (graph or {}).get("nodes", {}).values()
                 if n.get("resource_type") == "model"
-                and n.get("config", {}).get("materialized") == "dynamic_table"
+                and n.get("config", {}).get("materialized") == DYNAMIC_TABLE
                 and relation_name(n.get("schema") or "", n.get("alias") or n.get("name") or "") == name
             ),
             None,

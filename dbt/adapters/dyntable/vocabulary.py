@@ -31,6 +31,8 @@ from typing import Optional, Sequence, Union
 from sqlglot import exp
 
 DIALECT = "spark"
+#: The materialization a dynamic table's model declares (`materialized='dynamic_table'`).
+DYNAMIC_TABLE = "dynamic_table"
 # sqlglot loads a dialect, and builds its parser, on first use (tens of milliseconds): here, at
 # import, rather than inside the first refresh of a process.
 exp.to_table("warm.up", dialect=DIALECT)

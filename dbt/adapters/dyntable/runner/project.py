@@ -35,9 +35,8 @@ from dbt.adapters.dyntable.dynamic_table.model import DynamicTable, refresh_boun
 from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
 from dbt.adapters.dyntable.engines.base import Engine, EngineError
 from dbt.adapters.dyntable.runner.graph import GraphNode
-from dbt.adapters.dyntable.vocabulary import first_line
+from dbt.adapters.dyntable.vocabulary import DYNAMIC_TABLE, first_line
 
-DYNAMIC_TABLE = "dynamic_table"
 DBT_SELECTOR = f"config.materialized:{DYNAMIC_TABLE}"
 #: Where the runner's dbt invocations write their artifacts, under the project. Never dbt's own
 #: target path: a `dyntable status` must not replace the run_results.json that `dbt retry` and
