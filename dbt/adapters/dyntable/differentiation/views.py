@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import FrozenSet, Iterator, Mapping, Optional, Set, Tuple
+from typing import Iterator, Mapping, Optional, Set, Tuple
 
 import sqlglot
 from sqlglot import exp
@@ -104,12 +104,16 @@ def table_references(tree: exp.Expression) -> Iterator[exp.Table]:
 
 def base_tables(sql: str, views: Mapping[str, str], default_schema: str) -> Set[str]:
     """The Delta tables a query reads once views are expanded, as canonical names."""
-    return set(_base_tables(sql, tuple(sorted(views.items())), default_schema))
+    return {table_name(t) for t in table_references(expanded_query(sql, views, default_schema))}
+
+
+def expanded_query(sql: str, views: Mapping[str, str], default_schema: str) -> exp.Expression:
+    """:func:`expand_views`, memoized: one tree per query, shared, that callers only read."""
+    return _expanded(sql, tuple(sorted(views.items())), default_schema)
 
 
 @lru_cache(maxsize=1024)
-def _base_tables(sql: str, views: Tuple[Tuple[str, str], ...], default_schema: str) -> FrozenSet[str]:
-    # Memoized: every refresh of a DT, NO_DATA ones included, asks this of the same few queries,
-    # and parsing is most of what it costs.
-    tree = expand_views(sql, dict(views), default_schema)
-    return frozenset(table_name(t) for t in table_references(tree))
+def _expanded(sql: str, views: Tuple[Tuple[str, str], ...], default_schema: str) -> exp.Expression:
+    # Every refresh of a DT, NO_DATA ones included, asks the tables and the clock of the same few
+    # queries, and parsing is most of what answering costs.
+    return expand_views(sql, dict(views), default_schema)

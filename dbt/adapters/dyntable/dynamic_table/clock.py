@@ -22,12 +22,11 @@ True
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from functools import lru_cache
-from typing import Mapping, Optional, Tuple, TypeVar, cast
+from typing import Mapping, Optional, TypeVar, cast
 
 from sqlglot import exp
 
-from dbt.adapters.dyntable.differentiation.views import expand_views
+from dbt.adapters.dyntable.differentiation.views import expanded_query
 
 Tree = TypeVar("Tree", bound=exp.Expr)
 
@@ -70,11 +69,5 @@ def at_data_timestamp(tree: Tree, data_timestamp: datetime) -> Tree:
 
 def query_clock(sql: str, views: Mapping[str, str], default_schema: str) -> Optional[str]:
     """The first clock function ``sql`` reads, its views expanded, else None."""
-    return _query_clock(sql, tuple(sorted(views.items())), default_schema)
-
-
-@lru_cache(maxsize=1024)
-def _query_clock(sql: str, views: Tuple[Tuple[str, str], ...], default_schema: str) -> Optional[str]:
-    # Memoized: a NO_DATA refresh asks it of the same query every time, and parsing is its cost.
-    tree = expand_views(sql, dict(views), default_schema)
+    tree = expanded_query(sql, views, default_schema)
     return next((clock for clock in map(reads_clock, tree.walk()) if clock), None)
