@@ -24,6 +24,7 @@ from dbt.adapters.dyntable.dynamic_table.config import VERIFY_MODES, DynamicTabl
 from dbt.adapters.dyntable.dynamic_table.lifecycle import RefreshRequest, Trigger
 from dbt.adapters.dyntable.dynamic_table.metadata import GRAPH_HISTORY, MetadataDamaged, MetadataStore
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable, built_tables
+from dbt.adapters.dyntable.dynamic_table.refresh.apply import datafusion_sql
 from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
 from dbt.adapters.dyntable.dynamic_table.snapshot import NoCommonSnapshot, common_snapshot
 from dbt.adapters.dyntable.dynamic_table.table_features import grants_refusal, lacks
@@ -47,10 +48,12 @@ def _is_dynamic_table(node: Any) -> bool:
 
 
 def _compile_ahead(manifest: Any, project_name: str, adapter_type: str) -> None:
-    """What dbt compiles once per process, at its first model: sqlparse's lexer (about 50
-    regular expressions) and the dynamic_table materialization's Jinja, into dbt's template cache.
-    Started when dbt hands over its parsed project, it runs while the engine starts, which leaves
-    this process's CPU mostly idle (docs/ARCHITECTURE.md, "Cost of a refresh")."""
+    """What is compiled once per process, at the first model that needs it: sqlparse's lexer
+    (about 50 regular expressions) and the dynamic_table materialization's Jinja, into dbt's
+    template cache, and sqlglot's Spark dialect and the SQL deltalake's MERGE reads, which sqlglot
+    loads at their first use. Started when dbt hands over its parsed project, it runs while the
+    engine starts, which leaves this process's CPU mostly idle (docs/ARCHITECTURE.md, "Cost of a
+    refresh")."""
     try:
         from dbt_common.clients.jinja import template_cache
         from sqlparse.lexer import Lexer
@@ -59,6 +62,7 @@ def _compile_ahead(manifest: Any, project_name: str, adapter_type: str) -> None:
         macro = manifest.find_materialization_macro_by_name(project_name, DYNAMIC_TABLE, adapter_type)
         if macro is not None:
             template_cache.get_node_template(macro)
+        datafusion_sql("t.`k` <=> s.`k`")
     except Exception as exc:  # noqa: BLE001 - the first model compiles it and reports any error
         logger.debug(f"Compiling ahead of the first dynamic table failed: {exc}")
 

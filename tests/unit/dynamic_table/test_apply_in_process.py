@@ -8,7 +8,7 @@ import json
 import pytest
 
 from dbt.adapters.dyntable.delta_log import Snapshot
-from dbt.adapters.dyntable.dynamic_table.refresh.apply import _datafusion, _writable_in_process
+from dbt.adapters.dyntable.dynamic_table.refresh.apply import _writable_in_process, datafusion_sql
 from dbt.adapters.dyntable.engines.jvm import reads_may_be_stale
 
 
@@ -59,17 +59,17 @@ def test_conditions_become_datafusion_each_conjunct_parenthesized():
     """DataFusion binds AND tighter than IS NOT DISTINCT FROM: unparenthesized, the second key's
     column would be AND-ed with the first's."""
     assert (
-        _datafusion("t.`k` <=> s.`k` AND t.`Order Month` <=> s.`Order Month`")
+        datafusion_sql("t.`k` <=> s.`k` AND t.`Order Month` <=> s.`Order Month`")
         == '(t."k" IS NOT DISTINCT FROM s."k") AND (t."Order Month" IS NOT DISTINCT FROM s."Order Month")'
     )
-    assert _datafusion("t.`k` <=> s.`k`") == 't."k" IS NOT DISTINCT FROM s."k"'
+    assert datafusion_sql("t.`k` <=> s.`k`") == 't."k" IS NOT DISTINCT FROM s."k"'
 
 
 def test_names_and_folds_keep_their_spelling():
-    assert _datafusion("`Total`") == '"Total"'
-    assert _datafusion("s.`a``b`") == 's."a`b"'
+    assert datafusion_sql("`Total`") == '"Total"'
+    assert datafusion_sql("s.`a``b`") == 's."a`b"'
     assert (
-        _datafusion(
+        datafusion_sql(
             "CASE WHEN t.`m` IS NULL THEN s.`m` WHEN s.`m` IS NULL THEN t.`m` ELSE LEAST(t.`m`, s.`m`) END"
         )
         == 'CASE WHEN t."m" IS NULL THEN s."m" WHEN s."m" IS NULL THEN t."m" ELSE LEAST(t."m", s."m") END'

@@ -99,7 +99,7 @@ def _writable_in_process(snapshot: Snapshot) -> bool:
 
 
 @functools.lru_cache(maxsize=1024)
-def _datafusion(spark_sql: str) -> str:
+def datafusion_sql(spark_sql: str) -> str:
     """A Spark SQL expression as deltalake's MERGE reads it (DataFusion: double-quoted names,
     ``IS NOT DISTINCT FROM``). Each conjunct is parenthesized: DataFusion binds ``AND`` tighter
     than ``IS NOT DISTINCT FROM``."""
@@ -699,13 +699,17 @@ def _merge_rows(
     deleted; an unmatched one (where ``insert_when`` holds) is inserted as ``columns``; its
     commit carries ``carried``. deltalake casts what it writes to the table's schema, as the
     engine's MERGE does with its CASTs."""
-    merge = table.merge(rows, _datafusion(on), source_alias="s", target_alias="t", commit_properties=carried)
+    merge = table.merge(
+        rows, datafusion_sql(on), source_alias="s", target_alias="t", commit_properties=carried
+    )
     if update:
-        merge = merge.when_matched_update({_datafusion(quote(c)): _datafusion(v) for c, v in update.items()})
+        merge = merge.when_matched_update(
+            {datafusion_sql(quote(c)): datafusion_sql(v) for c, v in update.items()}
+        )
     if delete:
         merge = merge.when_matched_delete()
-    inserted = {_datafusion(quote(c)): _datafusion(f"s.{quote(c)}") for c in columns}
-    merge = merge.when_not_matched_insert(inserted, _datafusion(insert_when) if insert_when else None)
+    inserted = {datafusion_sql(quote(c)): datafusion_sql(f"s.{quote(c)}") for c in columns}
+    merge = merge.when_not_matched_insert(inserted, datafusion_sql(insert_when) if insert_when else None)
     return {name: int(value) for name, value in merge.execute().items()}
 
 
