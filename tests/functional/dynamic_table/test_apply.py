@@ -112,6 +112,17 @@ def test_an_appended_row_of_weight_below_one_fails_and_leaves_the_dt(engine, dt)
     assert (version(engine, dt), contents(engine, dt)) == (before, held)
 
 
+def test_an_append_staged_here_refuses_a_weight_below_one_and_leaves_the_dt(engine, dt):
+    """An append that comes to this process (the change fuse counts it, or ``immutable_where``
+    filters it) is checked as the engine's INSERT checks it: the plan proves its weights
+    positive, so a negative one is a bug, and appending it would drop rows silently."""
+    applier = DeltaApplier(engine, dt)
+    before, held = version(engine, dt), contents(engine, dt)
+    with pytest.raises(DeltaValidationError, match="an appended row has a weight below 1"):
+        applier.prepare(delta_sql([(5, "e", 1), (1, "a", -1)]), COLUMNS, insert_only=True)
+    assert (version(engine, dt), contents(engine, dt)) == (before, held)
+
+
 def test_an_appended_delta_of_no_rows_inserts_none(engine, dt):
     applier = DeltaApplier(engine, dt)
     held = contents(engine, dt)

@@ -323,6 +323,9 @@ class DeltaApplier:
             return PreparedDelta(columns, rows, key)
         self._check_consolidated(rows)
         if not reads_dt:
+            # The plan proves every weight positive, as :meth:`append`'s SQL checks it.
+            if pc.min(rows.column(WEIGHT)).as_py() < 1:
+                raise DeltaValidationError(ENGINE_CHECKS["not-positive"])
             return PreparedDelta(columns, rows)
         warning = None
         if key is not None:
