@@ -91,6 +91,9 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
                 sizes,
                 refresh_vs_full.full_points if args.full else refresh_vs_full.quick_points,
                 console,
+                # One round per point: a refresh here takes seconds, and three rounds would triple
+                # the suite's longest part.
+                rounds=1,
             )
         finally:
             engine.stop()
