@@ -9,7 +9,9 @@ filter/project DT twice, compacted as every DT is by default (`auto_compact`) an
 1. History: ``--appends`` runner ticks in this process (the runner's Scheduler, one metadata batch
    each, as `dyntable run` ticks), each after COMMIT_ROWS rows appended to the fact by another
    writer, so each tick appends a file to both twins. Per twin: its files afterwards, and its
-   refresh times, median and mean (the compacting refreshes included).
+   refresh times, median and mean (the compacting refreshes included). From the compacted twin's
+   Delta log: the bytes its compactions rewrote (their removed files) against the bytes its
+   refreshes appended and the bytes of its first build.
 2. Through `dbt run`, DBT_RUNS runs per twin (`--select <twin>+`, each twin in runs of its own, so
    neither is the first model of a process more often), each after INSERTED new rows: the
    INCREMENTAL time of the twin and of its downstream DT, which reads it across its compactions.
@@ -30,6 +32,8 @@ Results: benchmarks/results/compaction.md, compaction.goals.json and compaction.
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import statistics
 import tempfile
 import time
@@ -85,6 +89,11 @@ class Results:
     tick_seconds: Dict[str, List[float]] = field(default_factory=dict)
     compactions: Dict[str, int] = field(default_factory=dict)
     files: Dict[str, int] = field(default_factory=dict)
+    #: The compacted twin's bytes: of its first build, appended by its refreshes, and rewritten
+    #: by its compactions (the files they removed).
+    built_bytes: int = 0
+    appended_bytes: int = 0
+    rewritten_bytes: int = 0
     #: (run, model) → execution times through dbt.
     dbt: Dict[Tuple[str, str], List[float]] = field(default_factory=dict)
     #: Per measured run of phase 3: (with a compaction, rows the interval read, rows of the
@@ -179,6 +188,13 @@ class Bench:
             self.results.compactions[twin] = sum(1 for m in messages if (m or "").startswith("compacted"))
             self.results.files[twin] = len(DeltaTable(str(project.warehouse / DT_SCHEMA / twin)).file_uris())
         self.say(f"history: files {self.results.files}, compactions {self.results.compactions}")
+        built, appended, rewritten = written_bytes(project.warehouse / DT_SCHEMA / COMPACTED)
+        self.results.built_bytes, self.results.appended_bytes, self.results.rewritten_bytes = (
+            built,
+            appended,
+            rewritten,
+        )
+        self.say(f"history: {COMPACTED} built {built:,} B, appended {appended:,} B, rewrote {rewritten:,} B")
 
     def source_compactions(self, project: Project, writer: FactWriter) -> None:
         from deltalake import DeltaTable
@@ -213,6 +229,24 @@ class Bench:
             )
 
 
+def written_bytes(table: Path) -> Tuple[int, int, int]:
+    """From ``table``'s log: the bytes its first data commit added, the bytes later commits that
+    change data added, and the bytes compaction commits (no action with ``dataChange``) removed."""
+    built = appended = rewritten = 0
+    for commit in sorted((table / "_delta_log").glob("*.json")):
+        actions = [json.loads(line) for line in commit.read_text().splitlines() if line.strip()]
+        files = [a.get("add") or a.get("remove") for a in actions if "add" in a or "remove" in a]
+        if files and not any(f["dataChange"] for f in files):
+            rewritten += sum(f.get("size") or 0 for f in files if "deletionTimestamp" in f)
+            continue
+        added = sum(a["add"]["size"] for a in actions if "add" in a)
+        if not built:
+            built = added
+        else:
+            appended += added
+    return built, appended, rewritten
+
+
 def history_column(project: Project, model: str, column: str) -> list:
     from deltalake import DeltaTable
 
@@ -237,6 +271,10 @@ def ms(value: float) -> str:
     return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"
 
 
+def mb(size: int) -> str:
+    return f"{size / 1e6:,.1f} MB"
+
+
 def trend(seconds: List[float]) -> str:
     first, last = seconds[:TREND_TICKS], seconds[-TREND_TICKS:]
     return f"{ms(statistics.median(first))} → {ms(statistics.median(last))}"
@@ -255,6 +293,7 @@ def report(results: Results, command: str) -> Path:
     }
     source_ratio = source["after a source compaction"] / source["after a source insert"]
     compacted_reads = [(read, diff) for was, read, diff in results.source_reads if was]
+    tier_bound = math.log2(max(results.compactions[COMPACTED], 1)) + 1
     read_only_changes = all(read == INSERTED for read, _ in compacted_reads)
     goals = [
         Goal(
@@ -263,6 +302,14 @@ def report(results: Results, command: str) -> Path:
             f"{tick_ratio:.2f}× ({ms(mean[COMPACTED])} vs {ms(mean[UNCOMPACTED])}, "
             f"{results.compactions[COMPACTED]} compactions in {results.appends} refreshes)",
             tick_ratio <= WITHIN,
+        ),
+        Goal(
+            "its compactions rewrite the files its refreshes appended, not its first build: bytes "
+            "rewritten ≤ the appended bytes × (log2 of the compactions + 1), a size tier's bound",
+            f"{results.rewritten_bytes / max(results.appended_bytes, 1):.1f}× ({mb(results.rewritten_bytes)} "
+            f"rewritten, {mb(results.appended_bytes)} appended, first build {mb(results.built_bytes)}; "
+            f"bound {tier_bound:.1f}×)",
+            results.rewritten_bytes <= tier_bound * results.appended_bytes,
         ),
         Goal(
             "a rebuild of a DT downstream of it costs less than over the uncompacted twin",

@@ -971,7 +971,7 @@ class DeltaLog:
         """Files whose data is gone; one batched metadata call per file system."""
         by_fs: Dict[int, Tuple[pafs.FileSystem, List[Tuple[str, DataFile]]]] = {}
         for data_file in files:
-            fs, path = self._fs_path(data_file)
+            fs, path = self.file_path(data_file)
             by_fs.setdefault(id(fs), (fs, []))[1].append((path, data_file))
         missing: List[DataFile] = []
         for fs, entries in by_fs.values():
@@ -979,7 +979,13 @@ class DeltaLog:
             missing.extend(f for info, (_, f) in zip(infos, entries) if info.type == pafs.FileType.NotFound)
         return missing
 
-    def _fs_path(self, data_file: DataFile) -> Tuple[pafs.FileSystem, str]:
+    @property
+    def root(self) -> Tuple[pafs.FileSystem, str]:
+        """The file system holding the table and the table's folder there."""
+        return self._fs, self._root
+
+    def file_path(self, data_file: DataFile) -> Tuple[pafs.FileSystem, str]:
+        """The file system holding ``data_file`` and its path there."""
         if data_file.uri.startswith(self.root_uri + "/"):
             relative = urllib.parse.unquote(data_file.uri[len(self.root_uri) + 1 :])
             return self._fs, f"{self._root}/{relative}"

@@ -133,3 +133,55 @@ class TestCompaction:
         assert row.rows_inserted == 2 and row.rows_deleted == 0
         read = DeltaLog(events).interval(consumed, row.source_versions[f"{raw}.events"])
         assert (read.added_rows, read.removed_rows) == (2, 0)
+
+
+# Partitioned, of several types, and built from far more rows than each refresh appends: the first
+# build's files are larger than the appended ones together, and outlive the compaction.
+EVENTS_BY_BUCKET = """
+{{ config(materialized='dynamic_table', target_lag='1 minute', refresh_mode='incremental',
+          auto_compact=3, partition_by=['bucket']) }}
+select event_id, user_id, amount, event_id % 2 as bucket,
+       cast(amount as decimal(12, 2)) as price, concat('user ', cast(user_id as string)) as label,
+       date_add(date '2026-01-01', cast(user_id as int)) as day,
+       cast(date_add(date '2026-01-01', cast(user_id as int)) as timestamp) as at
+from {{ source('raw', 'events') }}
+"""
+
+
+class TestCompactionLeavesLargeFilesAlone:
+    @pytest.fixture(scope="class")
+    def project_config_update(self):
+        return delta_project()
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"events_by_bucket.sql": EVENTS_BY_BUCKET, "sources.yml": raw_sources("events")}
+
+    def test_only_the_appended_files_are_merged(self, project, raw, dyntable_warehouse):
+        rows = ", ".join(f"({i}, {i % 7}, {i * 1.5})" for i in range(100, 3_100))
+        project.run_sql(f"insert into {raw}.events values {rows}")
+        run_dbt(["run"])
+        table = location(project, f"{project.test_schema}.events_by_bucket")
+        built = set(DeltaTable(str(table)).file_uris())
+        for event_id in range(10_000, 10_010, 2):  # bucket 0 only
+            project.run_sql(f"insert into {raw}.events values ({event_id}, 1, 2.5)")
+            run_dbt(["run"])
+            row = assert_refreshed(project, dyntable_warehouse, "events_by_bucket", "INCREMENTAL")
+            if (row.state_message or "").startswith("compacted"):
+                break
+        else:
+            pytest.fail("events_by_bucket was never compacted")
+        assert row.state_message.startswith("compacted 3 small files"), row.state_message
+        actions = last_commit_actions(table)
+        assert actions and not any(a["dataChange"] for a in actions), actions
+        added = [a for a in actions if "modificationTime" in a]
+        assert len(added) == 1 and added[0]["partitionValues"] == {"bucket": "0"}, added
+        # The first build's files are all still live; the three appended ones became one.
+        live = set(DeltaTable(str(table)).file_uris())
+        assert built <= live and len(live) == len(built) + 1, (built, live)
+
+        # Updates and deletes through the merged file and the build's.
+        project.run_sql(f"delete from {raw}.events where event_id in (10000, 100)")
+        project.run_sql(f"update {raw}.events set amount = amount + 1 where user_id = 1")
+        run_dbt(["run"])
+        assert_refreshed(project, dyntable_warehouse, "events_by_bucket", "INCREMENTAL")

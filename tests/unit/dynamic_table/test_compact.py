@@ -1,5 +1,6 @@
-"""When a DT's compaction falls due (docs/ARCHITECTURE.md, "Compaction"): small files counted per
-partition, as a compaction merges them."""
+"""What a DT's compaction merges, and when it falls due (docs/ARCHITECTURE.md, "Compaction"):
+per partition, a size tier of its small files, so the large files of a first build or a rebuild
+are not rewritten with every handful of appended ones."""
 
 from __future__ import annotations
 
@@ -7,31 +8,79 @@ from datetime import date
 from typing import Any, Dict, List
 
 from dbt.adapters.dyntable.delta_log import DataFile, Snapshot
-from dbt.adapters.dyntable.dynamic_table.refresh.compact import SMALL_FILE_BYTES, small_files
+from dbt.adapters.dyntable.dynamic_table.refresh.compact import (
+    MERGED_FILE_BYTES,
+    SMALL_FILE_BYTES,
+    compaction_groups,
+)
+
+MB = 1024 * 1024
 
 
 def snapshot(files: List[Dict[str, Any]]) -> Snapshot:
     data_files = {
-        f"part-{i}.parquet": DataFile(
-            path=f"part-{i}.parquet",
-            uri=f"file:///t/part-{i}.parquet",
+        f"part-{i:04d}.parquet": DataFile(
+            path=f"part-{i:04d}.parquet",
+            uri=f"file:///t/part-{i:04d}.parquet",
             size_bytes=spec["size"],
             num_records=1,
             partition_values=spec.get("partition", {}),
-            has_deletion_vector=False,
+            has_deletion_vector=spec.get("vector", False),
         )
         for i, spec in enumerate(files)
     }
     return Snapshot(0, "id", '{"type":"struct","fields":[]}', (), {}, data_files)
 
 
-def test_small_files_are_counted_per_partition():
+def sizes(groups: List[List[DataFile]]) -> List[List[int]]:
+    return [[f.size_bytes for f in group] for group in groups]
+
+
+def test_small_files_are_merged_per_partition():
     files = [{"size": 1_000, "partition": {"day": date(2026, 1, d % 2 + 1)}} for d in range(60)]
-    assert small_files(snapshot(files)) == 30
-    assert small_files(snapshot([{"size": 1_000}] * 60)) == 60
+    groups = compaction_groups(snapshot(files), 30)
+    assert sizes(groups) == [[1_000] * 30, [1_000] * 30]
+    assert {tuple(f.partition_values.items()) for f in groups[0]} != {
+        tuple(f.partition_values.items()) for f in groups[1]
+    }
+    assert compaction_groups(snapshot(files), 31) == []  # not due: 30 a partition
+    assert compaction_groups(snapshot([]), 2) == []
 
 
-def test_files_of_the_small_file_size_and_up_are_not_small():
-    files = [{"size": SMALL_FILE_BYTES}] * 10 + [{"size": SMALL_FILE_BYTES - 1}] * 3
-    assert small_files(snapshot(files)) == 3
-    assert small_files(snapshot([])) == 0
+def test_the_large_files_of_a_first_build_are_left_alone():
+    # Two 37 and 32 MB files from the first build, 50 appended files of 100 kB.
+    files = [{"size": 37 * MB}, {"size": 32 * MB}] + [{"size": 100_000}] * 50
+    assert sizes(compaction_groups(snapshot(files), 50)) == [[100_000] * 50]
+    # Once the appended files weigh as much as a build file, it joins them.
+    files = [{"size": 3 * MB}] + [{"size": 100_000}] * 40
+    assert sizes(compaction_groups(snapshot(files), 41)) == [[100_000] * 40 + [3 * MB]]
+    assert compaction_groups(snapshot(files[:30]), 41) == []
+
+
+def test_merged_files_merge_again_as_a_tier():
+    # After compactions: merged files of 5 and 10 MB and 50 new appended files of 100 kB.
+    files = [{"size": 40 * MB}, {"size": 10_000_000}, {"size": 5_000_000}] + [{"size": 100_000}] * 50
+    assert sizes(compaction_groups(snapshot(files), 50)) == [[100_000] * 50 + [5_000_000, 10_000_000]]
+
+
+def test_a_tiny_file_does_not_stop_a_tier_of_larger_ones():
+    files = [{"size": 900}, {"size": 2 * MB}, {"size": 2 * MB}, {"size": 2 * MB}, {"size": 2 * MB}]
+    assert sizes(compaction_groups(snapshot(files), 5)) == [[900] + [2 * MB] * 4]
+
+
+def test_a_tier_stops_at_a_merged_files_size_and_is_due_at_half_of_it():
+    files = [{"size": 10_000}] + [{"size": 5 * MB}] * 49
+    (group,) = compaction_groups(snapshot(files), 50)  # 26 files, but a full merged file
+    assert sizes([group]) == [[10_000] + [5 * MB] * 25]
+    assert sum(f.size_bytes for f in group) <= MERGED_FILE_BYTES
+    files = [{"size": 5 * MB}] * 12  # 60 MB: neither 50 files nor half a merged file
+    assert compaction_groups(snapshot(files), 50) == []
+    assert sizes(compaction_groups(snapshot(files + files[:1]), 50)) == [[5 * MB] * 13]
+
+
+def test_files_of_the_small_file_size_and_up_and_with_deletion_vectors_are_not_merged():
+    files = [{"size": SMALL_FILE_BYTES}] * 10 + [{"size": SMALL_FILE_BYTES - 1}] * 2
+    assert sizes(compaction_groups(snapshot(files), 2)) == [[SMALL_FILE_BYTES - 1] * 2]
+    files = [{"size": 1_000}] * 3 + [{"size": 1_000, "vector": True}] + [{"size": 1_000}] * 5
+    (group,) = compaction_groups(snapshot(files), 3)
+    assert [f.path for f in group] == [f"part-{i:04d}.parquet" for i in range(4, 9)]

@@ -29,24 +29,34 @@ so in a warning.
 from __future__ import annotations
 
 import functools
+import json
+import posixpath
+import time
+import urllib.parse
+import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import Enum
-from typing import Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as pads
+import pyarrow.fs as pafs
 import sqlglot
 from deltalake import CommitProperties, DeltaTable, write_deltalake
+from deltalake.transaction import AddAction, RemoveAction
 from pyspark.sql.types import ArrayType, MapType, NullType, StructType
 from sqlglot import exp
 
 from dbt.adapters.dyntable.delta_log import (
     CHECKPOINT_INTERVAL,
     DEFAULT_CHECKPOINT_INTERVAL,
+    DataFile,
     DeltaLog,
     Snapshot,
+    commit_file,
 )
 from dbt.adapters.dyntable.differentiation import DeltaQuery
 from dbt.adapters.dyntable.differentiation.aggregate import Accumulation
@@ -109,6 +119,13 @@ def datafusion_sql(spark_sql: str) -> str:
     return " AND ".join(f"({c.sql(dialect='postgres')})" for c in parsed.flatten())
 
 
+#: The folder, inside the DT's and skipped by readers and VACUUM as every ``_`` folder is, where
+#: deltalake writes the files a compaction merges (``_merge_files``).
+COMPACTION_FOLDER = "_dyntable_compaction_"
+#: The table settings that say which columns a file's statistics cover.
+STATISTICS_SETTINGS = ("delta.dataSkippingNumIndexedCols", "delta.dataSkippingStatsColumns")
+#: Delta Spark's OPTIMIZE merges the files smaller than this session setting.
+OPTIMIZE_MIN_FILE_SIZE = "spark.databricks.delta.optimize.minFileSize"
 #: How a user recovers a DT whose delta failed validation.
 FULL_REFRESH_FIX = "Run `dbt run --full-refresh -s <model>` to rebuild it."
 
@@ -443,21 +460,27 @@ class DeltaApplier:
 
         return self._counted(merge)
 
-    def compact(self) -> Tuple[int, int]:
-        """Rewrite the DT's small files into fewer, changing no rows: one commit whose actions
-        all have ``dataChange`` false (docs/ARCHITECTURE.md, "Compaction"). Returns the files
-        it removed and added; (0, 0) when there was nothing to merge."""
-        writer = self._in_process()
-        if writer is not None:
-            metrics = writer.optimize.compact()
-            if not metrics.get("numFilesRemoved"):
-                return 0, 0
-            self._written(writer)
-            return int(metrics["numFilesRemoved"]), int(metrics["numFilesAdded"])
+    def compact(self, groups: Sequence[Sequence[DataFile]]) -> Tuple[int, int]:
+        """Rewrite each of ``groups`` (small files of one partition, ``compact.py`` chooses them)
+        into one file, changing no rows: one commit whose actions all have ``dataChange`` false
+        (docs/ARCHITECTURE.md, "Compaction"). Returns the files it removed and added; (0, 0)
+        when the engine found nothing to merge."""
         log = self._log()
         assert log is not None, "only an existing DT is compacted"
+        writer = self._in_process()
+        if writer is not None:
+            added = _merge_files(writer, log, groups)
+            self._written(writer)
+            return sum(map(len, groups)), added
+        # The engine's OPTIMIZE merges the files under its minimum size: just the groups' (and, in
+        # another partition, files as small as theirs).
+        largest = max(f.size_bytes for group in groups for f in group)
         before = log.latest_version()
-        self.engine.execute(f"OPTIMIZE {self.dt.relation}")
+        self.engine.execute(f"SET {OPTIMIZE_MIN_FILE_SIZE}={largest + 1}")
+        try:
+            self.engine.execute(f"OPTIMIZE {self.dt.relation}")
+        finally:
+            self.engine.execute(f"RESET {OPTIMIZE_MIN_FILE_SIZE}")
         after = log.latest_version()
         if after == before:
             return 0, 0
@@ -685,6 +708,72 @@ def _checkpointed(table: DeltaTable) -> None:
     configured = table.metadata().configuration.get(CHECKPOINT_INTERVAL)
     if table.version() % int(configured or DEFAULT_CHECKPOINT_INTERVAL) == 0:
         table.create_checkpoint()
+
+
+def _merge_files(writer: DeltaTable, log: DeltaLog, groups: Sequence[Sequence[DataFile]]) -> int:
+    """Merge each of ``groups`` into one new file, in one commit of the new files' add actions and
+    the old ones' remove actions, all with ``dataChange`` false; returns the files added.
+
+    deltalake's own compaction merges every file under its target, the DT's large ones too. So
+    each new file is written by deltalake into a table of its own in a folder of the DT's that
+    readers skip (its statistics and layout as its other writes'), moved beside the DT's files,
+    and committed here. A crash leaves that folder, which the next compaction deletes, or an
+    uncommitted file, which VACUUM deletes."""
+    fs, root = log.root
+    for leftover in fs.get_file_info(pafs.FileSelector(root)):
+        if leftover.base_name.startswith(COMPACTION_FOLDER):
+            fs.delete_dir(leftover.path)
+    snapshot = log.snapshot(log.latest_version())
+    schema = pa.schema(writer.schema().to_arrow())
+    partition_by = list(snapshot.partition_columns)
+    data_schema = pa.schema([f for f in schema if f.name not in partition_by])
+    # The DT's statistics settings, so the new files carry the statistics its other files do.
+    configuration = {k: v for k, v in snapshot.configuration.items() if k in STATISTICS_SETTINGS}
+    folder = f"{root}/{COMPACTION_FOLDER}{uuid.uuid4().hex}"
+    actions: List[Any] = []
+    try:
+        for number, group in enumerate(groups):
+            files = [log.file_path(f) for f in group]
+            rows = pads.dataset(
+                [path for _, path in files], schema=data_schema, filesystem=files[0][0]
+            ).to_table()
+            for name in partition_by:
+                column = schema.field(name)
+                value = group[0].partition_values.get(name)
+                rows = rows.append_column(column, pa.array([value] * rows.num_rows, column.type))
+            written = f"{folder}/{number}"
+            write_deltalake(
+                log.root_uri + written[len(root) :],
+                rows.select(schema.names),
+                partition_by=partition_by or None,
+                configuration=configuration or None,
+            )
+            with fs.open_input_stream(f"{written}/{commit_file(0)}") as commit:
+                add = next(
+                    a["add"] for a in map(json.loads, commit.read().decode().splitlines()) if "add" in a
+                )
+            relative = urllib.parse.unquote(add["path"])
+            fs.create_dir(posixpath.dirname(f"{root}/{relative}"), recursive=True)
+            fs.move(f"{written}/{relative}", f"{root}/{relative}")
+            actions.append(
+                AddAction(
+                    add["path"],
+                    add["size"],
+                    add["partitionValues"],
+                    add["modificationTime"],
+                    False,
+                    add["stats"],
+                )
+            )
+            removed_at = int(time.time() * 1000)
+            actions += [
+                RemoveAction(f.path, False, removed_at, f.size_bytes, add["partitionValues"]) for f in group
+            ]
+        writer.create_write_transaction(actions, "append", writer.schema(), partition_by or None)
+    finally:
+        if fs.get_file_info(folder).type != pafs.FileType.NotFound:
+            fs.delete_dir(folder)
+    return len(groups)
 
 
 def _merge_rows(
