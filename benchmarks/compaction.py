@@ -23,6 +23,11 @@ filter/project DT twice, compacted as every DT is by default (`auto_compact`) an
    compacts them). The twins' INCREMENTAL time with and without a compaction before it, and what
    the refresh read of the fact (the interval's rows) beside the rows of the end snapshots' file-set
    difference, which is what a reader that does not take compactions out of an interval reads.
+4. One compaction, two ways, on copies of the uncompacted twin restored to the version where its
+   first compaction falls due (its first build and the 50 files of its first 25 refreshes):
+   merging its size tier, as a DT's compaction does, against deltalake's `optimize.compact`, which
+   merges every file under its target (what a DT's compaction did before it merged a tier),
+   COMPACTION_ROUNDS rounds each on a fresh copy.
 
     .venv/bin/python -m benchmarks.compaction               # 1M rows, 500 ticks: about 12 minutes
 
@@ -34,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import shutil
 import statistics
 import tempfile
 import time
@@ -58,6 +64,7 @@ COMMIT_ROWS = 100
 INSERTED = 1_000
 DBT_RUNS = 3
 SMALL_COMMITS = 50
+COMPACTION_ROUNDS = 3
 WITHIN = 1.2
 #: The history phase's first and last ticks compared: what a refresh costs as the DTs' logs and
 #: the fact's grow by a commit a tick.
@@ -99,6 +106,8 @@ class Results:
     #: Per measured run of phase 3: (with a compaction, rows the interval read, rows of the
     #: file-set difference).
     source_reads: List[Tuple[bool, int, int]] = field(default_factory=list)
+    #: Phase 4, per way: (seconds, bytes rewritten) of each round.
+    one_compaction: Dict[str, List[Tuple[float, int]]] = field(default_factory=dict)
 
     def median(self, run: str, model: str) -> float:
         return statistics.median(self.dbt[(run, model)])
@@ -137,6 +146,7 @@ class Bench:
         writer = FactWriter(project.fact_location(), self.results.rows)
         self.dbt_run(project, None, expect="REINITIALIZE")
         self.history(project, writer)
+        self.one_compaction(project.warehouse / DT_SCHEMA / UNCOMPACTED, root.parent / "copies")
         for _ in range(DBT_RUNS):
             for twin in TWINS:
                 writer.insert(INSERTED)
@@ -195,6 +205,41 @@ class Bench:
             rewritten,
         )
         self.say(f"history: {COMPACTED} built {built:,} B, appended {appended:,} B, rewrote {rewritten:,} B")
+
+    def one_compaction(self, table: Path, copies: Path) -> None:
+        """Phase 4: ``table`` copied, restored to where 50 files were appended to its first build,
+        and compacted both ways, COMPACTION_ROUNDS times each."""
+        from deltalake import DeltaTable
+
+        from dbt.adapters.dyntable.delta_log import DeltaLog
+        from dbt.adapters.dyntable.dynamic_table.refresh.apply import merge_files
+        from dbt.adapters.dyntable.dynamic_table.refresh.compact import compaction_groups
+
+        def size_tier(copy: Path) -> int:
+            log = DeltaLog(copy)
+            groups = compaction_groups(log.snapshot(log.latest_version()), 2)
+            merge_files(DeltaTable(str(copy)), log, groups)
+            return sum(f.size_bytes for group in groups for f in group)
+
+        def every_small_file(copy: Path) -> int:
+            metrics = DeltaTable(str(copy)).optimize.compact()
+            return int(json.loads(metrics["filesRemoved"])["totalSize"])
+
+        log = DeltaLog(table)
+        versions = range(log.latest_version() + 1)
+        built = next(v for v in versions if log.snapshot(v).files)
+        due = next(v for v in versions if len(log.snapshot(v).files) >= len(log.snapshot(built).files) + 50)
+        for round_ in range(COMPACTION_ROUNDS):
+            for way, compact in (("size tier", size_tier), ("every small file", every_small_file)):
+                copy = copies / f"{round_}-{way.replace(' ', '-')}"
+                shutil.copytree(table, copy)
+                DeltaTable(str(copy)).restore(due)
+                started = time.perf_counter()
+                rewritten = compact(copy)
+                seconds = time.perf_counter() - started
+                self.results.one_compaction.setdefault(way, []).append((seconds, rewritten))
+                shutil.rmtree(copy)
+        self.say(f"one compaction: {self.results.one_compaction}")
 
     def source_compactions(self, project: Project, writer: FactWriter) -> None:
         from deltalake import DeltaTable
@@ -294,6 +339,10 @@ def report(results: Results, command: str) -> Path:
     source_ratio = source["after a source compaction"] / source["after a source insert"]
     compacted_reads = [(read, diff) for was, read, diff in results.source_reads if was]
     tier_bound = math.log2(max(results.compactions[COMPACTED], 1)) + 1
+    compaction = {
+        way: statistics.median(t for t, _ in rounds) for way, rounds in results.one_compaction.items()
+    }
+    compaction_ratio = compaction["size tier"] / compaction["every small file"]
     read_only_changes = all(read == INSERTED for read, _ in compacted_reads)
     goals = [
         Goal(
@@ -310,6 +359,12 @@ def report(results: Results, command: str) -> Path:
             f"rewritten, {mb(results.appended_bytes)} appended, first build {mb(results.built_bytes)}; "
             f"bound {tier_bound:.1f}×)",
             results.rewritten_bytes <= tier_bound * results.appended_bytes,
+        ),
+        Goal(
+            "one compaction of the same DT (its first build and the files appended since) takes "
+            "less than half the time of deltalake's optimize.compact, which merges every small file",
+            f"{compaction_ratio:.2f}× ({ms(compaction['size tier'])} vs {ms(compaction['every small file'])})",
+            compaction_ratio < 0.5,
         ),
         Goal(
             "a rebuild of a DT downstream of it costs less than over the uncompacted twin",
@@ -392,6 +447,14 @@ def report(results: Results, command: str) -> Path:
                 ms(rebuild[UNCOMPACTED]),
                 f"{rebuild_ratio:.2f}×",
             ),
+        ],
+    )
+    body += ["", f"## One compaction, two ways (copies of {UNCOMPACTED}, median of {COMPACTION_ROUNDS})", ""]
+    body += markdown_table(
+        ["compaction", "time", "bytes rewritten"],
+        [
+            (way, ms(compaction[way]), mb(int(statistics.median(b for _, b in rounds))))
+            for way, rounds in results.one_compaction.items()
         ],
     )
     body += ["", "## A source compacted by its owner", ""]

@@ -120,7 +120,7 @@ def datafusion_sql(spark_sql: str) -> str:
 
 
 #: The folder, inside the DT's and skipped by readers and VACUUM as every ``_`` folder is, where
-#: deltalake writes the files a compaction merges (``_merge_files``).
+#: deltalake writes the files a compaction merges (``merge_files``).
 COMPACTION_FOLDER = "_dyntable_compaction_"
 #: The table settings that say which columns a file's statistics cover.
 STATISTICS_SETTINGS = ("delta.dataSkippingNumIndexedCols", "delta.dataSkippingStatsColumns")
@@ -469,7 +469,7 @@ class DeltaApplier:
         assert log is not None, "only an existing DT is compacted"
         writer = self._in_process()
         if writer is not None:
-            added = _merge_files(writer, log, groups)
+            added = merge_files(writer, log, groups)
             self._written(writer)
             return sum(map(len, groups)), added
         # The engine's OPTIMIZE merges the files under its minimum size: just the groups' (and, in
@@ -710,7 +710,7 @@ def _checkpointed(table: DeltaTable) -> None:
         table.create_checkpoint()
 
 
-def _merge_files(writer: DeltaTable, log: DeltaLog, groups: Sequence[Sequence[DataFile]]) -> int:
+def merge_files(writer: DeltaTable, log: DeltaLog, groups: Sequence[Sequence[DataFile]]) -> int:
     """Merge each of ``groups`` into one new file, in one commit of the new files' add actions and
     the old ones' remove actions, all with ``dataChange`` false; returns the files added.
 
