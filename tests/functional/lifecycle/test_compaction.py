@@ -15,7 +15,9 @@ from dbt.tests.util import run_dbt
 from deltalake import DeltaTable
 
 from dbt.adapters.dyntable.delta_log import DeltaLog, IntervalKind
+from dbt.adapters.dyntable.dynamic_table.refresh.apply import COMPACTION_FOLDER
 from tests.functional.adapter.delta import delta_project
+from tests.functional.dynamic_table.dvs import project_engine
 from tests.functional.lifecycle.helpers import assert_refreshed, commits, last, location
 from tests.functional.sources import raw_sources
 
@@ -163,6 +165,11 @@ class TestCompactionLeavesLargeFilesAlone:
         run_dbt(["run"])
         table = location(project, f"{project.test_schema}.events_by_bucket")
         built = set(DeltaTable(str(table)).file_uris())
+        # What a compaction in this process killed while writing its merged file leaves behind:
+        # readers skip it, and the next such compaction deletes it.
+        leftover = table / f"{COMPACTION_FOLDER}crashed" / "0"
+        leftover.mkdir(parents=True)
+        (leftover / "part-0.parquet").write_bytes(b"not parquet")
         for event_id in range(10_000, 10_010, 2):  # bucket 0 only
             project.run_sql(f"insert into {raw}.events values ({event_id}, 1, 2.5)")
             run_dbt(["run"])
@@ -179,6 +186,8 @@ class TestCompactionLeavesLargeFilesAlone:
         # The first build's files are all still live; the three appended ones became one.
         live = set(DeltaTable(str(table)).file_uris())
         assert built <= live and len(live) == len(built) + 1, (built, live)
+        in_process = project_engine(project).capabilities.merge_in_process
+        assert leftover.exists() is not in_process
 
         # Updates and deletes through the merged file and the build's.
         project.run_sql(f"delete from {raw}.events where event_id in (10000, 100)")
