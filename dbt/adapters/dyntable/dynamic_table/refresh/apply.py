@@ -122,8 +122,9 @@ def datafusion_sql(spark_sql: str) -> str:
 #: The folder, inside the DT's and skipped by readers and VACUUM as every ``_`` folder is, where
 #: deltalake writes the files a compaction merges (``merge_files``).
 COMPACTION_FOLDER = "_dyntable_compaction_"
-#: The table settings that say which columns a file's statistics cover.
-STATISTICS_SETTINGS = ("delta.dataSkippingNumIndexedCols", "delta.dataSkippingStatsColumns")
+#: The table settings that shape the files a writer writes: the columns their statistics cover,
+#: and their target size.
+FILE_SETTINGS = ("delta.dataSkippingNumIndexedCols", "delta.dataSkippingStatsColumns", "delta.targetFileSize")
 #: Delta Spark's OPTIMIZE merges the files smaller than this session setting.
 OPTIMIZE_MIN_FILE_SIZE = "spark.databricks.delta.optimize.minFileSize"
 #: How a user recovers a DT whose delta failed validation.
@@ -711,8 +712,9 @@ def _checkpointed(table: DeltaTable) -> None:
 
 
 def merge_files(writer: DeltaTable, log: DeltaLog, groups: Sequence[Sequence[DataFile]]) -> int:
-    """Merge each of ``groups`` into one new file, in one commit of the new files' add actions and
-    the old ones' remove actions, all with ``dataChange`` false; returns the files added.
+    """Merge each of ``groups`` into one new file (more, beyond deltalake's target file size), in
+    one commit of the new files' add actions and the old ones' remove actions, all with
+    ``dataChange`` false; returns the files added.
 
     deltalake's own compaction merges every file under its target, the DT's large ones too. So
     each new file is written by deltalake into a table of its own in a folder of the DT's that
@@ -727,10 +729,11 @@ def merge_files(writer: DeltaTable, log: DeltaLog, groups: Sequence[Sequence[Dat
     schema = pa.schema(writer.schema().to_arrow())
     partition_by = list(snapshot.partition_columns)
     data_schema = pa.schema([f for f in schema if f.name not in partition_by])
-    # The DT's statistics settings, so the new files carry the statistics its other files do.
-    configuration = {k: v for k, v in snapshot.configuration.items() if k in STATISTICS_SETTINGS}
+    # The DT's file settings, so the new files are written as its other files are.
+    configuration = {k: v for k, v in snapshot.configuration.items() if k in FILE_SETTINGS}
     folder = f"{root}/{COMPACTION_FOLDER}{uuid.uuid4().hex}"
     actions: List[Any] = []
+    added = 0
     try:
         for number, group in enumerate(groups):
             files = [log.file_path(f) for f in group]
@@ -748,32 +751,33 @@ def merge_files(writer: DeltaTable, log: DeltaLog, groups: Sequence[Sequence[Dat
                 partition_by=partition_by or None,
                 configuration=configuration or None,
             )
+            # deltalake splits rows beyond its target file size into several files.
             with fs.open_input_stream(f"{written}/{commit_file(0)}") as commit:
-                add = next(
-                    a["add"] for a in map(json.loads, commit.read().decode().splitlines()) if "add" in a
+                adds = [a["add"] for a in map(json.loads, commit.read().decode().splitlines()) if "add" in a]
+            for add in adds:
+                relative = urllib.parse.unquote(add["path"])
+                fs.create_dir(posixpath.dirname(f"{root}/{relative}"), recursive=True)
+                fs.move(f"{written}/{relative}", f"{root}/{relative}")
+                actions.append(
+                    AddAction(
+                        add["path"],
+                        add["size"],
+                        add["partitionValues"],
+                        add["modificationTime"],
+                        False,
+                        add["stats"],
+                    )
                 )
-            relative = urllib.parse.unquote(add["path"])
-            fs.create_dir(posixpath.dirname(f"{root}/{relative}"), recursive=True)
-            fs.move(f"{written}/{relative}", f"{root}/{relative}")
-            actions.append(
-                AddAction(
-                    add["path"],
-                    add["size"],
-                    add["partitionValues"],
-                    add["modificationTime"],
-                    False,
-                    add["stats"],
-                )
-            )
+            added += len(adds)
+            # Files of no rows merge into none: their remove actions then say no partition.
+            values = adds[0]["partitionValues"] if adds else None
             removed_at = int(time.time() * 1000)
-            actions += [
-                RemoveAction(f.path, False, removed_at, f.size_bytes, add["partitionValues"]) for f in group
-            ]
+            actions += [RemoveAction(f.path, False, removed_at, f.size_bytes, values) for f in group]
         writer.create_write_transaction(actions, "append", writer.schema(), partition_by or None)
     finally:
         if fs.get_file_info(folder).type != pafs.FileType.NotFound:
             fs.delete_dir(folder)
-    return len(groups)
+    return added
 
 
 def _merge_rows(
