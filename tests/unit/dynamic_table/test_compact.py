@@ -129,7 +129,9 @@ def test_merging_a_tier_keeps_every_row_and_the_large_files(tmp_path):
     assert [len(g) for g in groups] == [6]
     assert {f.partition_values["day"] for f in groups[0]} == {date(2026, 1, 1)}
 
-    assert merge_files(DeltaTable(str(table)), log, groups) == 1
+    writer = DeltaTable(str(table))
+    assert merge_files(writer, log, groups) == 1
+    assert writer.version() == snapshot.version + 1  # at the compaction's version, to checkpoint it
     assert rows(table) == before
     actions = last_actions(table)
     files = [a.get("add") or a.get("remove") for a in actions if "add" in a or "remove" in a]

@@ -774,6 +774,7 @@ def merge_files(writer: DeltaTable, log: DeltaLog, groups: Sequence[Sequence[Dat
             removed_at = int(time.time() * 1000)
             actions += [RemoveAction(f.path, False, removed_at, f.size_bytes, values) for f in group]
         writer.create_write_transaction(actions, "append", writer.schema(), partition_by or None)
+        writer.update_incremental()  # the transaction leaves the table object at the version before
     finally:
         if fs.get_file_info(folder).type != pafs.FileType.NotFound:
             fs.delete_dir(folder)
