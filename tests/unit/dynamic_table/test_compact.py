@@ -75,14 +75,16 @@ def test_a_tiny_file_does_not_stop_a_tier_of_larger_ones():
     assert sizes(compaction_groups(snapshot(files), 5)) == [[900] + [2 * MB] * 4]
 
 
-def test_a_tier_stops_at_a_merged_files_size_and_is_due_at_half_of_it():
+def test_a_tier_stops_at_a_merged_files_size_and_is_due_when_full():
     files = [{"size": 10_000}] + [{"size": 5 * MB}] * 49
     (group,) = compaction_groups(snapshot(files), 50)  # 26 files, but a full merged file
     assert sizes([group]) == [[10_000] + [5 * MB] * 25]
     assert sum(f.size_bytes for f in group) <= MERGED_FILE_BYTES
-    files = [{"size": 5 * MB}] * 12  # 60 MB: neither 50 files nor half a merged file
+    files = [{"size": 5 * MB}] * 25  # 125 MB, and nothing more to merge: not full
     assert compaction_groups(snapshot(files), 50) == []
-    assert sizes(compaction_groups(snapshot(files + files[:1]), 50)) == [[5 * MB] * 13]
+    assert sizes(compaction_groups(snapshot(files * 2), 50)) == [[5 * MB] * 25]
+    # The two files of a first build are not merged for weighing as much as a merged file.
+    assert compaction_groups(snapshot([{"size": 37 * MB}, {"size": 32 * MB}]), 50) == []
 
 
 def test_files_of_the_small_file_size_and_up_and_with_deletion_vectors_are_not_merged():

@@ -42,40 +42,41 @@ def _small_per_partition(snapshot: Snapshot) -> List[List[DataFile]]:
     return [sorted(files, key=lambda f: (f.size_bytes, f.path)) for files in per_partition.values()]
 
 
-def size_tier(files: Sequence[DataFile]) -> List[DataFile]:
+def size_tier(files: Sequence[DataFile]) -> Tuple[List[DataFile], bool]:
     """The longest run of ``files`` (smallest first) that merges as a tier: two files, then each
     next one no larger than those before it in the run together, while the merged file stays
-    under ``MERGED_FILE_BYTES``. A file with a deletion vector ends a run (the rows it masks would
-    have to be dropped on the way)."""
+    under ``MERGED_FILE_BYTES``; and whether that bound ended it (the tier is full). A file with a
+    deletion vector ends a run (the rows it masks would have to be dropped on the way)."""
     longest: List[DataFile] = []
+    longest_full = False
     start = 0
     while start < len(files):
         run: List[DataFile] = []
         total = 0
+        full = False
         for f in files[start:]:
-            if f.has_deletion_vector or total + f.size_bytes > MERGED_FILE_BYTES:
+            if total + f.size_bytes > MERGED_FILE_BYTES:
+                full = True
                 break
-            if len(run) >= 2 and f.size_bytes > total:
+            if f.has_deletion_vector or (len(run) >= 2 and f.size_bytes > total):
                 break
             run.append(f)
             total += f.size_bytes
-        end = start + len(run)
         if len(run) > len(longest):
-            longest = run
+            longest, longest_full = run, full
         # A run starting inside this one has less before each file: it stops no later.
-        start = max(end, start + 1)
-    return longest
+        start = max(start + len(run), start + 1)
+    return longest, longest_full
 
 
 def compaction_groups(snapshot: Snapshot, after_files: int) -> List[List[DataFile]]:
     """The files one compaction merges, one group per partition whose size tier holds at least
-    ``after_files`` files (two at least), or weighs half a merged file: a tier of large appends
-    may never count as many files."""
+    ``after_files`` files (two at least) or is full: a tier of large appends may never count as
+    many files."""
     groups = []
     for files in _small_per_partition(snapshot):
-        tier = size_tier(files)
-        weight = sum(f.size_bytes for f in tier)
-        if len(tier) >= 2 and (len(tier) >= after_files or weight >= MERGED_FILE_BYTES // 2):
+        tier, full = size_tier(files)
+        if len(tier) >= 2 and (len(tier) >= after_files or full):
             groups.append(tier)
     return groups
 
