@@ -463,9 +463,9 @@ class DeltaApplier:
 
     def compact(self, groups: Sequence[Sequence[DataFile]]) -> Tuple[int, int]:
         """Rewrite each of ``groups`` (small files of one partition, ``compact.py`` chooses them)
-        into one file, changing no rows: one commit whose actions all have ``dataChange`` false
-        (docs/ARCHITECTURE.md, "Compaction"). Returns the files it removed and added; (0, 0)
-        when the engine found nothing to merge."""
+        into one file (more, beyond the writer's target size), changing no rows: one commit whose
+        actions all have ``dataChange`` false (docs/ARCHITECTURE.md, "Compaction"). Returns the
+        files it removed and added; (0, 0) when the engine found nothing to merge."""
         log = self._log()
         assert log is not None, "only an existing DT is compacted"
         writer = self._in_process()

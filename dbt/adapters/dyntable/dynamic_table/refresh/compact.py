@@ -82,8 +82,8 @@ def compaction_groups(snapshot: Snapshot, after_files: int) -> List[List[DataFil
 
 
 def compact_if_due(applier: DeltaApplier, log: DeltaLog, after_files: int) -> Optional[str]:
-    """Compact the DT when a partition's size tier holds ``after_files`` files; what it did, as the
-    refresh's history records it, or None when it was not due."""
+    """Compact the DT when a partition's size tier is due (:func:`compaction_groups`); what it did,
+    as the refresh's history records it, or None when it was not due."""
     groups = compaction_groups(log.snapshot(log.latest_version()), after_files)
     if not groups:
         return None
