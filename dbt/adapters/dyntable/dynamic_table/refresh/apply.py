@@ -369,19 +369,21 @@ class DeltaApplier:
     def append(self, delta_sql: str, columns: List[str]) -> Tuple[int, int]:
         """Append an insert-only delta in the engine: one INSERT ... SELECT, so its rows never
         come to this process (docs/ARCHITECTURE.md, "Applying"). A row of weight n goes in n
-        times. The rows inserted are counted from the DT's log statistics."""
-        before = self.row_count()
+        times. The rows inserted come from the commit's metrics, as :meth:`_counted` reads them."""
         names = ", ".join(quote(c) for c in columns)
         # The plan proves every weight positive; sequence(1, 0) would still yield two rows.
         weight = f"d.{quote(WEIGHT)}"
         copies = f"CASE WHEN {weight} > 0 THEN CAST({weight} AS INT) ELSE {_fail('not-positive')} END"
         typed = f"SELECT {self._typed(columns)}, {quote(WEIGHT)} FROM ({delta_sql}) AS q"
-        with self._engine_checks([]):
-            self.engine.execute(
-                f"INSERT INTO {self.dt.relation} ({names}) SELECT {names} FROM ({typed}) AS d "
-                f"LATERAL VIEW explode(sequence(1, {copies})) AS {COPIES}"
-            )
-        return self.row_count() - before, 0
+
+        def insert() -> None:
+            with self._engine_checks([]):
+                self.engine.execute(
+                    f"INSERT INTO {self.dt.relation} ({names}) SELECT {names} FROM ({typed}) AS d "
+                    f"LATERAL VIEW explode(sequence(1, {copies})) AS {COPIES}"
+                )
+
+        return self._counted(insert)
 
     def merge_on_key(self, delta_sql: str, columns: List[str], key: Sequence[str]) -> Tuple[int, int]:
         """Apply a delta matched on a key the plan proves in one MERGE, its source computed and
@@ -521,9 +523,10 @@ class DeltaApplier:
         log.written(writer)
 
     def _counted(self, merge: Callable[[], None]) -> Tuple[int, int]:
-        """Run ``merge`` (at most one MERGE) and return the rows it inserted and deleted, from
-        its commit's metrics, an update being one of each; (0, 0) when the engine committed
-        nothing (nothing matched and nothing was inserted)."""
+        """Run ``merge`` (at most one MERGE or INSERT) and return the rows it inserted and
+        deleted, from its commit's metrics, an update being one of each; (0, 0) when the engine
+        committed nothing (nothing matched and nothing was inserted). Counting so reads one
+        commit, where the log's statistics would replay the DT's files."""
         log = self._log()
         assert log is not None, "an incremental refresh applies to an existing DT"
         before = log.latest_version()
@@ -532,6 +535,8 @@ class DeltaApplier:
         if after == before:
             return 0, 0
         metrics = log.operation_metrics(after)
+        if "numTargetRowsInserted" not in metrics:  # an INSERT's WRITE commit
+            return metrics.get("numOutputRows", 0), 0
         updated = metrics.get("numTargetRowsUpdated", 0)
         inserted, deleted = metrics.get("numTargetRowsInserted", 0), metrics.get("numTargetRowsDeleted", 0)
         return inserted + updated, deleted + updated
