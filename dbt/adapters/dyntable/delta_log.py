@@ -85,6 +85,26 @@ PROBED_COMMITS = 64
 #: over a warehouse of thousands of tables does not keep every log's listing for its lifetime.
 LISTING_CACHE_SIZE = 256
 
+#: A local folder's device, inode and modification time (ns).
+FolderStamp = Tuple[int, int, int]
+
+
+def folder_stamp(folder: Union[str, Path]) -> Optional[FolderStamp]:
+    """A local folder's :data:`FolderStamp`; None when it cannot be read."""
+    try:
+        found = os.stat(folder)
+    except OSError:
+        return None
+    return (found.st_dev, found.st_ino, found.st_mtime_ns)
+
+
+def folder_unchanged(stamp: Optional[FolderStamp], seen: FolderStamp, seen_at_ns: int) -> bool:
+    """Whether a folder stamped ``seen`` at ``seen_at_ns`` (``time.time_ns``) holds the same
+    files now that it is stamped ``stamp``: the same folder, last modified at the same time, and
+    that time older than :data:`LISTING_RACY_NS` before ``seen_at_ns``."""
+    return stamp == seen and seen[2] < seen_at_ns - LISTING_RACY_NS
+
+
 _Key = TypeVar("_Key")
 _Value = TypeVar("_Value")
 
@@ -463,11 +483,11 @@ class DeltaLog:
     def _list(self) -> _Listing:
         folder = f"{self._root}/{LOG_DIR}"
         listed_at = time.time_ns()
-        stamp = self._folder_stamp(folder)
+        stamp = folder_stamp(folder) if isinstance(self._fs, pafs.LocalFileSystem) else None
         if stamp is not None:
             cached = _listings.get(folder)
             if cached is not None and cached[0][:2] == stamp[:2]:
-                if cached[0] == stamp and stamp[2] < cached[1] - LISTING_RACY_NS:
+                if folder_unchanged(stamp, cached[0], cached[1]):
                     return cached[2]
                 extended = self._extended(folder, cached[2])
                 if extended is not None:
@@ -529,17 +549,6 @@ class DeltaLog:
                 return _Listing(commits, listing.checkpoints, listing.last_checkpoint_ns)
             added[version] = _mtime_ms(info)
         return None
-
-    def _folder_stamp(self, folder: str) -> Optional[Tuple[int, int, int]]:
-        """The local folder's device, inode and modification time; None elsewhere (an object
-        store's listing is not reused)."""
-        if not isinstance(self._fs, pafs.LocalFileSystem):
-            return None
-        try:
-            found = os.stat(folder)
-        except OSError:
-            return None
-        return (found.st_dev, found.st_ino, found.st_mtime_ns)
 
     # -- snapshots --------------------------------------------------------------------------------
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from datetime import timedelta
 from pathlib import Path
+from typing import List
 
 import pyarrow as pa
 import pytest
@@ -268,3 +270,34 @@ def test_a_prefetched_store_still_brings_an_older_table_up_to_date(tmp_path: Pat
     upgraded = DeltaTable(str(location))
     assert "views" in {f.name for f in upgraded.schema().fields}
     assert upgraded.metadata().configuration == LOG_SETTINGS
+
+
+def age_logs(store: MetadataStore, seconds: int) -> None:
+    """Set each table's ``_delta_log`` folder's modification time ``seconds`` back, as a log
+    nobody wrote for that long has."""
+    for table in SCHEMAS:
+        folder = store.location(table) / "_delta_log"
+        then = folder.stat().st_mtime - seconds
+        os.utime(folder, (then, then))
+
+
+def test_a_table_nobody_committed_to_is_not_brought_up_to_date_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A refresh reads the frontier table; while its log folder is unchanged (and was last
+    changed well before it was read) the next refresh reads the rows held, without asking
+    deltalake for new commits. A commit by anyone changes the folder and is read."""
+    store, other = MetadataStore(tmp_path / "meta", "meta"), MetadataStore(tmp_path / "meta", "meta")
+    store.ensure()
+    store.commit_intent("s.a", intent(1), 1, "d1")
+    age_logs(store, 60)
+    assert set(store.frontiers()) == {"s.a"}  # brought up to date once, the folder's stamp kept
+    updates: List[str] = []
+    opened = store._open[FRONTIERS]
+    update = opened.update_incremental
+    monkeypatch.setattr(opened, "update_incremental", lambda: updates.append("u") or update())
+    assert {name: f.dt_version for name, f in store.frontiers().items()} == {"s.a": 1}
+    assert updates == []
+    other.commit_intent("s.a", intent(2), 2, "d2")
+    assert {name: f.dt_version for name, f in store.frontiers().items()} == {"s.a": 2}
+    assert updates == ["u"]

@@ -34,7 +34,14 @@ from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError
 from deltalake.schema import Field as DeltaField
 
-from dbt.adapters.dyntable.delta_log import CHECKPOINT_INTERVAL, DEFAULT_CHECKPOINT_INTERVAL, commit_file
+from dbt.adapters.dyntable.delta_log import (
+    CHECKPOINT_INTERVAL,
+    DEFAULT_CHECKPOINT_INTERVAL,
+    FolderStamp,
+    commit_file,
+    folder_stamp,
+    folder_unchanged,
+)
 from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, SchedulingState, SourceRead, State, Trigger
 from dbt.adapters.dyntable.vocabulary import first_line
 
@@ -394,6 +401,10 @@ class MetadataStore:
         # hence the lock around every use.
         self._open: Dict[str, DeltaTable] = {}
         self._open_lock = threading.RLock()
+        # Per open table, its log folder's stamp when it was last brought up to date, and when:
+        # while the folder stays unchanged, no one committed, and the update is skipped (it costs
+        # about a millisecond per table, a NO_DATA refresh reads two).
+        self._log_stamps: Dict[str, Tuple[FolderStamp, int]] = {}
         # Frontiers and graph rows are read by every refresh: kept in memory as of a Delta version,
         # re-read when another writer moved the table, patched with what this store writes.
         self._cached: Dict[str, Tuple[int, List[Dict[str, Any]]]] = {}
@@ -745,7 +756,12 @@ class MetadataStore:
             opened = self._open.get(table)
             if opened is not None and looked is not None and table in looked:
                 return opened
-            if opened is not None:
+            log_folder = self.location(table) / "_delta_log"
+            seen_at, stamp = time.time_ns(), folder_stamp(log_folder)
+            seen = self._log_stamps.get(table)
+            if opened is not None and seen is not None and folder_unchanged(stamp, *seen):
+                pass  # nothing was committed since it was brought up to date
+            elif opened is not None:
                 try:
                     opened.update_incremental()
                     # A log restored from an older backup may still "update" without error
@@ -760,6 +776,8 @@ class MetadataStore:
                     opened = None
             if opened is None:
                 opened = self._open[table] = DeltaTable(str(self.location(table)))
+            if stamp is not None:
+                self._log_stamps[table] = (stamp, seen_at)
             if looked is not None:
                 looked.add(table)
             return opened
