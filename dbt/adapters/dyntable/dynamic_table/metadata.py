@@ -756,17 +756,16 @@ class MetadataStore:
             opened = self._open.get(table)
             if opened is not None and looked is not None and table in looked:
                 return opened
-            log_folder = self.location(table) / "_delta_log"
-            seen_at, stamp = time.time_ns(), folder_stamp(log_folder)
+            location = self.location(table)
+            seen_at, stamp = time.time_ns(), folder_stamp(location / "_delta_log")
             seen = self._log_stamps.get(table)
-            if opened is not None and seen is not None and folder_unchanged(stamp, *seen):
-                pass  # nothing was committed since it was brought up to date
-            elif opened is not None:
+            # A log folder unchanged since the table was brought up to date holds no new commit.
+            if opened is not None and not (seen is not None and folder_unchanged(stamp, *seen)):
                 try:
                     opened.update_incremental()
                     # A log restored from an older backup may still "update" without error
                     # while it no longer holds the version read.
-                    rewound = not (self.location(table) / commit_file(opened.version())).exists()
+                    rewound = not (location / commit_file(opened.version())).exists()
                 except DeltaError:
                     rewound = True
                 if rewound:
@@ -775,7 +774,7 @@ class MetadataStore:
                     self._cached.pop(table, None)
                     opened = None
             if opened is None:
-                opened = self._open[table] = DeltaTable(str(self.location(table)))
+                opened = self._open[table] = DeltaTable(str(location))
             if stamp is not None:
                 self._log_stamps[table] = (stamp, seen_at)
             if looked is not None:

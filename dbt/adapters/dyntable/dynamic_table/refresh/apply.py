@@ -522,15 +522,15 @@ class DeltaApplier:
         assert log is not None, "only an existing DT is written in process"
         log.written(writer)
 
-    def _counted(self, merge: Callable[[], None]) -> Tuple[int, int]:
-        """Run ``merge`` (at most one MERGE or INSERT) and return the rows it inserted and
+    def _counted(self, write: Callable[[], None]) -> Tuple[int, int]:
+        """Run ``write`` (at most one MERGE or INSERT) and return the rows it inserted and
         deleted, from its commit's metrics, an update being one of each; (0, 0) when the engine
         committed nothing (nothing matched and nothing was inserted). Counting so reads one
         commit, where the log's statistics would replay the DT's files."""
         log = self._log()
         assert log is not None, "an incremental refresh applies to an existing DT"
         before = log.latest_version()
-        merge()
+        write()
         after = log.latest_version()
         if after == before:
             return 0, 0
