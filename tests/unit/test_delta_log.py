@@ -537,3 +537,40 @@ def test_a_table_written_here_is_the_next_snapshot_s_base(
     log.written(writer)
     assert DeltaLog(table).snapshot(5) == delta_log.DeltaLog(table)._build_snapshot(DeltaTable(str(table)), 5)
     assert DeltaLog(table).row_count(5) == 6  # 1, 2 (updated), 3, 5, 6 and 9
+
+
+def test_a_version_applied_onto_an_earlier_snapshot_equals_a_fresh_load(
+    table: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Commits that only add and remove files (appends, updates, deletes, compactions) are applied
+    to the snapshot before them; a commit that changes the schema, or a partitioned table, is
+    loaded by ``deltalake`` instead."""
+    monkeypatch.setattr(delta_log, "_shared_snapshots", delta_log._Lru(delta_log.SHARED_SNAPSHOT_CACHE_SIZE))
+    loaded: List[Tuple[str, int]] = []
+    load = DeltaLog._load_snapshot
+    monkeypatch.setattr(
+        DeltaLog, "_load_snapshot", lambda log, v: loaded.append((Path(log.location).name, v)) or load(log, v)
+    )
+    DeltaTable(table).optimize.compact()  # 5
+    write_deltalake(table, rows([7, 8]), mode="append")  # 6
+    DeltaTable(table).update(updates={"v": "'z'"}, predicate="id = 7")  # 7
+    write_deltalake(table, rows([9]), mode="append", schema_mode="merge")  # 8
+    added_column = pa.table({"id": pa.array([10], pa.int64()), "v": ["w"], "w": [1.5]})
+    write_deltalake(table, added_column, mode="append", schema_mode="merge")  # 9: metadata
+    write_deltalake(table, added_column, mode="append")  # 10
+    log = DeltaLog(table)
+    log.snapshot(0)
+    for version in range(1, 11):
+        fresh = DeltaLog(table)._build_snapshot(DeltaTable(str(table), version=version), version)
+        assert log.snapshot(version) == fresh
+    assert loaded == [("t", 0), ("t", 9)]
+    assert log.row_count(10) == 10 and log.interval(9, 10).added_rows == 1
+
+    partitioned = tmp_path / "partitioned"
+    write_deltalake(partitioned, pa.table({"id": [1], "day": [dt.date(2026, 1, 1)]}), partition_by=["day"])
+    write_deltalake(partitioned, pa.table({"id": [2], "day": [dt.date(2026, 1, 2)]}), mode="append")
+    log = DeltaLog(partitioned)
+    log.snapshot(0)
+    applied = log.snapshot(1)
+    assert applied == DeltaLog(partitioned)._build_snapshot(DeltaTable(str(partitioned), version=1), 1)
+    assert loaded[-2:] == [("partitioned", 0), ("partitioned", 1)]  # its values need typing

@@ -6,7 +6,8 @@ a NO_DATA refresh nearly free (docs/ARCHITECTURE.md, "Reading sources"), so this
 those questions from the log alone:
 
 * versions and commit timestamps come from listing ``_delta_log`` (no snapshot is loaded);
-* snapshots (schema, table id, configuration, live files) come from the ``deltalake`` package;
+* snapshots (schema, table id, configuration, live files) come from the ``deltalake`` package,
+  or from an earlier one and the commits after it when those only add and remove files;
 * an :class:`Interval` ``(v0, v1]`` is the difference of the two snapshots' file sets (files in
   both cancel) less what its compaction commits rewrote, checked against the interval's own
   commits for what makes a file-set difference wrong: deletion vectors, schema or table-id
@@ -25,7 +26,7 @@ import threading
 import time
 import urllib.parse
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from functools import cached_property
 from pathlib import Path
@@ -71,6 +72,12 @@ SHARED_SNAPSHOT_CACHE_SIZE = 64
 #: after its MERGE, are one or a few commits on (docs/ARCHITECTURE.md, "Reading sources"). Taken
 #: out while in use, so no two threads move one object.
 REPLAY_BASE_CACHE_SIZE = 64
+#: Commits a snapshot is built forward over from an earlier one this process holds, when they only
+#: add and remove files (``DeltaLog._applied``), before ``deltalake`` replays them instead.
+APPLIED_COMMITS = 64
+#: Actions a commit may hold and still be applied to the previous snapshot by ``DeltaLog._applied``:
+#: none of them changes the table's metadata, protocol or domain metadata (clustering columns).
+FILE_ONLY_ACTIONS = frozenset({"commitInfo", "add", "remove", "txn", "cdc"})
 #: A local ``_delta_log``'s listing is reused while the folder is the same one with the same
 #: modification time, and that time is older than this before the listing was taken: a folder
 #: changed within the same tick of a coarse clock would otherwise look unchanged (git's index
@@ -316,6 +323,14 @@ def _mtime_ms(info: pafs.FileInfo) -> int:
     return info.mtime_ns // 1_000_000 if info.mtime_ns else 0
 
 
+@dataclass(frozen=True)
+class _FileActions:
+    """The files a commit adds (its ``add`` actions) and removes (their paths)."""
+
+    added: Tuple[Mapping[str, Any], ...]
+    removed: Tuple[str, ...]
+
+
 @dataclass
 class _Commit:
     """The actions of one commit file that matter for differentiation."""
@@ -331,6 +346,9 @@ class _Commit:
     deletion_vector_paths: List[str] = field(default_factory=list)
     touches_files: bool = False
     """The commit has add or remove actions."""
+    file_actions: Optional["_FileActions"] = None
+    """Its adds and removes when they are all it changes (:data:`FILE_ONLY_ACTIONS`, no deletion
+    vector); None when it changes more."""
 
     @property
     def operation(self) -> str:
@@ -559,7 +577,7 @@ class DeltaLog:
             return cached
         key = self._shared_key(version)
         shared = _shared_snapshots.get(key) if key is not None else None
-        snapshot = shared or self._load_snapshot(version)
+        snapshot = shared or self._applied(version) or self._load_snapshot(version)
         if key is not None and shared is None:
             _shared_snapshots.put(key, snapshot)
         self._snapshots.put(version, snapshot)
@@ -572,6 +590,47 @@ class DeltaLog:
             return self.location, version, self._read_commit(version).identity
         except HistoryUnavailable:
             return None
+
+    def _applied(self, version: int) -> Optional[Snapshot]:
+        """``version`` built from the newest earlier snapshot this instance holds (at most
+        :data:`APPLIED_COMMITS` back) by applying the adds and removes of the commits between,
+        when that is all they do and the table is not partitioned (its partition values would
+        need typing): what ``deltalake`` would replay, without reading the log again
+        (docs/ARCHITECTURE.md, "Reading sources"). None when there is no such base or a commit
+        between changes more."""
+        held = [v for v in self._snapshots if version - APPLIED_COMMITS <= v < version]
+        base = self._snapshots.get(max(held)) if held else None
+        if base is None or base.partition_columns:
+            return None
+        try:
+            commits = [self._read_commit(v) for v in range(base.version + 1, version + 1)]
+        except HistoryUnavailable:
+            return None
+        files = dict(base.files)
+        deleted_rows = dict(base.deleted_rows)
+        for commit in commits:
+            if commit.file_actions is None:
+                return None
+            for path in commit.file_actions.removed:
+                files.pop(path, None)
+                deleted_rows.pop(path, None)
+            for add in commit.file_actions.added:
+                files[add["path"]] = self._added_file(add)
+                deleted_rows.pop(add["path"], None)
+        return replace(base, version=version, files=files, deleted_rows=deleted_rows)
+
+    def _added_file(self, add: Mapping[str, Any]) -> DataFile:
+        """The live file an ``add`` action without a deletion vector makes, of an unpartitioned
+        table, as :meth:`_build_snapshot` reads it from ``deltalake``."""
+        records = json.loads(add.get("stats") or "{}").get("numRecords")
+        return DataFile(
+            path=add["path"],
+            uri=self._file_uri(add["path"]),
+            size_bytes=int(add["size"]),
+            num_records=None if records is None else int(records),
+            partition_values={},
+            has_deletion_vector=False,
+        )
 
     def _load_snapshot(self, version: int) -> Snapshot:
         table = self._replayed_to(version)
@@ -741,10 +800,14 @@ class DeltaLog:
         commit = _Commit(
             version=version, identity=identity, commit_info={}, metadata=None, changes_data=False
         )
+        added: List[Mapping[str, Any]] = []
+        removed: List[str] = []
+        file_only = True
         for line in text.splitlines():
             if not line.strip():
                 continue
             action = json.loads(line)
+            file_only = file_only and FILE_ONLY_ACTIONS.issuperset(action)
             if "commitInfo" in action:
                 commit.commit_info = action["commitInfo"] or {}
             elif "metaData" in action:
@@ -758,6 +821,12 @@ class DeltaLog:
                 commit.changes_data |= bool(file_action.get("dataChange", True))
                 if file_action.get("deletionVector"):
                     commit.deletion_vector_paths.append(file_action["path"])
+                if kind == "add":
+                    added.append(file_action)
+                else:
+                    removed.append(file_action["path"])
+        if file_only and not commit.deletion_vector_paths:
+            commit.file_actions = _FileActions(tuple(added), tuple(removed))
         self._commits[version] = commit
         return commit
 
