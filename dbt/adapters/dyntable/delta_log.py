@@ -609,27 +609,36 @@ class DeltaLog:
         files = dict(base.files)
         deleted_rows = dict(base.deleted_rows)
         for commit in commits:
-            if commit.file_actions is None:
+            applied = commit.file_actions
+            if applied is None:
                 return None
-            for path in commit.file_actions.removed:
+            for path in applied.removed:
                 files.pop(path, None)
                 deleted_rows.pop(path, None)
-            for add in commit.file_actions.added:
-                files[add["path"]] = self._added_file(add)
-                deleted_rows.pop(add["path"], None)
+            for add in applied.added:
+                path = add["path"]
+                records = json.loads(add.get("stats") or "{}").get("numRecords")
+                files[path] = self._data_file(path, add["size"], records, {}, has_deletion_vector=False)
+                deleted_rows.pop(path, None)
         return replace(base, version=version, files=files, deleted_rows=deleted_rows)
 
-    def _added_file(self, add: Mapping[str, Any]) -> DataFile:
-        """The live file an ``add`` action without a deletion vector makes, of an unpartitioned
-        table, as :meth:`_build_snapshot` reads it from ``deltalake``."""
-        records = json.loads(add.get("stats") or "{}").get("numRecords")
+    def _data_file(
+        self,
+        path: str,
+        size: Any,
+        records: Any,
+        partition_values: Mapping[str, Any],
+        has_deletion_vector: bool,
+    ) -> DataFile:
+        """A live file from what the log records of it (``deltalake``'s add actions or the
+        commit's own): its path as recorded, size, row count (None without statistics)."""
         return DataFile(
-            path=add["path"],
-            uri=self._file_uri(add["path"]),
-            size_bytes=int(add["size"]),
+            path=path,
+            uri=self._file_uri(path),
+            size_bytes=int(size),
             num_records=None if records is None else int(records),
-            partition_values={},
-            has_deletion_vector=False,
+            partition_values=dict(partition_values),
+            has_deletion_vector=has_deletion_vector,
         )
 
     def _load_snapshot(self, version: int) -> Snapshot:
@@ -707,18 +716,10 @@ class DeltaLog:
         files: Dict[str, DataFile] = {}
         deleted_rows = {}
         for path, size, count, values in zip(paths, sizes, records, partitions):
-            uri = self._file_uri(path)
-            deleted = masks.get(urllib.parse.unquote(uri))
+            deleted = masks.get(urllib.parse.unquote(self._file_uri(path)))
             if deleted is not None:
                 deleted_rows[path] = deleted
-            files[path] = DataFile(
-                path=path,
-                uri=uri,
-                size_bytes=int(size),
-                num_records=None if count is None else int(count),
-                partition_values=dict(values or {}),
-                has_deletion_vector=deleted is not None,
-            )
+            files[path] = self._data_file(path, size, count, values or {}, deleted is not None)
         return Snapshot(
             version=version,
             table_id=str(metadata.id),
