@@ -23,6 +23,7 @@ from dbt.adapters.dyntable.delta_log import (
     HistoryUnavailable,
     IntervalKind,
     TableNotFound,
+    typed_partition_values,
 )
 
 
@@ -566,11 +567,79 @@ def test_a_version_applied_onto_an_earlier_snapshot_equals_a_fresh_load(
     assert loaded == [("t", 0), ("t", 9)]
     assert log.row_count(10) == 10 and log.interval(9, 10).added_rows == 1
 
+
+def partitioned_rows(ids: List[int]) -> pa.Table:
+    """Rows with a partition column of each type ``DeltaLog._applied`` types, nulls included."""
+
+    def every_third(values: List[object]) -> List[object]:
+        return [None if i % 3 == 2 else values[i % len(values)] for i in ids]
+
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "day": pa.array(every_third([dt.date(2026, 1, 31), dt.date(1999, 12, 1)]), pa.date32()),
+            "country": pa.array(every_third(["GB", "a b/c=d%"]), pa.string()),
+            "small": pa.array(every_third([-5, 7]), pa.int16()),
+            "big": pa.array(every_third([10**12, -1]), pa.int64()),
+            "flag": pa.array(every_third([True, False]), pa.bool_()),
+            "ratio": pa.array(every_third([0.1, -2.5]), pa.float32()),
+            "price": pa.array(every_third([Decimal("12.50"), Decimal("0.07")]), pa.decimal128(10, 2)),
+        }
+    )
+
+
+def test_a_partitioned_version_applied_onto_an_earlier_snapshot_equals_a_fresh_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A partitioned table's added files carry their partition values as strings: applied, they
+    are typed as ``deltalake`` types them, for every type but timestamps and binary, which are
+    loaded by ``deltalake`` instead."""
+    monkeypatch.setattr(delta_log, "_shared_snapshots", delta_log._Lru(delta_log.SHARED_SNAPSHOT_CACHE_SIZE))
+    loaded: List[Tuple[str, int]] = []
+    load = DeltaLog._load_snapshot
+    monkeypatch.setattr(
+        DeltaLog, "_load_snapshot", lambda log, v: loaded.append((Path(log.location).name, v)) or load(log, v)
+    )
     partitioned = tmp_path / "partitioned"
-    write_deltalake(partitioned, pa.table({"id": [1], "day": [dt.date(2026, 1, 1)]}), partition_by=["day"])
-    write_deltalake(partitioned, pa.table({"id": [2], "day": [dt.date(2026, 1, 2)]}), mode="append")
+    columns = ["day", "country", "small", "big", "flag", "ratio", "price"]
+    write_deltalake(partitioned, partitioned_rows([0, 1, 2]), partition_by=columns)  # 0
+    write_deltalake(partitioned, partitioned_rows([3, 4, 5, 6]), mode="append")  # 1
+    DeltaTable(partitioned).update(updates={"id": "id + 100"}, predicate="id = 4")  # 2
+    DeltaTable(partitioned).delete("id = 0")  # 3
+    DeltaTable(partitioned).optimize.compact()  # 4
     log = DeltaLog(partitioned)
     log.snapshot(0)
-    applied = log.snapshot(1)
-    assert applied == DeltaLog(partitioned)._build_snapshot(DeltaTable(str(partitioned), version=1), 1)
-    assert loaded[-2:] == [("partitioned", 0), ("partitioned", 1)]  # its values need typing
+    for version in range(1, 5):
+        fresh = DeltaLog(partitioned)._build_snapshot(DeltaTable(str(partitioned), version=version), version)
+        assert log.snapshot(version) == fresh
+    assert loaded == [("partitioned", 0)]
+    day = {f.partition_values["day"] for f in log.snapshot(4).files.values()}
+    assert day == {dt.date(2026, 1, 31), dt.date(1999, 12, 1), None}
+
+    by_time = tmp_path / "by_time"
+    moment = dt.datetime(2026, 1, 31, 12, 30, tzinfo=dt.timezone.utc)
+    write_deltalake(by_time, pa.table({"id": [1], "at": [moment]}), partition_by=["at"])
+    write_deltalake(by_time, pa.table({"id": [2], "at": [moment]}), mode="append")
+    log = DeltaLog(by_time)
+    log.snapshot(0)
+    assert log.snapshot(1) == DeltaLog(by_time)._build_snapshot(DeltaTable(str(by_time), version=1), 1)
+    assert loaded[-2:] == [("by_time", 0), ("by_time", 1)]
+
+
+def test_partition_values_are_typed_only_when_each_parses() -> None:
+    """A value that does not parse as its column's type, or an empty one, leaves the typing to
+    ``deltalake``."""
+    from pyspark.sql.types import DateType, IntegerType, StringType, StructField, StructType
+
+    schema = StructType(
+        [StructField("day", DateType()), StructField("n", IntegerType()), StructField("s", StringType())]
+    )
+    columns = ("day", "n", "s")
+    assert typed_partition_values(schema, columns, [{"day": "2026-01-31", "n": "-3", "s": "x"}, {}]) == [
+        {"day": dt.date(2026, 1, 31), "n": -3, "s": "x"},
+        {"day": None, "n": None, "s": None},
+    ]
+    assert typed_partition_values(schema, columns, [{"n": "1.5"}]) is None
+    assert typed_partition_values(schema, columns, [{"day": "2026-13-01"}]) is None
+    assert typed_partition_values(schema, columns, [{"s": ""}]) is None
+    assert typed_partition_values(schema, (), [{}, {}]) == [{}, {}]

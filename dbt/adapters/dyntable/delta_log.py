@@ -37,7 +37,20 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError, TableNotFoundError
-from pyspark.sql.types import StructType
+from pyspark.sql.pandas.types import to_arrow_type
+from pyspark.sql.types import (
+    BooleanType,
+    ByteType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    ShortType,
+    StringType,
+    StructType,
+)
 
 from dbt.adapters.dyntable.vocabulary import fingerprint
 
@@ -78,6 +91,21 @@ APPLIED_COMMITS = 64
 #: Actions a commit may hold and still be applied to the previous snapshot by ``DeltaLog._applied``:
 #: none of them changes the table's metadata, protocol or domain metadata (clustering columns).
 FILE_ONLY_ACTIONS = frozenset({"commitInfo", "add", "remove", "txn", "cdc"})
+#: Types of partition column whose values, strings in an ``add`` action, ``DeltaLog._applied``
+#: types itself, as ``deltalake`` does. A table partitioned by any other type (timestamps, whose
+#: strings writers disagree on the time zone of; binary) is loaded by ``deltalake``.
+APPLIED_PARTITION_TYPES = (
+    StringType,
+    DateType,
+    BooleanType,
+    ByteType,
+    ShortType,
+    IntegerType,
+    LongType,
+    FloatType,
+    DoubleType,
+    DecimalType,
+)
 #: A local ``_delta_log``'s listing is reused while the folder is the same one with the same
 #: modification time, and that time is older than this before the listing was taken: a folder
 #: changed within the same tick of a coarse clock would otherwise look unchanged (git's index
@@ -594,13 +622,14 @@ class DeltaLog:
     def _applied(self, version: int) -> Optional[Snapshot]:
         """``version`` built from the newest earlier snapshot this instance holds (at most
         :data:`APPLIED_COMMITS` back) by applying the adds and removes of the commits between,
-        when that is all they do and the table is not partitioned (its partition values would
-        need typing): what ``deltalake`` would replay, without reading the log again
-        (docs/ARCHITECTURE.md, "Reading sources"). None when there is no such base or a commit
-        between changes more."""
+        when that is all they do: what ``deltalake`` would replay, without reading the log again
+        (docs/ARCHITECTURE.md, "Reading sources"). None when there is no such base, a commit
+        between changes more, or a partition value is not one :func:`typed_partition_values`
+        types."""
         held = [v for v in self._snapshots if version - APPLIED_COMMITS <= v < version]
         base = self._snapshots.get(max(held)) if held else None
-        if base is None or base.partition_columns:
+        if base is None or (base.partition_columns and base.column_mapping_mode != "none"):
+            # Under column mapping, partition values are keyed by physical column names.
             return None
         try:
             commits = [self._read_commit(v) for v in range(base.version + 1, version + 1)]
@@ -608,17 +637,23 @@ class DeltaLog:
             return None
         files = dict(base.files)
         deleted_rows = dict(base.deleted_rows)
+        schema = base.schema
         for commit in commits:
             applied = commit.file_actions
             if applied is None:
                 return None
+            partitions = typed_partition_values(
+                schema, base.partition_columns, [add.get("partitionValues") or {} for add in applied.added]
+            )
+            if partitions is None:
+                return None
             for path in applied.removed:
                 files.pop(path, None)
                 deleted_rows.pop(path, None)
-            for add in applied.added:
+            for add, values in zip(applied.added, partitions):
                 path = add["path"]
                 records = json.loads(add.get("stats") or "{}").get("numRecords")
-                files[path] = self._data_file(path, add["size"], records, {}, has_deletion_vector=False)
+                files[path] = self._data_file(path, add["size"], records, values, has_deletion_vector=False)
                 deleted_rows.pop(path, None)
         return replace(base, version=version, files=files, deleted_rows=deleted_rows)
 
@@ -1101,6 +1136,38 @@ def without_comments(schema: Any) -> Any:
     if isinstance(kept.get("metadata"), dict):
         kept["metadata"] = {k: v for k, v in kept["metadata"].items() if k != "comment"}
     return kept
+
+
+def typed_partition_values(
+    schema: StructType, columns: Tuple[str, ...], serialized: List[Mapping[str, Optional[str]]]
+) -> Optional[List[Dict[str, Any]]]:
+    """The partition values of files as ``deltalake`` types them, from the strings their ``add``
+    actions record (``serialized``, one mapping per file; Delta's partition value serialization:
+    ``2026-01-31``, ``true``, ``12.50``). None when a column's type is not one of
+    :data:`APPLIED_PARTITION_TYPES`, or a value is empty (which the protocol reads as null,
+    where a writer may not have meant it) or does not parse: the caller loads with ``deltalake``.
+
+    >>> from pyspark.sql.types import StructField
+    >>> schema = StructType([StructField("day", DateType()), StructField("n", IntegerType())])
+    >>> typed_partition_values(schema, ("day", "n"), [{"day": "2026-01-31", "n": None}])
+    [{'day': datetime.date(2026, 1, 31), 'n': None}]
+    >>> typed_partition_values(schema, ("n",), [{"n": "1.5"}]) is None
+    True
+    """
+    if not columns:
+        return [{} for _ in serialized]
+    types = {f.name: f.dataType for f in schema.fields}
+    typed: Dict[str, List[Any]] = {}
+    for column in columns:
+        data_type = types.get(column)
+        strings = [values.get(column) for values in serialized]
+        if not isinstance(data_type, APPLIED_PARTITION_TYPES) or "" in strings:
+            return None
+        try:
+            typed[column] = pa.array(strings, pa.string()).cast(to_arrow_type(data_type)).to_pylist()
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            return None
+    return [{column: typed[column][i] for column in columns} for i in range(len(serialized))]
 
 
 def schema_change(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
