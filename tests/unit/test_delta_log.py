@@ -540,18 +540,25 @@ def test_a_table_written_here_is_the_next_snapshot_s_base(
     assert DeltaLog(table).row_count(5) == 6  # 1, 2 (updated), 3, 5, 6 and 9
 
 
-def test_a_version_applied_onto_an_earlier_snapshot_equals_a_fresh_load(
-    table: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Commits that only add and remove files (appends, updates, deletes, compactions) are applied
-    to the snapshot before them; a commit that changes the schema, or a partitioned table, is
-    loaded by ``deltalake`` instead."""
+@pytest.fixture
+def loaded(monkeypatch: pytest.MonkeyPatch) -> List[Tuple[str, int]]:
+    """Each snapshot loaded by ``deltalake`` from here on, as (table folder, version); none is
+    shared from earlier tests."""
     monkeypatch.setattr(delta_log, "_shared_snapshots", delta_log._Lru(delta_log.SHARED_SNAPSHOT_CACHE_SIZE))
-    loaded: List[Tuple[str, int]] = []
+    loads: List[Tuple[str, int]] = []
     load = DeltaLog._load_snapshot
     monkeypatch.setattr(
-        DeltaLog, "_load_snapshot", lambda log, v: loaded.append((Path(log.location).name, v)) or load(log, v)
+        DeltaLog, "_load_snapshot", lambda log, v: loads.append((Path(log.location).name, v)) or load(log, v)
     )
+    return loads
+
+
+def test_a_version_applied_onto_an_earlier_snapshot_equals_a_fresh_load(
+    table: Path, loaded: List[Tuple[str, int]]
+) -> None:
+    """Commits that only add and remove files (appends, updates, deletes, compactions) are applied
+    to the snapshot before them; a commit that changes the schema is loaded by ``deltalake``
+    instead."""
     DeltaTable(table).optimize.compact()  # 5
     write_deltalake(table, rows([7, 8]), mode="append")  # 6
     DeltaTable(table).update(updates={"v": "'z'"}, predicate="id = 7")  # 7
@@ -589,17 +596,11 @@ def partitioned_rows(ids: List[int]) -> pa.Table:
 
 
 def test_a_partitioned_version_applied_onto_an_earlier_snapshot_equals_a_fresh_load(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, loaded: List[Tuple[str, int]]
 ) -> None:
     """A partitioned table's added files carry their partition values as strings: applied, they
     are typed as ``deltalake`` types them, for every type but timestamps and binary, which are
     loaded by ``deltalake`` instead."""
-    monkeypatch.setattr(delta_log, "_shared_snapshots", delta_log._Lru(delta_log.SHARED_SNAPSHOT_CACHE_SIZE))
-    loaded: List[Tuple[str, int]] = []
-    load = DeltaLog._load_snapshot
-    monkeypatch.setattr(
-        DeltaLog, "_load_snapshot", lambda log, v: loaded.append((Path(log.location).name, v)) or load(log, v)
-    )
     partitioned = tmp_path / "partitioned"
     columns = ["day", "country", "small", "big", "flag", "ratio", "price"]
     write_deltalake(partitioned, partitioned_rows([0, 1, 2]), partition_by=columns)  # 0
