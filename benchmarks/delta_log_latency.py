@@ -11,7 +11,9 @@ and by listing the log whole, which the first question after each commit did bef
 
 Interval cost is dominated by rebuilding the two snapshots, i.e. by how many JSON commits follow
 the last checkpoint: Spark and Sail checkpoint every 10 commits, `deltalake` every 100, so the
-script measures both.
+script measures both. Then a runner's next tick: the interval over one more append on a log that
+holds the version before it, the new version applied to the held one or loaded by `deltalake`,
+on this table and on one partitioned by day (whose partition values are typed when applied).
 
     python benchmarks/delta_log_latency.py [--commits 200] [--repeat 20]
 """
@@ -19,6 +21,7 @@ script measures both.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import statistics
 import tempfile
 import time
@@ -31,16 +34,33 @@ from deltalake import DeltaTable, write_deltalake
 from dbt.adapters.dyntable import delta_log
 from dbt.adapters.dyntable.delta_log import DeltaLog
 
+#: The tables the next version is measured on, in the order :func:`measure` builds them.
+NEXT_VERSION_TABLES = ("unpartitioned", "partitioned by day")
 
-def build_table(location: Path, commits: int, checkpoint_interval: int) -> None:
+
+def appended_rows(first: int, partitioned: bool) -> pa.Table:
+    """Ten rows from id ``first``; partitioned, with a ``day`` among 30."""
+    ids = list(range(first, first + 10))
+    columns = {"id": ids, "v": ids}
+    if partitioned:
+        columns["day"] = [dt.date(2026, 1, 1) + dt.timedelta(days=first // 10 % 30)] * 10
+    return pa.table(columns)
+
+
+def build_table(location: Path, commits: int, checkpoint_interval: int, partitioned: bool = False) -> None:
     """Appends of 10 rows each, with an update every 20 commits (copy-on-write rewrites)."""
     config = {"delta.checkpointInterval": str(checkpoint_interval)}
     for i in range(commits):
         if i and i % 20 == 0:
             DeltaTable(location).update(updates={"v": "v + 1"}, predicate=f"id = {i - 1}")
         else:
-            ids = list(range(i * 10, i * 10 + 10))
-            write_deltalake(location, pa.table({"id": ids, "v": ids}), mode="append", configuration=config)
+            write_deltalake(
+                location,
+                appended_rows(i * 10, partitioned),
+                mode="append",
+                configuration=config,
+                partition_by=["day"] if partitioned else None,
+            )
 
 
 def median_ms(call: Callable[[], object], repeat: int) -> float:
@@ -63,6 +83,27 @@ def after_a_commit_ms(location: Path, repeat: int, listed_whole: bool) -> float:
         start = time.perf_counter()
         DeltaLog(location).latest_version()
         samples.append((time.perf_counter() - start) * 1000)
+    return statistics.median(samples)
+
+
+def next_version_ms(location: Path, repeat: int, partitioned: bool, applied: bool) -> float:
+    """The median time of the interval over one more append (the append not timed), on a log
+    holding the version before it: a runner's next tick over a source. The new version is
+    applied to the held snapshot, or (``applied`` off) loaded by ``deltalake``."""
+    samples: List[float] = []
+    held_back = delta_log.APPLIED_COMMITS
+    try:
+        delta_log.APPLIED_COMMITS = held_back if applied else 0
+        for _ in range(repeat):
+            log = DeltaLog(location)
+            before = log.latest_version()
+            log.snapshot(before)
+            write_deltalake(location, appended_rows(10**9 + before * 10, partitioned), mode="append")
+            start = time.perf_counter()
+            log.interval(before, before + 1)
+            samples.append((time.perf_counter() - start) * 1000)
+    finally:
+        delta_log.APPLIED_COMMITS = held_back
     return statistics.median(samples)
 
 
@@ -104,11 +145,25 @@ def measure(location: Path, commits: int, checkpoint_interval: int, repeat: int)
         ("latest_version() after a commit: listing extended", False),
         ("latest_version() after a commit: log listed whole", True),
     ]
-    width = max(len(label) for label in [label for label, _ in rows] + [label for label, _ in after])
+    next_labels = [
+        f"next version, {kind}: {how}"
+        for kind in NEXT_VERSION_TABLES
+        for how in ("applied to the held one", "loaded by deltalake")
+    ]
+    width = max(
+        len(label) for label in [label for label, _ in rows] + [label for label, _ in after] + next_labels
+    )
     for label, call in rows:
         print(f"  {label:<{width}}  {median_ms(call, repeat):8.2f} ms")
     for label, listed_whole in after:  # last: they append to the table
         print(f"  {label:<{width}}  {after_a_commit_ms(location, repeat, listed_whole):8.2f} ms")
+    partitioned = location.with_name(location.name + "_by_day")
+    build_table(partitioned, commits, checkpoint_interval, partitioned=True)
+    labels = iter(next_labels)
+    for table, is_partitioned in ((location, False), (partitioned, True)):
+        for applied in (True, False):
+            elapsed = next_version_ms(table, repeat, is_partitioned, applied)
+            print(f"  {next(labels):<{width}}  {elapsed:8.2f} ms")
 
 
 def main() -> None:
