@@ -34,9 +34,6 @@ from deltalake import DeltaTable, write_deltalake
 from dbt.adapters.dyntable import delta_log
 from dbt.adapters.dyntable.delta_log import DeltaLog
 
-#: The tables the next version is measured on, in the order :func:`measure` builds them.
-NEXT_VERSION_TABLES = ("unpartitioned", "partitioned by day")
-
 
 def appended_rows(first: int, partitioned: bool) -> pa.Table:
     """Ten rows from id ``first``; partitioned, with a ``day`` among 30."""
@@ -145,25 +142,22 @@ def measure(location: Path, commits: int, checkpoint_interval: int, repeat: int)
         ("latest_version() after a commit: listing extended", False),
         ("latest_version() after a commit: log listed whole", True),
     ]
-    next_labels = [
-        f"next version, {kind}: {how}"
-        for kind in NEXT_VERSION_TABLES
-        for how in ("applied to the held one", "loaded by deltalake")
+    partitioned = location.with_name(location.name + "_by_day")
+    next_versions = [
+        (f"next version, {kind}: {how}", table, applied)
+        for table, kind in ((location, "unpartitioned"), (partitioned, "partitioned by day"))
+        for applied, how in ((True, "applied to the held one"), (False, "loaded by deltalake"))
     ]
-    width = max(
-        len(label) for label in [label for label, _ in rows] + [label for label, _ in after] + next_labels
-    )
+    labels = [label for label, _ in rows] + [label for label, _ in after] + [n[0] for n in next_versions]
+    width = max(len(label) for label in labels)
     for label, call in rows:
         print(f"  {label:<{width}}  {median_ms(call, repeat):8.2f} ms")
     for label, listed_whole in after:  # last: they append to the table
         print(f"  {label:<{width}}  {after_a_commit_ms(location, repeat, listed_whole):8.2f} ms")
-    partitioned = location.with_name(location.name + "_by_day")
     build_table(partitioned, commits, checkpoint_interval, partitioned=True)
-    labels = iter(next_labels)
-    for table, is_partitioned in ((location, False), (partitioned, True)):
-        for applied in (True, False):
-            elapsed = next_version_ms(table, repeat, is_partitioned, applied)
-            print(f"  {next(labels):<{width}}  {elapsed:8.2f} ms")
+    for label, table, applied in next_versions:
+        elapsed = next_version_ms(table, repeat, table == partitioned, applied)
+        print(f"  {label:<{width}}  {elapsed:8.2f} ms")
 
 
 def main() -> None:
