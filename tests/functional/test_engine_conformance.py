@@ -453,6 +453,21 @@ def test_aggregate_over_a_grouped_count(request: pytest.FixtureRequest, engine: 
     assert rows(engine, f"SELECT sum(n) FROM ({counts}) AS c") == [(3,)]
 
 
+def test_window_ordered_by_a_window_over_one_row(request: pytest.FixtureRequest, engine: Engine) -> None:
+    # Sail 0.7 drops the sort of a window over one row (a global aggregate), then finds the window
+    # above it, ordered by that window's column within other partitions, unsorted ("does not
+    # satisfy order requirements"): the query fails to plan, a user's and a delta's alike. With a
+    # filter between the aggregate and the windows, or a window of the same partitions, it plans.
+    embedded_lacks(request, engine, "a window ordered by another window's column over one row")
+    name = fresh()
+    engine.execute(f"CREATE TABLE {name} (k INT, v INT, s STRING) USING delta")
+    engine.spark.sql(f"INSERT INTO {name} VALUES (1, 2, 'a'), (2, 3, 'b')").collect()
+    one_row = f"SELECT count(*) AS k, sum(v) AS v, max(s) AS s FROM {name}"
+    ranked = f"SELECT k, dense_rank() OVER (PARTITION BY s ORDER BY k) AS v, s FROM ({one_row}) AS g"
+    query = f"SELECT k, v, s, rank() OVER (PARTITION BY k ORDER BY v) AS w FROM ({ranked}) AS r"
+    assert rows(engine, query) == [(2, 1, "b", 1)]
+
+
 def test_union_widens_a_number_and_a_string_to_string(request: pytest.FixtureRequest, engine: Engine) -> None:
     """Spark types a set operation's column as the wider of its branches' types. Sail 0.7 reports
     the first branch's (bigint) while its rows carry strings: a table created with that schema

@@ -21,7 +21,7 @@ import uuid
 from typing import Callable, Dict, List, Sequence, Set, Tuple
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from dbt.adapters.dyntable.engines.base import Engine
@@ -53,15 +53,23 @@ def view_definitions(schema: str) -> Dict[str, str]:
     }
 
 
-window_functions = st.sampled_from(
-    [
-        "sum(v) over (partition by k)",
-        "count(*) over (partition by k)",
-        "rank() over (partition by k order by v)",
-        "lag(v) over (partition by k order by v, s)",
-        "dense_rank() over (partition by s order by k)",
-    ]
-)
+WINDOW_FUNCTIONS = [
+    "sum(v) over (partition by k)",
+    "count(*) over (partition by k)",
+    "rank() over (partition by k order by v)",
+    "lag(v) over (partition by k order by v, s)",
+    "dense_rank() over (partition by s order by k)",
+]
+window_functions = st.sampled_from(WINDOW_FUNCTIONS)
+#: What :meth:`Grammar.global_` draws: one row.
+GLOBAL = "select count(*) as k, sum(v) as v, max(s) as s from "
+
+
+def windows_one_row(relation: str) -> bool:
+    """Whether ``relation`` is a window straight over a global aggregate: a window over it, ordered
+    by its window's column, is a query Sail 0.7 fails to plan (test_engine_conformance.py,
+    test_window_ordered_by_a_window_over_one_row), so none is drawn."""
+    return any(relation.startswith(f"select k, {f} as v, s from ({GLOBAL}") for f in WINDOW_FUNCTIONS)
 
 
 class Grammar:
@@ -201,11 +209,12 @@ class Grammar:
 
     def global_(self, depth: int) -> str:
         src, _ = self.sub(depth)
-        return f"select count(*) as k, sum(v) as v, max(s) as s from {src}"
+        return f"{GLOBAL}{src}"
 
     def window(self, depth: int) -> str:
-        src, _ = self.sub(depth)
-        return f"select k, {self.draw(window_functions)} as v, s from {src}"
+        a, relation = self.alias(), self.relation(depth)
+        assume(not windows_one_row(relation))
+        return f"select k, {self.draw(window_functions)} as v, s from ({relation}) {a}"
 
     def cte(self, depth: int) -> str:
         """A CTE read twice: inlined at each reference, a self-join of the same subplan."""
@@ -278,6 +287,7 @@ def stored_window_scenarios(draw: Callable, schema: str) -> Tuple[str, Dict[str,
     the general scenarios' windows replace ``v`` and so never store theirs."""
     tables = [f"{schema}.{t}" for t in TABLES[:2]]
     src = Grammar(draw, tables, list(view_definitions(schema))).relation(draw(st.integers(0, 2)))
+    assume(not windows_one_row(src))
     query = f"select k, v, s, {draw(window_functions)} as w from ({src}) r0"
     initial = {t: draw(contents) for t in tables}
     history = [draw(dml_for(draw(st.sampled_from(tables)))) for _ in range(draw(st.integers(1, 3)))]
