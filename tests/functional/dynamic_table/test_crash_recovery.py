@@ -48,7 +48,8 @@ from {raw}.orders as o join {raw}.customers as c on o.customer_id = c.customer_i
 group by c.country
 """
 
-#: Append-only, compacted at 2 small files: the second refresh compacts it.
+#: Append-only, compacted at 2 small files: the second refresh compacts it. Its inserts are
+#: appended by the engine.
 APPENDED = """
 {{{{ config(materialized='dynamic_table', target_lag='1 minute', refresh_mode='{mode}', auto_compact=2) }}}}
 select o.order_id, c.country, o.amount
@@ -87,7 +88,7 @@ def project(tmp_path: Path, dyntable_profile: str, engine: Engine, request) -> I
     suffix = uuid.uuid4().hex[:8]
     project = CrashProject(tmp_path, f"raw_{suffix}", f"app_{suffix}")
     mode = request.node.callspec.params["mode"]
-    model = APPENDED if "compaction" in request.node.name else MODEL
+    model = APPENDED if any(w in request.node.name for w in ("compaction", "append")) else MODEL
     (tmp_path / "models").mkdir()
     (tmp_path / "dbt_project.yml").write_text(
         "name: crash\nversion: '1.0'\nconfig-version: 2\nprofile: crash\n"
@@ -223,6 +224,33 @@ def test_sigkill_after_a_commit_carrying_its_intent_recovers(engine, project, mo
     assert [(h.state, h.reason) for h in recovery] == [
         ("SUCCEEDED", "a commit carrying the intent of an unrecorded refresh found at start")
     ]
+
+
+@pytest.mark.jvm_ci
+@pytest.mark.parametrize("mode", ["incremental"])
+def test_sigkill_after_an_append_carrying_its_intent_recovers(engine, project, mode):
+    """Inserts into an append-only DT are appended by the engine, whose commit carries the
+    refresh's intent (a writer option): no metadata commit before it. Killed after that commit,
+    the next run adopts it; the DT holds each row once."""
+    raw = project.raw
+    engine.execute(f"insert into {raw}.customers values (1, 'GB'), (2, 'US')")
+    engine.execute(f"insert into {raw}.orders values (1, 1, 10.0), (2, 2, 20.0)")
+    first = dbt_run(project.root)
+    assert first.returncode == 0, first.stdout[-3000:]
+    engine.execute(f"insert into {raw}.orders values (3, 1, 5.0), (4, 2, 7.0), (5, 2, 1.0)")
+    killed = dbt_run(project.root, "after_apply")
+    assert killed.returncode == -signal.SIGKILL, killed.stdout[-3000:]
+    left = project.store().frontier(project.dt)
+    assert left is not None and left.pending is None  # the intent went in the DT's commit alone
+    recovered = dbt_run(project.root)
+    assert recovered.returncode == 0, recovered.stdout[-3000:]
+    assert_dt_matches_query(engine, project)
+    history = project.store().history(project.dt)
+    recovery = [h for h in history if h.refresh_trigger == "RECOVERY"]
+    assert [(h.state, h.refresh_action, h.reason) for h in recovery] == [
+        ("SUCCEEDED", "INCREMENTAL", "a commit carrying the intent of an unrecorded refresh found at start")
+    ]
+    assert history[-1].refresh_action == "NO_DATA", history[-1]  # adopted, not rebuilt
 
 
 # In the full JVM set, not its CI subset (three and a half minutes there): the JVM engine's

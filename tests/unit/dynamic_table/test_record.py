@@ -14,7 +14,12 @@ from dbt.adapters.dyntable.delta_log import DeltaLog
 from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, Trigger
 from dbt.adapters.dyntable.dynamic_table.metadata import Intent, MetadataStore, SourceVersion, utcnow
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
-from dbt.adapters.dyntable.dynamic_table.refresh.record import CARRIED_INTENT, Recorder
+from dbt.adapters.dyntable.dynamic_table.refresh.record import (
+    CARRIED_INTENT,
+    Recorder,
+    carried_intent,
+    carrying,
+)
 
 DT = DynamicTable.from_node(
     {"schema": "s", "name": "dt", "compiled_code": "select k from s.t", "config": {"target_lag": "1 minute"}}
@@ -35,7 +40,7 @@ def write(location: Path, carried: Optional[Intent] = None, data_change: bool = 
 
         DeltaTable(str(location)).optimize.compact()
         return
-    properties = CommitProperties(custom_metadata={CARRIED_INTENT: carried.to_json()}) if carried else None
+    properties = CommitProperties(custom_metadata={"userMetadata": carrying(carried)}) if carried else None
     write_deltalake(str(location), ROWS, mode="append", commit_properties=properties)
 
 
@@ -80,6 +85,23 @@ def test_an_intent_carried_on_another_base_is_not_adopted(tmp_path: Path) -> Non
     location, store, recorder = setup(tmp_path)
     frontier = store.frontier(DT.name)
     write(location, carried=intent(0, 5))  # version 2, carrying an intent on version 0
-    assert json.loads(DeltaLog(location).commit_info(2)[CARRIED_INTENT])["base_version"] == 0
+    carried = carried_intent(DeltaLog(location).commit_info(2))
+    assert carried is not None and carried.base_version == 0
     assert recorder.recover(DT, DeltaLog(location)) == frontier
     assert frontier is not None and frontier.dt_version == 1
+
+
+def test_only_a_commit_recording_an_intent_under_its_key_carries_one() -> None:
+    """Other writers record their own ``userMetadata`` (any text): none of it is an intent."""
+    carried = intent(2, 5)
+    assert carried_intent({"userMetadata": carrying(carried)}) == carried
+    for other in (
+        {},
+        {"userMetadata": None},
+        {"userMetadata": "job=daily-load run=42"},
+        {"userMetadata": json.dumps(["dyntable.intent"])},
+        {"userMetadata": json.dumps({"job": carried.to_json()})},
+        {"userMetadata": json.dumps({CARRIED_INTENT: 7})},
+        {CARRIED_INTENT: carried.to_json()},  # not where this project writes it
+    ):
+        assert carried_intent(other) is None, other

@@ -150,6 +150,16 @@ class Engine(ABC):
         finally:
             self.forget_catalog()
 
+    def append(self, relation: str, query: str, user_metadata: Optional[str] = None) -> None:
+        """Append ``query``'s rows to the Delta table ``relation``, its columns matched by name, in
+        one commit whose ``commitInfo.userMetadata`` is ``user_metadata`` (a writer option: SQL's
+        INSERT has no place for it)."""
+        self._admit()
+        writer = self._run(query).writeTo(self._table_name(relation))
+        if user_metadata is not None:
+            writer = writer.option("userMetadata", user_metadata)
+        writer.append()
+
     def arrow(self, query: str) -> "pa.Table":
         """``query``'s rows, handed to this process as Arrow (a delta on its way into a MERGE
         this process writes, or into a check)."""
@@ -164,6 +174,11 @@ class Engine(ABC):
 
     def _arrow(self, query: str) -> "pa.Table":
         return self._run(query).toArrow()
+
+    def _table_name(self, relation: str) -> str:
+        """``relation`` as this engine's DataFrame API finds the table (as :meth:`_run` would
+        spell it in a statement)."""
+        return relation
 
     def _run(self, statement: str) -> "DataFrame":
         """Hand a statement to Spark unchanged; engines that must adapt DDL (the embedded one)

@@ -246,6 +246,9 @@ class EmbeddedEngine(Engine):
 
     # -- statements ------------------------------------------------------------------------------
 
+    def _table_name(self, relation: str) -> str:
+        return canonical_names(relation, self._names)
+
     def _run(self, statement: str) -> "DataFrame":
         ddl = parse_ddl(statement)
         if ddl is None:

@@ -37,7 +37,7 @@ import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pyarrow as pa
@@ -201,14 +201,20 @@ class PreparedDelta:
         return int(-(pc.sum(pc.if_else(pc.less(weights, 0), weights, 0)).as_py() or 0))
 
 
+#: How a refresh has the DT commit it is about to make record its intent as the commit's
+#: ``userMetadata``: True if it will.
+Carry = Callable[[str], bool]
+
+
 class DeltaApplier:
     def __init__(self, engine: "Engine", dt: "DynamicTable", dt_log: Optional[DeltaLog] = None) -> None:
         """``dt_log``: the DT's log where the caller has it open already."""
         self.engine = engine
         self.dt = dt
         self._dt_log = dt_log
-        #: What this process's next commit on the DT carries in its ``commitInfo`` (:meth:`carry`).
-        self._carried: Optional[CommitProperties] = None
+        #: What the next commit on the DT records as its ``commitInfo.userMetadata`` (:meth:`carry`,
+        #: :meth:`carry_in_append`).
+        self._user_metadata: Optional[str] = None
 
     def _log(self) -> Optional[DeltaLog]:
         """The DT's Delta log, one instance for this refresh (its snapshots cached); None until
@@ -375,13 +381,11 @@ class DeltaApplier:
         weight = f"d.{quote(WEIGHT)}"
         copies = f"CASE WHEN {weight} > 0 THEN CAST({weight} AS INT) ELSE {_fail('not-positive')} END"
         typed = f"SELECT {self._typed(columns)}, {quote(WEIGHT)} FROM ({delta_sql}) AS q"
+        rows = f"SELECT {names} FROM ({typed}) AS d LATERAL VIEW explode(sequence(1, {copies})) AS {COPIES}"
 
         def insert() -> None:
             with self._engine_checks([]):
-                self.engine.execute(
-                    f"INSERT INTO {self.dt.relation} ({names}) SELECT {names} FROM ({typed}) AS d "
-                    f"LATERAL VIEW explode(sequence(1, {copies})) AS {COPIES}"
-                )
+                self.engine.append(self.dt.relation, rows, self._user_metadata)
 
         return self._counted(insert)
 
@@ -443,7 +447,7 @@ class DeltaApplier:
             rows = self.engine.arrow(source)
             if rows.num_rows == 0:
                 return 0, 0
-            metrics = _merge_rows(writer, rows, on, columns, update=folded, carried=self._carried)
+            metrics = _merge_rows(writer, rows, on, columns, update=folded, carried=self._commit_properties())
             self._written(writer)
             inserted, updated = metrics["num_target_rows_inserted"], metrics["num_target_rows_updated"]
             return inserted + updated, metrics["num_target_rows_deleted"] + updated
@@ -490,14 +494,26 @@ class DeltaApplier:
         metrics = log.operation_metrics(after)
         return metrics.get("numRemovedFiles", 0), metrics.get("numAddedFiles", 0)
 
-    def carry(self, commit_info: Mapping[str, str]) -> bool:
-        """Have the DT commit :meth:`accumulate` or :meth:`apply` makes carry ``commit_info``
+    def carry(self, user_metadata: str) -> bool:
+        """Have the DT commit :meth:`accumulate` or :meth:`apply` makes record ``user_metadata``
         (docs/ARCHITECTURE.md, "Exactly once"), where this process writes it; False where the
-        engine does, which records nothing of it."""
+        engine MERGEs: SQL's MERGE has no place for it."""
         if not self._writes_in_process():
             return False
-        self._carried = CommitProperties(custom_metadata=dict(commit_info))
+        self._user_metadata = user_metadata
         return True
+
+    def carry_in_append(self, user_metadata: str) -> bool:
+        """Have the DT commit :meth:`append` makes record ``user_metadata``: the engine appends
+        with the writer option for it."""
+        self._user_metadata = user_metadata
+        return True
+
+    def _commit_properties(self) -> Optional[CommitProperties]:
+        """What a commit this process writes on the DT records beyond its actions."""
+        if self._user_metadata is None:
+            return None
+        return CommitProperties(custom_metadata={"userMetadata": self._user_metadata})
 
     def _writes_in_process(self) -> bool:
         """Whether this process writes rows it holds into the DT with deltalake: the engine allows
@@ -677,7 +693,7 @@ class DeltaApplier:
             if writer is not None:
                 schema = pa.schema(writer.schema().to_arrow())
                 rows_in = inserts.select(schema.names).cast(schema)
-                write_deltalake(writer, rows_in, mode="append", commit_properties=self._carried)
+                write_deltalake(writer, rows_in, mode="append", commit_properties=self._commit_properties())
                 self._written(writer)
                 return delta.inserted, delta.deleted
             with self.engine.temporary_view(inserts) as view:
@@ -693,7 +709,13 @@ class DeltaApplier:
         on = f"{null_safe_match(match, 't', 's')} AND s.{KIND} = 'D'"
         if writer is not None:
             _merge_rows(
-                writer, source, on, columns, delete=True, insert_when=f"s.{KIND} = 'I'", carried=self._carried
+                writer,
+                source,
+                on,
+                columns,
+                delete=True,
+                insert_when=f"s.{KIND} = 'I'",
+                carried=self._commit_properties(),
             )
             self._written(writer)
             return delta.inserted, delta.deleted

@@ -46,13 +46,14 @@ from dbt.adapters.dyntable.dynamic_table.pinning import read_views
 from dbt.adapters.dyntable.dynamic_table.refresh import compact, decide, derive, guard, immutable, plan
 from dbt.adapters.dyntable.dynamic_table.refresh.apply import (
     FULL_REFRESH_FIX,
+    Carry,
     DeltaApplier,
     DeltaValidationError,
     InEngine,
     in_engine,
 )
 from dbt.adapters.dyntable.dynamic_table.refresh.decide import Decision, Definition, Observation
-from dbt.adapters.dyntable.dynamic_table.refresh.record import CARRIED_INTENT, Recorder, RefreshResult
+from dbt.adapters.dyntable.dynamic_table.refresh.record import Recorder, RefreshResult, carrying
 from dbt.adapters.dyntable.dynamic_table.table_features import TableFeatures, once
 from dbt.adapters.dyntable.dynamic_table.verify import DvsCheck, VerifyFailed, verify
 from dbt.adapters.dyntable.engines.base import Engine
@@ -414,11 +415,13 @@ class RefreshPipeline:
             key, columns = planned.key, planned.plan.columns
             how = in_engine(dt, refresh.guarded, delta, key.columns, key.declared_by)
             if how is InEngine.APPEND:
-                return self._in_engine(refresh, dt_log, lambda: applier.append(delta_sql, columns))
+                return self._in_engine(
+                    refresh, dt_log, lambda: applier.append(delta_sql, columns), carry=applier.carry_in_append
+                )
             accumulation = delta.accumulation
             if how is InEngine.ACCUMULATE and accumulation is not None:
                 return self._in_engine(
-                    refresh, dt_log, lambda: applier.accumulate(accumulation), carrier=applier
+                    refresh, dt_log, lambda: applier.accumulate(accumulation), carry=applier.carry
                 )
             if how is InEngine.MERGE:
                 assert key.columns is not None
@@ -441,7 +444,7 @@ class RefreshPipeline:
                 )
             else:
                 result = self._commit(
-                    refresh, dt_log, refresh.frontier, lambda: applier.apply(staged), carrier=applier
+                    refresh, dt_log, refresh.frontier, lambda: applier.apply(staged), carry=applier.carry
                 )
         result.warnings += [staged.warning] if staged.warning else []
         result.immutable_rows_ignored = ignored
@@ -452,9 +455,9 @@ class RefreshPipeline:
         refresh: _Refresh,
         dt_log: DeltaLog,
         apply: Callable[[], Tuple[int, int]],
-        carrier: Optional[DeltaApplier] = None,
+        carry: Optional[Carry] = None,
     ) -> RefreshResult:
-        result = self._commit(refresh, dt_log, refresh.frontier, apply, carrier)
+        result = self._commit(refresh, dt_log, refresh.frontier, apply, carry)
         if result.rows_inserted == result.rows_deleted == 0:
             result.reason = UNCHANGED_RESULT
         return result
@@ -465,14 +468,14 @@ class RefreshPipeline:
         dt_log: DeltaLog,
         current: Optional[Frontier],
         apply: Callable[[], Tuple[int, int]],
-        carrier: Optional[DeltaApplier] = None,
+        carry: Optional[Carry] = None,
     ) -> RefreshResult:
         """The exactly-once commit (docs/ARCHITECTURE.md, "Exactly once"): the intent, the DT's
         one commit by ``apply``, then the frontier it reached. The intent goes in the DT's commit
-        where ``carrier``, the applier ``apply`` writes with, makes it in this process; else in
-        the frontier table first."""
+        where ``carry`` (of the applier ``apply`` writes with) says that commit can carry it;
+        else in the frontier table first."""
         intent = refresh.intent(dt_log.latest_version())
-        carried = carrier is not None and carrier.carry({CARRIED_INTENT: intent.to_json()})
+        carried = carry is not None and carry(carrying(intent))
         if not carried:
             self.recorder.intend(refresh.dt, current, intent)
         failpoint("after_intent")

@@ -2,19 +2,20 @@
 (docs/ARCHITECTURE.md, "Exactly once").
 
 A refresh that changes the DT records its intent before its one commit on the DT, and the new
-frontier after it: in the frontier table, or, where this process writes the DT's commit itself,
-in that commit (:data:`CARRIED_INTENT`), which saves a metadata commit. :meth:`Recorder.recover`
-resolves an intent a crashed refresh left behind from the DT's own Delta log: the commit after the
-intent's base version exists → it committed; otherwise it never did.
+frontier after it: in the frontier table, or, where this process writes the DT's commit itself or
+the engine appends it, in that commit (:data:`CARRIED_INTENT`), which saves a metadata commit.
+:meth:`Recorder.recover` resolves an intent a crashed refresh left behind from the DT's own Delta
+log: the commit after the intent's base version exists → it committed; otherwise it never did.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import uuid
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Mapping, Optional
 
 from dbt.adapters.dyntable.delta_log import DeltaLog, HistoryUnavailable
 from dbt.adapters.dyntable.dynamic_table.config import definition_hash
@@ -32,8 +33,24 @@ from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
 
 logger = logging.getLogger(__name__)
 
-#: The key of a DT commit's ``commitInfo`` that carries the intent of the refresh that wrote it.
+#: The key of the JSON object a DT commit records as its ``commitInfo.userMetadata`` that carries
+#: the intent of the refresh that wrote it: the key tells it from another writer's text.
 CARRIED_INTENT = "dyntable.intent"
+
+
+def carrying(intent: Intent) -> str:
+    """The ``userMetadata`` of a DT commit that carries ``intent``."""
+    return json.dumps({CARRIED_INTENT: intent.to_json()})
+
+
+def carried_intent(commit_info: Mapping[str, Any]) -> Optional[Intent]:
+    """The intent a DT commit carries (:func:`carrying`), or None: another writer's commit."""
+    try:
+        carried = json.loads(commit_info.get("userMetadata") or "")
+    except (TypeError, ValueError):  # none, or another writer's text
+        return None
+    found = carried.get(CARRIED_INTENT) if isinstance(carried, dict) else None
+    return Intent.from_json(found) if isinstance(found, str) else None
 
 
 @dataclass
@@ -105,12 +122,11 @@ class Recorder:
             return frontier
         try:
             version = dt_log.first_data_change_after(frontier.dt_version)
-            carried = dt_log.commit_info(version).get(CARRIED_INTENT) if version is not None else None
+            intent = carried_intent(dt_log.commit_info(version)) if version is not None else None
         except HistoryUnavailable:
             return frontier  # decide() rebuilds a DT whose log lost commits
-        if version is None or not isinstance(carried, str):
+        if version is None or intent is None:
             return frontier  # none, or another writer's: decide() rebuilds the DT
-        intent = Intent.from_json(carried)
         if intent.base_version != version - 1 or intent.base_version < frontier.dt_version:
             return frontier
         commit = dt_log.commit_id(version)
