@@ -626,13 +626,16 @@ class Bench:
         the pair alternating; each INCREMENTAL run after the same insert into its own fact."""
         earlier_writer = FactWriter(earlier.fact_location(), writer.next_id)
         pair = [(earlier, earlier_writer, AFTER_ONE_IN_TURNS), (later, writer, AFTER_MANY)]
-        for turn in range(HISTORY_NO_DATA_RUNS):
-            for project, _, history in pair if turn % 2 == 0 else pair[::-1]:
-                self.dbt_run(project, "no-data", expect={m: "NO_DATA" for m in changed}, history=history)
-        for turn in range(DBT_RUNS):
-            for project, fact, history in pair if turn % 2 == 0 else pair[::-1]:
-                fact.insert(INSERTED)
-                self.dbt_run(project, "incremental", expect=changed, history=history)
+        no_data = {m: "NO_DATA" for m in changed}
+        for runs, run, expect, inserted in (
+            (HISTORY_NO_DATA_RUNS, "no-data", no_data, 0),
+            (DBT_RUNS, "incremental", changed, INSERTED),
+        ):
+            for turn in range(runs):
+                for project, fact, history in pair if turn % 2 == 0 else pair[::-1]:
+                    if inserted:
+                        fact.insert(inserted)
+                    self.dbt_run(project, run, expect=expect, history=history)
 
     def in_process(self, project: Project, writer: FactWriter, history: bool) -> None:
         """The same DTs refreshed by a DynamicTableService in this process (the DTs built from the
