@@ -151,7 +151,9 @@ def test_delete_of_whole_files_is_removed_only(engine: Engine) -> None:
     check_interval(engine, table, log, 3, 4)
 
 
-def test_every_interval_of_a_mixed_history(engine: Engine) -> None:
+def mixed_history(engine: Engine) -> Tuple[str, DeltaLog]:
+    """A table through six statements: inserts with duplicates and NULLs, an update, a delete, a
+    merge, and a row inserted back as it was at version 1."""
     table, log = new_table(engine, "id int, v string, amount double")
     engine.execute(f"insert into {table} values (1, 'a', 1.0), (2, 'b', 2.0), (3, 'c', 3.0)")
     engine.execute(f"insert into {table} values (4, 'd', 4.0), (4, 'd', 4.0), (5, null, null)")
@@ -162,11 +164,32 @@ def test_every_interval_of_a_mixed_history(engine: Engine) -> None:
         "union all select 6, 'f', 6.0) as s on t.id = s.id "
         "when matched then update set * when not matched then insert *"
     )
-    engine.execute(f"insert into {table} values (2, 'b', 2.0)")  # back as it was at version 1
+    engine.execute(f"insert into {table} values (2, 'b', 2.0)")
+    assert log.latest_version() == 6
+    return table, log
+
+
+def test_every_interval_of_a_mixed_history(engine: Engine) -> None:
+    table, log = mixed_history(engine)
     latest = log.latest_version()
-    assert latest == 6
     for v0, v1 in itertools.combinations_with_replacement(range(latest + 1), 2):
         check_interval(engine, table, log, v0, v1)
+
+
+@pytest.mark.jvm_ci
+def test_intervals_count_the_rows_the_engines_statements_changed(engine: Engine) -> None:
+    """AUTO weighs a window's re-sorting by the rows a change touches, counted from the engine's
+    own commit metrics (docs/ARCHITECTURE.md, "Deciding"): one statement's count is exactly its
+    delta's rows (an updated row removed and added), and an interval's is its statements' sum,
+    at least the net change, where a row deleted and inserted back cancels."""
+    table, log = mixed_history(engine)
+    latest = log.latest_version()
+    changed = {v: log.interval(v - 1, v).changed_rows for v in range(1, latest + 1)}
+    assert changed == {
+        v: sum(abs(n) for n in truth(engine, table, v - 1, v).values()) for v in range(1, latest + 1)
+    }
+    whole = log.interval(0, latest).changed_rows
+    assert whole == sum(changed.values()) > sum(abs(n) for n in truth(engine, table, 0, latest).values())
 
 
 @pytest.mark.parametrize("seed", [7, 11])

@@ -207,6 +207,56 @@ def test_interval_over_several_commits_cancels_transient_files(table: Path) -> N
     assert whole.kind is IntervalKind.MIXED and whole.added_rows == 5  # [1 y, 2, 3] and [5, 6]
 
 
+def test_intervals_count_the_rows_their_commits_changed(table: Path) -> None:
+    """AUTO weighs a window's re-sorting by these (docs/ARCHITECTURE.md, "Deciding"): delta-rs's
+    metrics here, delta-spark's and Sail's below."""
+    log = DeltaLog(table)
+    assert log.interval(0, 2).changed_rows == 3  # two appends of 1 and 2 rows
+    assert log.interval(2, 3).changed_rows == 2  # an updated row is removed and added
+    assert log.interval(2, 4).changed_rows == 3  # and a deleted one removed
+    upsert = pa.table({"id": pa.array([2, 9], pa.int64()), "v": ["m", "n"]})
+    DeltaTable(table).merge(
+        upsert, "t.id = s.id", source_alias="s", target_alias="t"
+    ).when_matched_update_all().when_not_matched_insert_all().execute()
+    assert DeltaLog(table).interval(4, 5).changed_rows == 3
+    DeltaTable(table).optimize.compact()
+    assert DeltaLog(table).interval(5, 6).changed_rows == 0
+    # an overwrite does not count the rows it removes: unknown, so the whole interval is
+    write_deltalake(table, rows([7]), mode="overwrite")
+    assert DeltaLog(table).interval(6, 7).changed_rows is None
+    assert DeltaLog(table).interval(4, 7).changed_rows is None
+
+
+@pytest.mark.parametrize(
+    "operation, metrics, removes, changed",
+    [
+        ("WRITE", {"numOutputRows": "120", "numFiles": "1"}, False, 120),  # delta-spark: text
+        ("UPDATE", {"numUpdatedRows": 100, "numCopiedRows": 150396, "numOutputRows": 150496}, True, 200),
+        ("DELETE", {"numDeletedRows": 100, "numCopiedRows": 150396, "numOutputRows": 150396}, True, 100),
+        (
+            "MERGE",
+            {"numTargetRowsInserted": 4, "numTargetRowsUpdated": 1, "numTargetRowsDeleted": 2},
+            True,
+            8,
+        ),
+        ("DELETE", {"numRemovedFiles": "3"}, True, None),  # whole files, rows not counted
+        ("WRITE", {}, False, None),
+    ],
+)
+def test_a_commit_counts_its_changed_rows_by_its_writers_metrics(
+    operation: str, metrics: Dict[str, object], removes: bool, changed: object
+) -> None:
+    commit = delta_log._Commit(
+        version=1,
+        identity="c",
+        commit_info={"operation": operation, "operationMetrics": metrics},
+        metadata=None,
+        changes_data=True,
+        removes_files=removes,
+    )
+    assert commit.changed_rows == changed
+
+
 def test_compaction_only_interval_is_empty(table: Path) -> None:
     DeltaTable(table).optimize.compact()
     log = DeltaLog(table)

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Dict, Generic, Iterator, List, Mapping, Optional, Set, Tuple, TypeVar, Union
+from typing import Any, Dict, Generic, Iterable, Iterator, List, Mapping, Optional, Set, Tuple, TypeVar, Union
 
 import numpy as np
 import pyarrow as pa
@@ -273,6 +273,9 @@ class Interval:
     undifferentiable_reason: Optional[str] = None
     masked: Tuple[DataFile, ...] = ()
     """Files live at both ends whose deletion vector grew: the rows it newly masks count -1."""
+    changed_rows: Optional[int] = None
+    """The rows the interval's commits removed or added, by their writers' metrics
+    (:attr:`_Commit.changed_rows`); None when a commit did not record them."""
 
     @property
     def kind(self) -> IntervalKind:
@@ -308,8 +311,13 @@ class Interval:
 
 
 def _total_rows(files: Tuple[DataFile, ...]) -> Optional[int]:
-    counts = [f.num_records for f in files]
-    return None if any(c is None for c in counts) else sum(c for c in counts if c is not None)
+    return _known_sum(f.num_records for f in files)
+
+
+def _known_sum(counts: Iterable[Optional[int]]) -> Optional[int]:
+    """The sum of ``counts``; None when any is unknown."""
+    known = list(counts)
+    return None if any(c is None for c in known) else sum(c for c in known if c is not None)
 
 
 @dataclass(frozen=True)
@@ -378,14 +386,61 @@ class _Commit:
     """Its adds and removes when they are all it changes (:data:`FILE_ONLY_ACTIONS`, no deletion
     vector); None when it changes more."""
 
+    removes_files: bool = False
+    """The commit has a ``remove`` action that changes data."""
+
     @property
     def operation(self) -> str:
         return str(self.commit_info.get("operation") or "")
 
     @property
+    def metrics(self) -> Dict[str, int]:
+        """The row and file counts its writer recorded in ``commitInfo.operationMetrics``, by
+        delta-spark's names (``numTargetRowsInserted``, ...): delta-spark writes them as text,
+        Sail as numbers, and delta-rs in snake case (``num_target_rows_inserted``)."""
+        metrics = self.commit_info.get("operationMetrics") or {}
+        return {
+            _camel_case(name): int(value)
+            for name, value in metrics.items()
+            if str(value).lstrip("-").isdigit()
+        }
+
+    @property
+    def changed_rows(self) -> Optional[int]:
+        """The rows this commit removed or added, an update counting as both: what its writer
+        says it inserted, updated and deleted (UPDATE, DELETE and MERGE metrics), or, for a
+        commit that only adds files, the rows it wrote. None when it recorded neither, as where
+        an overwrite removes files without counting their rows."""
+        if not self.changes_data:
+            return 0
+        metrics = self.metrics
+        counted = [metrics[name] * weight for name, weight in _CHANGED_ROW_METRICS.items() if name in metrics]
+        if counted:
+            return sum(counted)
+        if self.removes_files:
+            return None
+        return metrics.get("numOutputRows", metrics.get("numAddedRows"))
+
+    @property
     def rearranges(self) -> bool:
         """Rewrites files without changing rows (a compaction: every action ``dataChange`` false)."""
         return self.touches_files and not self.changes_data
+
+
+#: The operation metrics that count changed rows, and how many rows of a delta each is: an
+#: updated row is removed and added.
+_CHANGED_ROW_METRICS = {
+    "numUpdatedRows": 2,
+    "numDeletedRows": 1,
+    "numTargetRowsInserted": 1,
+    "numTargetRowsUpdated": 2,
+    "numTargetRowsDeleted": 1,
+}
+
+
+def _camel_case(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(word.capitalize() for word in rest)
 
 
 class DeltaLog:
@@ -821,6 +876,11 @@ class DeltaLog:
         """The size of the table's live data files at ``version``."""
         return sum(f.size_bytes for f in self.snapshot(version).files.values())
 
+    def num_records(self, version: int) -> Optional[int]:
+        """The rows of the table's live data files at ``version`` by their statistics; None when
+        a file has none."""
+        return _total_rows(self.files_at(version))
+
     def files_at(self, version: int) -> Tuple[DataFile, ...]:
         return tuple(self.snapshot(version).files.values())
 
@@ -861,6 +921,7 @@ class DeltaLog:
                     added.append(file_action)
                 else:
                     removed.append(file_action["path"])
+                    commit.removes_files |= bool(file_action.get("dataChange", True))
         if file_only and not commit.deletion_vector_paths:
             commit.file_actions = _FileActions(tuple(added), tuple(removed))
         self._commits[version] = commit
@@ -886,10 +947,8 @@ class DeltaLog:
         return self._commit_ids[version]
 
     def operation_metrics(self, version: int) -> Dict[str, int]:
-        """The row and file counts the writer of ``version`` recorded in its ``commitInfo``
-        (``numTargetRowsInserted``, ...; delta-spark writes them as text, Sail as numbers)."""
-        metrics = self._read_commit(version).commit_info.get("operationMetrics") or {}
-        return {name: int(value) for name, value in metrics.items() if str(value).lstrip("-").isdigit()}
+        """The row and file counts the writer of ``version`` recorded (:attr:`_Commit.metrics`)."""
+        return self._read_commit(version).metrics
 
     def lost_commit(self, version: int, commit: str) -> Optional[str]:
         """Why this log no longer holds ``commit`` at ``version`` (None when it does): the table
@@ -979,7 +1038,7 @@ class DeltaLog:
         reason = self._metadata_reason(before, commits) or self._restore_reason(commits)
         if reason is None and not any(c.changes_data for c in commits):
             # Only compaction-like commits (dataChange=false): rewritten files, same rows.
-            return Interval(v0, v1)
+            return Interval(v0, v1, changed_rows=0)
         try:
             after = self.snapshot(v1)
         except HistoryUnavailable as exc:
@@ -995,7 +1054,8 @@ class DeltaLog:
         if unread and reason is None:
             reason = f"the deletion vector of {unread[0]} at version {v1} cannot be read"
         reason = reason or self._file_reason(added, removed + masked)
-        return Interval(v0, v1, added, removed, reason, masked)
+        changed = _known_sum(c.changed_rows for c in commits)
+        return Interval(v0, v1, added, removed, reason, masked, changed)
 
     def _changed_files(
         self, before: Snapshot, after: Snapshot, compactions: List[int], vectored: Set[str]

@@ -68,6 +68,7 @@ def source(
     reason: Optional[str] = None,
     lost: Optional[str] = None,
     name: str = "s.t",
+    changed_rows: Optional[int] = None,
 ) -> SourceState:
     interval = None
     if start is not None and start != end and lost is None:
@@ -77,6 +78,7 @@ def source(
             tuple([data_file(added)] if added else []),
             tuple([data_file(removed)] if removed else []),
             reason,
+            changed_rows=changed_rows,
         )
     return SourceState(name, LOG, start, end, f"commit-{end}", SourceRead.AS_OF, lost, interval, size)
 
@@ -102,6 +104,7 @@ def run(
     at: datetime = T,
     dt_changed: Optional[str] = None,
     dt_size: int = 0,
+    dt_rows: Optional[int] = None,
     capabilities: Capabilities = ENGINE,
     clock: Optional[str] = None,
     held_by: Tuple[str, ...] = (),
@@ -110,7 +113,13 @@ def run(
     definition = maintained_definition(dt, current, True, request)
     planner = planner or Planner()
     observed = Observation(
-        sources, at, dt_changed=dt_changed, dt_size_bytes=dt_size, clock=clock, held_by=held_by
+        sources,
+        at,
+        dt_changed=dt_changed,
+        dt_size_bytes=dt_size,
+        dt_rows=dt_rows,
+        clock=clock,
+        held_by=held_by,
     )
     return decide(dt, definition, current, observed, planner, capabilities), planner
 
@@ -426,3 +435,23 @@ def test_an_upstream_dt_whose_first_refresh_has_not_committed_is_waited_for(tmp_
             _version_read(LOG, "s.dt", read, {"s.dt": pending}, T, metadata)
         committed = replace(pending, dt_version=1, pending=None)
         assert _version_read(LOG, "s.dt", read, {"s.dt": committed}, T, metadata) == 1
+
+
+def test_auto_counts_a_windows_sort_over_the_partitions_a_change_touches() -> None:
+    """A recompute sorts all of a window's input; the delta re-sorts only the partitions the
+    change touches. A DT of each partition's first row holds one row per partition, so n changed
+    rows touch at most n of its rows' partitions; where the writer did not count its rows, the
+    delta is taken to sort everything, as a recompute does (docs/ARCHITECTURE.md, "Deciding")."""
+    sql = "select k, v from (select k, v, row_number() over (partition by k order by v) as rn from s.t) r where rn = 1"
+    planner = Planner(PlannedQuery(plan_query(sql), OutputKey(["k"])))
+    dt = model(sql, refresh_mode="auto")
+    decided = {}
+    for changed_rows in (6, None):
+        rewritten = [source(5, 6, added=100, removed=100, size=1000, changed_rows=changed_rows)]
+        decision = run(dt, frontier(dt, {"s.t": 5}), rewritten, planner, dt_size=100, dt_rows=300)[0]
+        decided[changed_rows] = decision.action
+    assert decided == {6: Action.INCREMENTAL, None: Action.FULL}
+    # rows not counted (the last decision): the recompute scans 1.0 kB, sorts it and writes 100 B,
+    # and the delta is taken to sort as much
+    assert decision.reason.startswith("recomputing reads, sorts and writes about 2.1 kB"), decision.reason
+    assert "sorting touched partitions 1.0 kB" in decision.reason

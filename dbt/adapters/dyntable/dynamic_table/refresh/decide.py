@@ -17,9 +17,9 @@ from datetime import datetime
 from typing import Callable, Dict, Mapping, Optional, Sequence, Set, Tuple
 
 from dbt.adapters.dyntable.delta_log import DeltaLog, Interval, IntervalKind
-from dbt.adapters.dyntable.differentiation import differentiate
+from dbt.adapters.dyntable.differentiation import differentiate, top_one
 from dbt.adapters.dyntable.differentiation.explain import source_reads
-from dbt.adapters.dyntable.differentiation.plan import Node, Scan
+from dbt.adapters.dyntable.differentiation.plan import Filter, Node, Scan, Window
 from dbt.adapters.dyntable.differentiation.views import base_tables
 from dbt.adapters.dyntable.dynamic_table.clock import query_clock
 from dbt.adapters.dyntable.dynamic_table.config import definition_hash
@@ -88,8 +88,9 @@ class Observation:
     #: Definitions of the views the query reads, transitively (``schema.view``).
     views: Mapping[str, str] = field(default_factory=dict)
     dt_changed: Optional[str] = None
-    #: The DT's size (read where AUTO estimates costs).
+    #: The DT's size and rows (read where AUTO estimates costs; rows None without statistics).
     dt_size_bytes: int = 0
+    dt_rows: Optional[int] = None
     #: The clock function the query reads, if any: it is recomputed at each new T (``clock.py``).
     clock: Optional[str] = None
     #: The upstream DTs whose data timestamp held T back from the one requested.
@@ -277,13 +278,16 @@ class Estimate:
     incremental: int
     full: int
     parts: Tuple[Tuple[str, int], ...]
+    #: The share of ``full`` that sorts windows' inputs.
+    full_sorts: int = 0
 
     def reason(self) -> str:
         biggest = sorted(self.parts, key=lambda part: -part[1])[:3]
         detail = ", ".join(f"{what} {_size(size)}" for what, size in biggest)
         if self.incremental > self.full:
+            work = "reads, sorts and writes" if self.full_sorts else "reads and writes"
             return (
-                f"recomputing reads and writes about {_size(self.full)}; refreshing incrementally "
+                f"recomputing {work} about {_size(self.full)}; refreshing incrementally "
                 f"would take about {_size(self.incremental)} ({detail})"
             )
         return (
@@ -340,7 +344,43 @@ def estimate(
     delta_cost = DELTA_BYTE_COST[engine_alone is not None]
     parts["the delta"] = int(delta_cost * min(changed_share, 1.0) * observed.dt_size_bytes)
     scans = sum(s.size_bytes * _scans(planned.plan.root, s.name) for s in observed.sources)
-    return Estimate(sum(parts.values()), scans + observed.dt_size_bytes, tuple(parts.items()))
+    sorts = 0
+    for window in (n for n in planned.plan.root.walk() if isinstance(n, Window)):
+        sorted_bytes = sum(s.size_bytes * _scans(window, s.name) for s in observed.sources)
+        sorts += sorted_bytes
+        touched = int(_touched_share(window, planned.plan.root, delta.applied, observed) * sorted_bytes)
+        if touched:
+            parts["sorting touched partitions"] = parts.get("sorting touched partitions", 0) + touched
+    return Estimate(sum(parts.values()), scans + sorts + observed.dt_size_bytes, tuple(parts.items()), sorts)
+
+
+def _touched_share(window: Window, root: Node, applied: Mapping[int, str], observed: Observation) -> float:
+    """The share of a window's input its delta sorts again: the touched partitions' (the rules
+    recompute those only). A DT that stores each partition's first row (``top_one``) holds one
+    row per partition, so a change of n rows touches at most n of its DT rows' partitions.
+    Elsewhere the partitions are not counted and the delta is taken to sort all of the input, as
+    a recompute does, which leaves the choice to the other costs."""
+    read = window.sources()
+    intervals = [
+        s.interval
+        for s in observed.sources
+        if s.name in read and s.interval is not None and s.interval.kind is not IntervalKind.EMPTY
+    ]
+    if not intervals:
+        return 0.0
+    stores_first_rows = any(
+        isinstance(n, Filter) and applied.get(id(n)) == top_one.RULE and _first_row_window(n) is window
+        for n in root.walk()
+    )
+    changed = [i.changed_rows for i in intervals]
+    if not stores_first_rows or not observed.dt_rows or any(n is None for n in changed):
+        return 1.0
+    return min(1.0, sum(n for n in changed if n is not None) / observed.dt_rows)
+
+
+def _first_row_window(node: Filter) -> Optional[Window]:
+    matched = node.first_row_window()
+    return matched[0] if matched else None
 
 
 class _SymbolicChanges:
@@ -434,17 +474,21 @@ def observe(
         version = _version_read(log, name, read, upstream, effective, metadata)
         states.append(_source_state(log, name, version, read, resuming))
     dt_log = engine.delta_log(dt.name)
-    dt_size = 0
+    dt_size, dt_rows = 0, None
     if dt.config.refresh_mode == "auto" and any(s.interval is not None for s in states):
         states = [replace(s, size_bytes=s.log.size_bytes(s.end)) for s in states]
-        dt_size = dt_log.size_bytes(dt_log.latest_version()) if dt_log is not None else 0
+        if dt_log is not None:
+            dt_size = dt_log.size_bytes(dt_log.latest_version())
+            dt_rows = dt_log.num_records(dt_log.latest_version())
     clock = query_clock(definition.sql, views, dt.schema)
     held_by = tuple(
         n
         for n, f in sorted(upstream.items())
         if n not in across and f.data_timestamp == effective < request.data_timestamp
     )
-    return Observation(states, effective, views, _dt_changed(dt_log, resuming), dt_size, clock, held_by)
+    return Observation(
+        states, effective, views, _dt_changed(dt_log, resuming), dt_size, dt_rows, clock, held_by
+    )
 
 
 def _plain(name: str) -> bool:
