@@ -127,6 +127,33 @@ def _run_python(code: str, inherited: Optional[Dict[str, str]] = None) -> str:
 
 
 @in_connect_process
+def test_a_query_sail_cannot_plan_names_the_rewrites(tmp_path: Path) -> None:
+    """A Sail gap (test_engine_conformance.py, test_window_ordered_by_a_window_over_one_row) fails
+    with Sail's planner error and what to write instead; when Sail plans it, this test fails and
+    the hint goes."""
+    from dbt_common.exceptions import DbtRuntimeError
+
+    from dbt.adapters.dyntable.connections import EngineCursor
+
+    engine = EmbeddedEngine(tmp_path / "wh").start()
+    try:
+        engine.execute("CREATE SCHEMA app")
+        engine.execute("CREATE TABLE app.t (k INT, v INT, s STRING) USING delta")
+        engine.execute("INSERT INTO app.t VALUES (1, 2, 'a'), (2, 3, 'b')")
+        one_row = "SELECT count(*) AS k, sum(v) AS v, max(s) AS s FROM app.t"
+        ranked = f"SELECT k, dense_rank() OVER (PARTITION BY s ORDER BY k) AS v, s FROM ({one_row}) AS g"
+        query = f"SELECT k, v, s, rank() OVER (PARTITION BY k ORDER BY v) AS w FROM ({ranked}) AS r"
+        with pytest.raises(DbtRuntimeError) as failed:  # as a dbt table model builds it
+            EngineCursor(engine).execute(f"CREATE TABLE app.ranked USING delta AS {query}")
+        message = str(failed.value)
+        assert "does not satisfy order requirements" in message
+        assert "Put a filter between the aggregate and the windows" in message
+        assert "run on Spark (method: session)" in message
+    finally:
+        engine.stop()
+
+
+@in_connect_process
 def test_a_server_that_dies_mid_run_fails_fast_with_one_clear_error(tmp_path: Path) -> None:
     from dbt_common.exceptions import DbtRuntimeError
 

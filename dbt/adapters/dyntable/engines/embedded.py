@@ -63,6 +63,9 @@ logger = logging.getLogger(__name__)
 _SET_OPERATION = re.compile(r"\b(union|intersect|except|minus)\b", re.IGNORECASE)
 
 #: Sail ends an idle pinned session after 900 s by default; a long `dyntable run` must outlive that.
+#: How Sail 0.7 fails to plan a window ordered by another window's column over one row
+#: (tests/functional/test_engine_conformance.py, test_window_ordered_by_a_window_over_one_row).
+_WINDOW_ORDER_GAP = "does not satisfy order requirements"
 SESSION_TIMEOUT_ENV = "SAIL_SPARK__SESSION_TIMEOUT_SECS"
 DEFAULT_SESSION_TIMEOUT_SECS = 7 * 24 * 3600
 
@@ -241,6 +244,14 @@ class EmbeddedEngine(Engine):
                 f"The embedded engine at {self.address} stopped responding ({message.splitlines()[0]}). "
                 "Its server runs inside this process; rerun the command. If it keeps happening, "
                 "check memory and the `warehouse` directory's disk space."
+            )
+        if _WINDOW_ORDER_GAP in message:
+            return (
+                f"{message}\nThe embedded engine (Sail 0.7) cannot plan a window ordered by another "
+                "window's column over a single row, such as a global aggregate's "
+                '(docs/ARCHITECTURE.md, "Engines"). Put a filter between the aggregate and the '
+                "windows, compute the inner window in a model of its own, or run on Spark "
+                "(method: session)."
             )
         return message
 
