@@ -62,10 +62,11 @@ logger = logging.getLogger(__name__)
 #: A set operation's keyword: a query without one needs no parse to check its branches' types.
 _SET_OPERATION = re.compile(r"\b(union|intersect|except|minus)\b", re.IGNORECASE)
 
-#: Sail ends an idle pinned session after 900 s by default; a long `dyntable run` must outlive that.
 #: How Sail 0.7 fails to plan a window ordered by another window's column over one row
-#: (tests/functional/test_engine_conformance.py, test_window_ordered_by_a_window_over_one_row).
+#: (docs/ARCHITECTURE.md, "Engines").
 _WINDOW_ORDER_GAP = "does not satisfy order requirements"
+
+#: Sail ends an idle pinned session after 900 s by default; a long `dyntable run` must outlive that.
 SESSION_TIMEOUT_ENV = "SAIL_SPARK__SESSION_TIMEOUT_SECS"
 DEFAULT_SESSION_TIMEOUT_SECS = 7 * 24 * 3600
 
