@@ -406,20 +406,27 @@ class _Commit:
         }
 
     @property
-    def changed_rows(self) -> Optional[int]:
-        """The rows this commit removed or added, an update counting as both: what its writer
-        says it inserted, updated and deleted (UPDATE, DELETE and MERGE metrics), or, for a
-        commit that only adds files, the rows it wrote. None when it recorded neither, as where
+    def rows_added_and_removed(self) -> Optional[Tuple[int, int]]:
+        """The rows this commit added and removed, an updated row being one of each: what its
+        writer says it inserted, updated and deleted (UPDATE, DELETE and MERGE metrics), or, for
+        a commit that only adds files, the rows it wrote. None when it recorded neither, as where
         an overwrite removes files without counting their rows."""
         if not self.changes_data:
-            return 0
+            return 0, 0
         metrics = self.metrics
-        counted = [metrics[name] * weight for name, weight in _CHANGED_ROW_METRICS.items() if name in metrics]
-        if counted:
-            return sum(counted)
-        if self.removes_files:
-            return None
-        return metrics.get("numOutputRows", metrics.get("numAddedRows"))
+        if any(name in metrics for name in _CHANGED_ROW_METRICS):
+            updated = metrics.get("numUpdatedRows", 0) + metrics.get("numTargetRowsUpdated", 0)
+            inserted = metrics.get("numTargetRowsInserted", 0)
+            deleted = metrics.get("numDeletedRows", 0) + metrics.get("numTargetRowsDeleted", 0)
+            return inserted + updated, deleted + updated
+        written = metrics.get("numOutputRows", metrics.get("numAddedRows"))
+        return None if self.removes_files or written is None else (written, 0)
+
+    @property
+    def changed_rows(self) -> Optional[int]:
+        """The rows this commit removed or added (:attr:`rows_added_and_removed`)."""
+        rows = self.rows_added_and_removed
+        return None if rows is None else sum(rows)
 
     @property
     def rearranges(self) -> bool:
@@ -427,15 +434,14 @@ class _Commit:
         return self.touches_files and not self.changes_data
 
 
-#: The operation metrics that count changed rows, and how many rows of a delta each is: an
-#: updated row is removed and added.
-_CHANGED_ROW_METRICS = {
-    "numUpdatedRows": 2,
-    "numDeletedRows": 1,
-    "numTargetRowsInserted": 1,
-    "numTargetRowsUpdated": 2,
-    "numTargetRowsDeleted": 1,
-}
+#: The operation metrics that count the rows an UPDATE, DELETE or MERGE changed.
+_CHANGED_ROW_METRICS = (
+    "numUpdatedRows",
+    "numDeletedRows",
+    "numTargetRowsInserted",
+    "numTargetRowsUpdated",
+    "numTargetRowsDeleted",
+)
 
 
 def _camel_case(name: str) -> str:
@@ -949,6 +955,10 @@ class DeltaLog:
     def operation_metrics(self, version: int) -> Dict[str, int]:
         """The row and file counts the writer of ``version`` recorded (:attr:`_Commit.metrics`)."""
         return self._read_commit(version).metrics
+
+    def rows_added_and_removed(self, version: int) -> Optional[Tuple[int, int]]:
+        """The rows ``version``'s commit added and removed (:attr:`_Commit.rows_added_and_removed`)."""
+        return self._read_commit(version).rows_added_and_removed
 
     def lost_commit(self, version: int, commit: str) -> Optional[str]:
         """Why this log no longer holds ``commit`` at ``version`` (None when it does): the table

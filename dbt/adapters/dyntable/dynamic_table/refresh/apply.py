@@ -550,12 +550,7 @@ class DeltaApplier:
         after = log.latest_version()
         if after == before:
             return 0, 0
-        metrics = log.operation_metrics(after)
-        if "numTargetRowsInserted" not in metrics:  # an INSERT's WRITE commit
-            return metrics.get("numOutputRows", 0), 0
-        updated = metrics.get("numTargetRowsUpdated", 0)
-        inserted, deleted = metrics.get("numTargetRowsInserted", 0), metrics.get("numTargetRowsDeleted", 0)
-        return inserted + updated, deleted + updated
+        return log.rows_added_and_removed(after) or (0, 0)
 
     @contextmanager
     def _engine_checks(self, key: Sequence[str]) -> Iterator[None]:
