@@ -88,6 +88,11 @@ REPLAY_BASE_CACHE_SIZE = 64
 #: Commits a snapshot is built forward over from an earlier one this process holds, when they only
 #: add and remove files (``DeltaLog._applied``), before ``deltalake`` replays them instead.
 APPLIED_COMMITS = 64
+#: Locations whose newest snapshots this process keeps: per location, the version and commit
+#: identity of the snapshot it built or used last, the base ``DeltaLog._applied`` builds on when
+#: the instance asking holds none (each refresh opens its DT's log afresh, and asks it for the
+#: version its own commit made).
+LAST_SNAPSHOT_CACHE_SIZE = 256
 #: Actions a commit may hold and still be applied to the previous snapshot by ``DeltaLog._applied``:
 #: none of them changes the table's metadata, protocol or domain metadata (clustering columns).
 FILE_ONLY_ACTIONS = frozenset({"commitInfo", "add", "remove", "txn", "cdc"})
@@ -178,6 +183,7 @@ class _Lru(Generic[_Key, _Value]):
 _shared_snapshots: "_Lru[Tuple[str, int, str], Snapshot]" = _Lru(SHARED_SNAPSHOT_CACHE_SIZE)
 _replay_bases: "_Lru[str, Tuple[int, str, DeltaTable]]" = _Lru(REPLAY_BASE_CACHE_SIZE)
 _listings: "_Lru[str, Tuple[Tuple[int, int, int], int, _Listing]]" = _Lru(LISTING_CACHE_SIZE)
+_last_snapshots: "_Lru[str, Tuple[str, int, str]]" = _Lru(LAST_SNAPSHOT_CACHE_SIZE)
 
 
 class DeltaLogError(RuntimeError):
@@ -667,8 +673,10 @@ class DeltaLog:
         key = self._shared_key(version)
         shared = _shared_snapshots.get(key) if key is not None else None
         snapshot = shared or self._applied(version) or self._load_snapshot(version)
-        if key is not None and shared is None:
-            _shared_snapshots.put(key, snapshot)
+        if key is not None:
+            if shared is None:
+                _shared_snapshots.put(key, snapshot)
+            _last_snapshots.put(self.location, key)
         self._snapshots.put(version, snapshot)
         return snapshot
 
@@ -688,7 +696,7 @@ class DeltaLog:
         between changes more, or a partition value is not one :func:`typed_partition_values`
         types."""
         held = [v for v in self._snapshots if version - APPLIED_COMMITS <= v < version]
-        base = self._snapshots.get(max(held)) if held else None
+        base = self._snapshots.get(max(held)) if held else self._last_shared(version)
         if base is None or (base.partition_columns and base.column_mapping_mode != "none"):
             # Under column mapping, partition values are keyed by physical column names.
             return None
@@ -717,6 +725,16 @@ class DeltaLog:
                 files[path] = self._data_file(path, add["size"], records, values, has_deletion_vector=False)
                 deleted_rows.pop(path, None)
         return replace(base, version=version, files=files, deleted_rows=deleted_rows)
+
+    def _last_shared(self, version: int) -> Optional[Snapshot]:
+        """The snapshot of this location the process built or used last, when it is of an
+        earlier version within :data:`APPLIED_COMMITS` and this log still holds its commit (a
+        table re-created at the location writes other commits); else None."""
+        key = _last_snapshots.get(self.location)
+        if key is None or not version - APPLIED_COMMITS <= key[1] < version:
+            return None
+        base = _shared_snapshots.get(key)
+        return base if base is not None and self._shared_key(key[1]) == key else None
 
     def _data_file(
         self,
