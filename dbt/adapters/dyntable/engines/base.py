@@ -155,7 +155,7 @@ class Engine(ABC):
         one commit whose ``commitInfo.userMetadata`` is ``user_metadata`` (a writer option: SQL's
         INSERT has no place for it)."""
         self._admit()
-        writer = self._run(query).writeTo(self._table_name(relation))
+        writer = self._query(query).writeTo(self._table_name(relation))
         if user_metadata is not None:
             writer = writer.option("userMetadata", user_metadata)
         writer.append()
@@ -173,7 +173,13 @@ class Engine(ABC):
         self.statements_run += 1
 
     def _arrow(self, query: str) -> "pa.Table":
-        return self._run(query).toArrow()
+        return self._query(query).toArrow()
+
+    def _query(self, query: str) -> "DataFrame":
+        """A DataFrame of ``query``'s rows, for a write or a fetch to run: classic Spark's
+        ``sql`` only plans a query; engines whose ``sql`` sends it to a server first override
+        this to send it once, with the write or fetch (docs/ARCHITECTURE.md, "Cost of a refresh")."""
+        return self._run(query)
 
     def _table_name(self, relation: str) -> str:
         """``relation`` as this engine's DataFrame API finds the table (as :meth:`_run` would

@@ -275,20 +275,28 @@ class EmbeddedEngine(Engine):
             return self._create(statement, ddl)
 
     def _arrow(self, query: str) -> "pa.Table":
-        # One request, not three (docs/ARCHITECTURE.md, "Applying"): the plan is built here, and
-        # the rows get the types toArrow() gives them from the schema the request returns.
+        # One request, not three (docs/ARCHITECTURE.md, "Applying"): the rows get the types
+        # toArrow() gives them from the schema the request returns.
         from pyspark.sql.connect.dataframe import DataFrame as ConnectDataFrame
-        from pyspark.sql.connect.plan import SQL
-        from pyspark.sql.connect.session import SparkSession as ConnectSession
         from pyspark.sql.pandas.types import to_arrow_schema
 
-        session = self.spark
-        assert isinstance(session, ConnectSession), "the embedded engine's session is Spark Connect's"
-        frame = ConnectDataFrame(SQL(canonical_names(query, self._names)), session)
+        frame = self._query(query)
+        assert isinstance(frame, ConnectDataFrame)
         rows, schema = frame._to_table()
         if schema is None:
             return rows
         return rows.cast(to_arrow_schema(schema, error_on_duplicated_field_names_in_struct=True))
+
+    def _query(self, query: str) -> "DataFrame":
+        # Built here: Spark Connect's sql() would send the query once to be planned, then again
+        # with the write or fetch that runs it (docs/ARCHITECTURE.md, "Cost of a refresh").
+        from pyspark.sql.connect.dataframe import DataFrame as ConnectDataFrame
+        from pyspark.sql.connect.plan import SQL
+        from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+        session = self.spark
+        assert isinstance(session, ConnectSession), "the embedded engine's session is Spark Connect's"
+        return ConnectDataFrame(SQL(canonical_names(query, self._names)), session)
 
     def _schema_of(self, table: exp.Table) -> str:
         return table.db or self.spark.catalog.currentDatabase()
