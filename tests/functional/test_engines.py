@@ -145,10 +145,16 @@ def test_a_query_sail_cannot_plan_names_the_rewrites(tmp_path: Path) -> None:
         query = f"SELECT k, v, s, rank() OVER (PARTITION BY k ORDER BY v) AS w FROM ({ranked}) AS r"
         with pytest.raises(DbtRuntimeError) as failed:  # as a dbt table model builds it
             EngineCursor(engine).execute(f"CREATE TABLE app.ranked USING delta AS {query}")
-        message = str(failed.value)
-        assert "does not satisfy order requirements" in message
-        assert "Put a filter between the aggregate and the windows" in message
-        assert "run on Spark (method: session)" in message
+        messages = [str(failed.value)]
+        cursor = EngineCursor(engine)  # as `dbt show` runs it: planned when its rows are fetched
+        with pytest.raises(DbtRuntimeError) as failed:
+            cursor.execute(query)
+            cursor.fetchall()
+        messages.append(str(failed.value))
+        for message in messages:
+            assert "does not satisfy order requirements" in message
+            assert "Put a filter between the aggregate and the windows" in message
+            assert "run on Spark (method: session)" in message
     finally:
         engine.stop()
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 import atexit
 import os
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Optional, Set, Tuple
+from typing import Any, Dict, Iterator, Optional, Set, Tuple
 
 from dbt.adapters.contracts.connection import Connection, ConnectionState
 from dbt.adapters.events.logging import AdapterLogger
@@ -214,21 +215,43 @@ atexit.register(EngineRegistry.stop_all)
 
 
 class EngineCursor(SessionCursor):
-    """dbt-spark's session cursor, running statements through an engine."""
+    """dbt-spark's session cursor, running statements through an engine. A query runs when its
+    rows or columns are asked for (Spark plans it lazily), so those fail as its execution does:
+    with the engine's one message (``Engine.failure_message``), not its raw error."""
 
     def __init__(self, engine: Engine) -> None:
         super().__init__()
         self.engine = engine
 
+    @contextmanager
+    def _failing_as_dbt(self) -> Iterator[None]:
+        try:
+            yield
+        except EngineError as exc:
+            raise DbtRuntimeError(str(exc)) from exc
+        except DbtRuntimeError:
+            raise
+        except Exception as exc:
+            raise DbtRuntimeError(self.engine.failure_message(exc)) from exc
+
     def execute(self, sql: str, *parameters: Any) -> None:
         if parameters:
             sql = sql % parameters
-        try:
+        with self._failing_as_dbt():
             self._df = self.engine.execute(sql)
-        except EngineError as exc:
-            raise DbtRuntimeError(str(exc)) from exc
-        except Exception as exc:
-            raise DbtRuntimeError(self.engine.failure_message(exc)) from exc
+
+    def fetchall(self) -> Any:
+        with self._failing_as_dbt():
+            return super().fetchall()
+
+    def fetchone(self) -> Any:
+        with self._failing_as_dbt():
+            return super().fetchone()
+
+    @property
+    def description(self) -> Any:
+        with self._failing_as_dbt():
+            return super().description
 
 
 class EngineConnection(SessionConnection):
