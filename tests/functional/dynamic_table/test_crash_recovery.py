@@ -135,11 +135,14 @@ STEPS = [
     ("after_intent", "CANCELLED"),  # the DT never committed: discard and redo
     ("after_apply", "SUCCEEDED"),  # the DT committed, the frontier did not: adopt it
     ("during_apply:0.02", None),  # either, depending on when the kill lands
+    # The refresh ended; its frontier waited for the end of dbt's invocation: adopt it.
+    ("after_refresh", "SUCCEEDED"),
 ]
-#: The JVM suite's CI subset kills where Spark writes the DT: after its MERGE committed, and while
-#: a rebuild's commit may land (each case is three dbt processes, each starting a JVM). A kill
-#: after the intent leaves no DT commit, the same on both engines; the full set runs all six.
-IN_JVM_CI = {("incremental", "after_apply"), ("full", "during_apply:0.02")}
+#: The JVM suite's CI subset kills where Spark writes the DT: after its MERGE committed, while
+#: a rebuild's commit may land, and after the refresh ended (each case is three dbt processes,
+#: each starting a JVM). A kill after the intent leaves no DT commit, the same on both engines;
+#: the full set runs all eight.
+IN_JVM_CI = {("incremental", "after_apply"), ("full", "during_apply:0.02"), ("incremental", "after_refresh")}
 
 
 @pytest.mark.parametrize(
@@ -185,8 +188,9 @@ def test_sigkill_at_each_step_recovers(engine, project, mode, failpoint, recover
 
 @pytest.mark.parametrize("mode, delay", [("incremental", ""), ("incremental", ":0.02")])
 def test_sigkill_during_compaction_loses_nothing(engine, project, mode, delay):
-    """Killed before or while compacting, after the refresh committed its frontier: the next run
-    refreshes incrementally, whether the compaction's commit landed or not."""
+    """Killed before or while compacting, after the refresh committed the DT (its frontier waits
+    for the end of dbt's invocation): the next run adopts that commit and refreshes incrementally,
+    whether the compaction's commit landed or not."""
     raw = project.raw
     engine.execute(f"insert into {raw}.customers values (1, 'GB'), (2, 'US')")
     engine.execute(f"insert into {raw}.orders values (1, 1, 10.0), (2, 2, 20.0)")

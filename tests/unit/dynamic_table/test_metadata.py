@@ -73,15 +73,45 @@ def test_a_compaction_due_inside_a_batch_runs_at_its_end(tmp_path: Path) -> None
     def files() -> int:
         return len(DeltaTable(str(store.location(FRONTIERS))).file_uris())
 
+    last = SourceVersion(COMPACT_EVERY + 1, f"c{COMPACT_EVERY + 1}")
     with store.batch():
         for version in range(COMPACT_EVERY + 2):
-            store.commit_intent("s.a", intent(version), version, f"d{version}")
+            store.record_intent("s.a", None, intent(version))  # an intent is written at once
         assert DeltaTable(str(store.location(FRONTIERS))).version() > COMPACT_EVERY
         assert files() == COMPACT_EVERY + 2  # a file per commit, none compacted yet
-        assert store.frontier("s.a").dt_version == COMPACT_EVERY + 1  # type: ignore[union-attr]
+        assert store.frontier("s.a").pending.sources == {"s.t": last}  # type: ignore[union-attr]
     assert files() == 1  # compacted when the batch ended: the superseded rows dropped
     fresh = MetadataStore(tmp_path / "meta", "meta").frontier("s.a")
-    assert fresh is not None and fresh.dt_version == COMPACT_EVERY + 1
+    assert fresh is not None and fresh.pending is not None and fresh.pending.sources == {"s.t": last}
+
+
+def test_the_frontier_a_refresh_reaches_inside_a_batch_is_written_at_its_end(tmp_path: Path) -> None:
+    """Inside a batch the frontier a refresh reached waits in memory, read by this process's
+    later refreshes, and is written at the batch's end in one commit with the others. A frontier
+    another process writes meanwhile is newer and stays the DT's; a DT forgotten meanwhile stays
+    forgotten."""
+    store = MetadataStore(tmp_path / "meta", "meta")
+    store.ensure()
+    store.commit_intent("s.a", intent(1), 1, "d1")  # outside a batch: written at once
+    other = MetadataStore(tmp_path / "meta", "meta")  # another process
+    written = DeltaTable(str(store.location(FRONTIERS))).version()
+    with store.batch():
+        for name in ("s.a", "s.b", "s.c", "s.d"):
+            store.commit_intent(name, intent(2), 2, "d2")
+        assert DeltaTable(str(store.location(FRONTIERS))).version() == written  # nothing written yet
+        assert {n: f.dt_version for n, f in store.frontiers().items()} == {
+            "s.a": 2,
+            "s.b": 2,
+            "s.c": 2,
+            "s.d": 2,
+        }
+        assert other.frontier("s.a").dt_version == 1  # type: ignore[union-attr]
+        other.commit_intent("s.b", intent(3), 3, "d3")  # the other process refreshed s.b since
+        store.forget("s.c")
+    # The other process's commit, then the batch's one (s.c had no row written to delete).
+    assert DeltaTable(str(store.location(FRONTIERS))).version() == written + 2
+    fresh = MetadataStore(tmp_path / "meta", "meta").frontiers()
+    assert {n: f.dt_version for n, f in fresh.items()} == {"s.a": 2, "s.b": 3, "s.d": 2}
 
 
 def test_overlapping_batches_compact_when_either_ends(tmp_path: Path) -> None:
@@ -92,7 +122,7 @@ def test_overlapping_batches_compact_when_either_ends(tmp_path: Path) -> None:
     store.open_batch()  # a tick still running
     with store.batch():  # a tick that ends
         for version in range(COMPACT_EVERY + 2):
-            store.commit_intent("s.a", intent(version), version, f"d{version}")
+            store.record_intent("s.a", None, intent(version))
     assert len(DeltaTable(str(store.location(FRONTIERS))).file_uris()) == 1
     store.close_batch()
 

@@ -4,6 +4,7 @@ real Delta tables written with deltalake, as the in-process writes write them, n
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
@@ -105,3 +106,57 @@ def test_only_a_commit_recording_an_intent_under_its_key_carries_one() -> None:
         {CARRIED_INTENT: carried.to_json()},  # not where this project writes it
     ):
         assert carried_intent(other) is None, other
+
+
+def test_a_refresh_whose_process_still_has_its_batch_open_is_adopted_without_a_recovery(
+    tmp_path: Path,
+) -> None:
+    """Inside a batch the frontier a refresh reached waits for the batch's end, and its intent,
+    carried or pending, names the process's mark. Another process refreshing the DT meanwhile
+    takes that frontier up without calling the refresh crashed: the refresh's own process
+    records it. Once that process is gone without writing it, the refresh did crash."""
+    location, store, _ = setup(tmp_path)
+    running = MetadataStore(tmp_path / "meta", "meta")  # the process whose batch is open
+    other = Recorder(MetadataStore(tmp_path / "meta", "meta"))  # another process
+    running.open_batch()
+    writer = running.writer()
+    assert writer is not None and MetadataStore(tmp_path / "meta", "meta").writer_alive(writer)
+    assert not running.writer_alive(writer)  # its own mark: its pending frontiers are its own
+    write(location, carried=replace(intent(1, 5), writer=writer))  # version 2
+    adopted = other.recover(DT, DeltaLog(location))
+    assert adopted is not None and (adopted.dt_version, adopted.source_versions) == (2, {"s.t": 5})
+    pending = replace(intent(2, 6), writer=writer)
+    running.record_intent(DT.name, adopted, pending)  # the next refresh, not carried: pending
+    write(location)  # version 3, its commit
+    adopted = Recorder(MetadataStore(tmp_path / "meta", "meta")).recover(DT, DeltaLog(location))
+    assert adopted is not None and (adopted.dt_version, adopted.source_versions) == (3, {"s.t": 6})
+    assert store.history(DT.name) == []  # no RECOVERY: the running process records both
+
+    running.close_batch()  # nothing of its own pending: the mark goes with the batch
+    assert not MetadataStore(tmp_path / "meta", "meta").writer_alive(writer)
+    write(location, carried=replace(intent(3, 7), writer=writer))  # version 4: as if it had died
+    recovered = Recorder(MetadataStore(tmp_path / "meta", "meta")).recover(DT, DeltaLog(location))
+    assert recovered is not None and recovered.dt_version == 4
+    assert [(h.refresh_trigger, h.state) for h in store.history(DT.name)] == [(Trigger.RECOVERY, "SUCCEEDED")]
+
+
+def test_a_mark_left_by_a_process_that_died_is_swept_by_the_next_mark(tmp_path: Path) -> None:
+    import fcntl
+
+    from dbt.adapters.dyntable.dynamic_table.locking import WRITERS_DIR, WriterMark
+
+    folder = tmp_path / WRITERS_DIR
+    folder.mkdir()
+    (folder / "dead.lock").write_text("")  # its process died: nobody holds it
+    mark = WriterMark(tmp_path)
+    held = mark.hold()
+    assert sorted(p.name for p in folder.iterdir()) == [f"{held}.lock"]
+    with open(folder / f"{held}.lock") as handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            raise AssertionError("the mark is not locked")
+        except BlockingIOError:
+            pass
+    assert mark.hold() == held  # the same until released
+    mark.release()
+    assert list(folder.iterdir()) == []

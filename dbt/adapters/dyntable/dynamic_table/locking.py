@@ -1,8 +1,11 @@
-"""One refresh of a dynamic table at a time, across processes.
+"""One refresh of a dynamic table at a time, across processes; and which processes still have
+frontiers to write.
 
 An exclusive `flock` on ``<root>/<name>.lock``; the holder writes who it is into the file so a
 second runner can say what holds the lock. The OS releases the lock when a process dies, so a
-crashed refresh never leaves a DT locked.
+crashed refresh never leaves a DT locked. A :class:`WriterMark` is the same kind of lock, held by
+a process while frontiers its refreshes reached wait for its batch's end (docs/ARCHITECTURE.md,
+"Exactly once").
 """
 
 from __future__ import annotations
@@ -13,9 +16,15 @@ import os
 import socket
 import sys
 import time
+import uuid
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Optional, Type
+
+#: The folder of the locks, under the metadata schema's folder.
+LOCKS_DIR = ".locks"
+#: The folder of the writer marks, under the locks' folder.
+WRITERS_DIR = "writers"
 
 
 class RefreshLocked(RuntimeError):
@@ -85,3 +94,65 @@ def describe_holder(text: str) -> str:
     return (
         f"process {info.get('pid')} on {info.get('host')} ({info.get('command')}, since {info.get('since')})"
     )
+
+
+class WriterMark:
+    """This process's mark while frontiers its refreshes reached are not written yet: an
+    exclusive ``flock`` on ``<root>/writers/<id>.lock``, which the OS releases if the process
+    dies. A refresh of the DT in another process that finds such a refresh's commit asks
+    :func:`writer_alive`: a live writer records the refresh itself when its batch ends, a dead
+    one crashed."""
+
+    def __init__(self, root: Path) -> None:
+        self.folder = root / WRITERS_DIR
+        self._id: Optional[str] = None
+        self._handle: Optional[IO[str]] = None
+
+    def hold(self) -> str:
+        """The mark's id, taken at the first call since the last :meth:`release`."""
+        if self._id is None:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            self._sweep()
+            mark = uuid.uuid4().hex
+            # Locked under another name, then renamed: a sweep never finds it unlocked.
+            taking = self.folder / f".{mark}.taking"
+            handle = open(taking, "w")
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+            os.rename(taking, self.folder / f"{mark}.lock")
+            self._id, self._handle = mark, handle
+        return self._id
+
+    @property
+    def held(self) -> Optional[str]:
+        """The mark's id while it is held."""
+        return self._id
+
+    def release(self) -> None:
+        """Drop the mark: everything it stood for is written."""
+        mark, handle, self._id, self._handle = self._id, self._handle, None, None
+        if handle is not None:
+            (self.folder / f"{mark}.lock").unlink(missing_ok=True)
+            handle.close()
+
+    def _sweep(self) -> None:
+        """Delete the marks of processes that died holding one: no refresh asks of them after
+        the next refresh of each of their DTs, and a crash would otherwise leave a file."""
+        for path in self.folder.glob("*.lock"):
+            writer_alive(self.folder.parent, path.stem)
+
+
+def writer_alive(root: Path, mark: str) -> bool:
+    """Whether the process that took ``mark`` (:class:`WriterMark`) still holds it; a mark found
+    released is deleted."""
+    path = root / WRITERS_DIR / f"{mark}.lock"
+    try:
+        handle = open(path, "r")
+    except FileNotFoundError:
+        return False
+    with handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        path.unlink(missing_ok=True)
+        return False

@@ -8,7 +8,7 @@ engine job. They are also registered in the engine's catalog so users query them
 
 ``dynamic_table_frontiers`` has one row per dynamic table; its ``pending`` column holds a refresh's
 intent while it runs (docs/ARCHITECTURE.md, "Exactly once"): set before the MERGE, cleared with the
-new frontier after it.
+new frontier after it (inside a batch, at the batch's end).
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ from dbt.adapters.dyntable.delta_log import (
     folder_unchanged,
 )
 from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, SchedulingState, SourceRead, State, Trigger
+from dbt.adapters.dyntable.dynamic_table.locking import LOCKS_DIR, WriterMark, writer_alive
 from dbt.adapters.dyntable.vocabulary import first_line
 
 FRONTIERS = "dynamic_table_frontiers"
@@ -247,9 +248,14 @@ class Intent:
     action: Action
     #: The views the query reads: name → fingerprint of its definition (None: not recorded).
     views: Optional[Dict[str, str]] = None
+    #: The :class:`WriterMark` of the process whose batch writes the frontier this intent reaches
+    #: (None: written at once).
+    writer: Optional[str] = None
 
     def to_json(self) -> str:
         body: Dict[str, Any] = dict(self.__dict__)
+        if self.writer is None:
+            del body["writer"]  # as intents were written before there were marks
         body["data_timestamp"] = self.data_timestamp.isoformat()
         body["action"] = self.action.value
         body["sources"] = json.loads(sources_json(self.sources))
@@ -410,12 +416,14 @@ class MetadataStore:
         self._cached: Dict[str, Tuple[int, List[Dict[str, Any]]]] = {}
         # The tables this thread's refresh checked for new commits (``one_look``).
         self._looked = threading.local()
-        # Inside a batch (a runner tick, a dbt invocation), history rows and the frontier
-        # advances of NO_DATA refreshes wait in memory and are written once, at its end.
+        # Inside a batch (a runner tick, a dbt invocation), history rows and the frontiers
+        # refreshes reached wait in memory and are written once, at its end.
         self._batch_lock = threading.Lock()
         self._batch_depth = 0
         self._pending_history: List[Dict[str, Any]] = []
-        self._pending_advances: Dict[str, Frontier] = {}
+        self._pending_frontiers: Dict[str, Frontier] = {}
+        # Held while frontiers are pending, so that another process can tell them from a crash.
+        self._mark = WriterMark(root / LOCKS_DIR)
         # Tables ``prefetch`` found with every column and log setting ``ensure`` would give them:
         # it need not look at them again.
         self._current: Set[str] = set()
@@ -550,43 +558,52 @@ class MetadataStore:
             latest[row["name"]] = row
         frontiers = {key: Frontier.from_record(row) for key, row in latest.items()}
         with self._batch_lock:
-            for key, advanced in self._pending_advances.items():
-                read = frontiers.get(key)
-                if read is None or (name is not None and key != name):
+            for key, reached in self._pending_frontiers.items():
+                if name is not None and key != name:
                     continue
-                if read.updated_at is None or (advanced.updated_at and advanced.updated_at > read.updated_at):
-                    frontiers[key] = advanced  # not written yet, and newer than what the table says
+                read = frontiers.get(key)
+                written = read.updated_at if read is not None else None
+                if written is None or (reached.updated_at is not None and reached.updated_at > written):
+                    frontiers[key] = reached  # not written yet, and newer than what the table says
         return frontiers
 
     def advance(self, current: Frontier, intent: Intent) -> Frontier:
         """The frontier of a NO_DATA refresh: ``current`` moved to the intent's data timestamp,
-        the DT untouched. Inside a batch it is written at the batch's end, stamped with now (the
-        refresh holds the DT's lock): a later refresh's frontier, written by any process, is
-        newer and wins, and a crash before the end costs one more NO_DATA refresh."""
-        advanced = current.committing(intent, current.dt_version, current.dt_commit)
-        advanced = replace(advanced, updated_at=utcnow())
+        the DT untouched (written as :meth:`_reached` says)."""
+        return self._reached(current.committing(intent, current.dt_version, current.dt_commit))
+
+    def _reached(self, frontier: Frontier) -> Frontier:
+        """Record the frontier a refresh reached, stamped now (the refresh holds the DT's lock).
+        Inside a batch it is written at the batch's end: a later refresh's frontier, written by
+        any process, is newer and wins. A crash before the end costs a NO_DATA refresh one more
+        NO_DATA refresh; a refresh that committed the DT left its intent, in the DT's commit or
+        in the frontier's ``pending``, which the next refresh resolves (docs/ARCHITECTURE.md,
+        "Exactly once")."""
+        stamped = replace(frontier, updated_at=utcnow())
         with self._batch_lock:
             if self._batch_depth:
-                self._pending_advances[current.name] = advanced
-                return advanced
-        self._upsert_frontier(advanced)
-        return advanced
+                self._pending_frontiers[frontier.name] = stamped
+                return stamped
+        self._upsert_frontier(stamped)
+        return stamped
 
     def record_intent(self, name: str, current: Optional[Frontier], intent: Intent) -> None:
         base = current or Frontier(name, intent.data_timestamp, {}, -1, "", "", "")
         self._upsert_frontier(replace(base, pending=intent, updated_at=None))
 
     def commit_intent(self, name: str, intent: Intent, dt_version: int, dt_commit: Optional[str]) -> Frontier:
+        """The frontier ``intent`` reached with the DT at ``dt_version`` (written as
+        :meth:`_reached` says)."""
         empty = Frontier(name, intent.data_timestamp, {}, -1, "", "", "")
-        frontier = empty.committing(intent, dt_version, dt_commit)
-        self._upsert_frontier(frontier)
-        return frontier
+        return self._reached(empty.committing(intent, dt_version, dt_commit))
 
     def discard_intent(self, current: Frontier) -> None:
         self._upsert_frontier(replace(current, pending=None, updated_at=None))
 
     def forget(self, name: str) -> None:
         """Drop a DT's frontier (its table was dropped or is rebuilt from scratch)."""
+        with self._batch_lock:
+            self._pending_frontiers.pop(name, None)
         self._commit(
             FRONTIERS,
             lambda: self._table(FRONTIERS).delete(_eq("name", name)),
@@ -614,15 +631,17 @@ class MetadataStore:
 
     @contextmanager
     def batch(self) -> Iterator[None]:
-        """Write the history rows and NO_DATA frontier advances made inside in two commits, at
-        the batch's end; then run the compactions that fell due.
+        """Write the history rows and the frontiers reached inside in two commits, at the batch's
+        end; then run the compactions that fell due.
 
         A runner tick or a `dbt run` refreshes many DTs; a commit per row was most of what a
-        NO_DATA refresh cost. A refresh's intent and the frontier it commits after changing the
-        DT are its exactly-once protocol and what other processes read: they are written at once.
-        Batches may overlap (the runner's ticks run in threads of their own): one that ends
-        writes what the others recorded so far too, so nothing waits for a moment when no batch
-        is open; a runner whose ticks keep overlapping may have none.
+        NO_DATA refresh cost, and a tenth of an incremental one. A refresh's intent is its
+        exactly-once protocol and is written at once, unless the DT's commit carries it: a crash
+        before the batch's end leaves the intent for the next refresh to resolve
+        (docs/ARCHITECTURE.md, "Exactly once"). Batches may overlap (the runner's ticks run in
+        threads of their own): one that ends writes what the others recorded so far too, so
+        nothing waits for a moment when no batch is open; a runner whose ticks keep overlapping
+        may have none.
         """
         self.open_batch()
         try:
@@ -638,15 +657,31 @@ class MetadataStore:
         with self._batch_lock:
             self._batch_depth -= 1
             history, self._pending_history = self._pending_history, []
-            advances, self._pending_advances = self._pending_advances, {}
+            reached, self._pending_frontiers = self._pending_frontiers, {}
         if history:
             self._append(REFRESH_HISTORY, history)
-        if advances:
-            self._append(FRONTIERS, [frontier.to_record() for frontier in advances.values()])
+        if reached:
+            self._append(FRONTIERS, [frontier.to_record() for frontier in reached.values()])
         with self._batch_lock:
             due, self._due_compactions = self._due_compactions, set()
+            if not self._batch_depth and not self._pending_frontiers:
+                self._mark.release()  # what it stood for is written
         for table in sorted(due):
             self._compact(table)
+
+    def writer(self) -> Optional[str]:
+        """The mark an intent records for the frontier it reaches to be written at the end of
+        this batch (docs/ARCHITECTURE.md, "Exactly once"); None outside a batch: at once."""
+        with self._batch_lock:
+            return self._mark.hold() if self._batch_depth else None
+
+    def writer_alive(self, mark: str) -> bool:
+        """Whether the process that recorded ``mark`` in an intent still has its batch open, so
+        that it will write the frontier the intent reaches; not this store's own mark."""
+        with self._batch_lock:
+            if mark == self._mark.held:
+                return False
+        return writer_alive(self.root / LOCKS_DIR, mark)
 
     def history(self, name: Optional[str] = None) -> List[HistoryRow]:
         """Every refresh recorded (or ``name``'s), the batch's rows not yet written included."""

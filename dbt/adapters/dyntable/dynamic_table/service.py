@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Optional
 
+from dbt.adapters.dyntable.dynamic_table.locking import LOCKS_DIR
 from dbt.adapters.dyntable.dynamic_table.metadata import MetadataStore
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
 from dbt.adapters.dyntable.dynamic_table.refresh import RefreshPipeline, RefreshRequest, RefreshResult
@@ -17,8 +18,6 @@ from dbt.adapters.dyntable.dynamic_table.verify import DvsCheck
 from dbt.adapters.dyntable.engines.base import Engine
 from dbt.adapters.dyntable.engines.warehouse import PersistedTable
 from dbt.adapters.dyntable.vocabulary import quote
-
-LOCKS_DIR = ".locks"
 
 
 def metadata_store(

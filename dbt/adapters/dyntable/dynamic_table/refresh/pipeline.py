@@ -79,7 +79,7 @@ class _Refresh:
     #: Whether the change fuse checks this refresh (docs/ARCHITECTURE.md, "Change fuse").
     guarded: bool = False
 
-    def intent(self, base_version: int) -> Intent:
+    def intent(self, base_version: int, writer: Optional[str] = None) -> Intent:
         assert self.decision.action is not None
         return Intent(
             self.refresh_id,
@@ -91,6 +91,7 @@ class _Refresh:
             self.definition.sql,
             self.decision.action,
             self.observed.view_fingerprints,
+            writer,
         )
 
     def result(self, reached: Frontier, inserted: int = 0, deleted: int = 0) -> RefreshResult:
@@ -152,6 +153,7 @@ class RefreshPipeline:
             self._finish(dt, result, planned.key.columns if planned else None)
             self._compact(dt, result)
             self.recorder.refreshed(dt, refresh_id, request.trigger, started, result)
+            failpoint("after_refresh")  # inside a batch, its frontier is not written yet
             if result.state is State.FAILED:
                 raise VerifyFailed(result.message)
             return result
@@ -474,7 +476,7 @@ class RefreshPipeline:
         one commit by ``apply``, then the frontier it reached. The intent goes in the DT's commit
         where ``carry`` (of the applier ``apply`` writes with) says that commit can carry it;
         else in the frontier table first."""
-        intent = refresh.intent(dt_log.latest_version())
+        intent = refresh.intent(dt_log.latest_version(), self.metadata.writer())
         carried = carry is not None and carry(carrying(intent))
         if not carried:
             self.recorder.intend(refresh.dt, current, intent)

@@ -10,6 +10,7 @@ log: the commit after the intent's base version exists → it committed; otherwi
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import uuid
@@ -102,8 +103,15 @@ class Recorder:
         intent = frontier.pending
         latest = dt_log.latest_version() if dt_log is not None else None
         if dt_log is not None and latest is not None and latest > intent.base_version:
+            # Its own commit, not a compaction after it (one may follow before the frontier is
+            # written at the batch's end).
+            with contextlib.suppress(HistoryUnavailable):
+                own = dt_log.first_data_change_after(intent.base_version)
+                latest = latest if own is None else own
             commit = dt_log.commit_id(latest)
             recovered: Optional[Frontier] = self.metadata.commit_intent(dt.name, intent, latest, commit)
+            if self._recording(intent):
+                return recovered
             dt_commit: Optional[str] = commit
             state, message = State.SUCCEEDED, f"recovered: the crashed refresh committed version {latest}"
         else:
@@ -131,10 +139,18 @@ class Recorder:
             return frontier
         commit = dt_log.commit_id(version)
         recovered = self.metadata.commit_intent(dt.name, intent, version, commit)
+        if self._recording(intent):
+            return recovered
         message = f"recovered: the crashed refresh committed version {version}"
         found = "a commit carrying the intent of an unrecorded refresh found at start"
         self._recovered(dt, intent, State.SUCCEEDED, message, version, commit, found)
         return recovered
+
+    def _recording(self, intent: Intent) -> bool:
+        """Whether the refresh of ``intent`` did not crash: it committed, and its process, still
+        running, writes its frontier and history row when its batch ends. Its frontier is taken
+        up here without a RECOVERY row (docs/ARCHITECTURE.md, "Exactly once")."""
+        return intent.writer is not None and self.metadata.writer_alive(intent.writer)
 
     def _recovered(
         self,
