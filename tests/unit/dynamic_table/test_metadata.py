@@ -114,6 +114,33 @@ def test_the_frontier_a_refresh_reaches_inside_a_batch_is_written_at_its_end(tmp
     assert {n: f.dt_version for n, f in fresh.items()} == {"s.a": 2, "s.b": 3, "s.d": 2}
 
 
+def test_a_frontier_being_written_at_a_batch_s_end_is_read_meanwhile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The runner's ticks overlap: one may read a DT's frontier while another tick's end writes
+    it. It reads the frontier its refresh reached, never the one before it."""
+    store = MetadataStore(tmp_path / "meta", "meta")
+    store.ensure()
+    store.commit_intent("s.a", intent(1), 1, "d1")
+    read_meanwhile: List[int] = []
+    append = store._append
+
+    def append_and_read(table: str, records: List[dict]) -> None:
+        if table == FRONTIERS:
+            read_meanwhile.append(store.frontier("s.a").dt_version)  # type: ignore[union-attr]
+        append(table, records)
+        if table == FRONTIERS:
+            read_meanwhile.append(store.frontier("s.a").dt_version)  # type: ignore[union-attr]
+
+    monkeypatch.setattr(store, "_append", append_and_read)
+    store.open_batch()  # a tick still running
+    with store.batch():  # a tick that ends
+        store.commit_intent("s.a", intent(2), 2, "d2")
+    assert read_meanwhile == [2, 2]
+    assert store._pending_frontiers == {}
+    store.close_batch()
+
+
 def test_overlapping_batches_compact_when_either_ends(tmp_path: Path) -> None:
     """The runner's ticks overlap, each a batch: a compaction due waits for the end of one, not
     for a moment when none is open (there may be none)."""

@@ -657,12 +657,17 @@ class MetadataStore:
         with self._batch_lock:
             self._batch_depth -= 1
             history, self._pending_history = self._pending_history, []
-            reached, self._pending_frontiers = self._pending_frontiers, {}
+            # Read from memory until written: a refresh in an overlapping batch that read the
+            # previous frontier would take its DT's last refresh for a crashed one.
+            reached = dict(self._pending_frontiers)
         if history:
             self._append(REFRESH_HISTORY, history)
         if reached:
             self._append(FRONTIERS, [frontier.to_record() for frontier in reached.values()])
         with self._batch_lock:
+            for name, frontier in reached.items():
+                if self._pending_frontiers.get(name) is frontier:
+                    del self._pending_frontiers[name]
             due, self._due_compactions = self._due_compactions, set()
             if not self._batch_depth and not self._pending_frontiers:
                 self._mark.release()  # what it stood for is written
