@@ -16,8 +16,8 @@ the first DT of each process (which pays the process's setup) on its own, the me
 runs. INCREMENTAL follows 1,000 inserted rows, in three runs each after its insert; FULL is the
 refresh_mode='full' twin in the same runs, and `dbt run --full-refresh` of the headline DT (a
 REINITIALIZE). The insert-only 0.1% sweep compares each shape's incremental DT with its full twin,
-through dbt and in-process (the DTs refreshed by a DynamicTableService in this process, as
-refresh_vs_full.py does), each figure the median over three runs, each after its own insert of
+through dbt and in-process (the DTs refreshed by a DynamicTableService in this process, each
+round one metadata batch as a runner tick is, as refresh_vs_full.py does), each figure the median over three runs, each after its own insert of
 0.1%; the headline shape's incremental figure is the median over its three copies too.
 
 After 1,000 earlier refreshes: this process drives the runner's Scheduler over the three join +
@@ -664,9 +664,11 @@ class Bench:
                 return str(result.action), wall
 
             def round_of(run: str, models: List[str], record: bool = True) -> None:
+                """One tick: the models in one metadata batch, as `dyntable run` refreshes them."""
                 data_timestamp = datetime.now(timezone.utc)
-                for model in models:
-                    action, wall = refresh(model, data_timestamp)
+                with service.batch():
+                    refreshed = [(model, *refresh(model, data_timestamp)) for model in models]
+                for model, action, wall in refreshed:
                     if record:
                         self.results.measures.append(
                             Measure(
