@@ -74,6 +74,10 @@ KIND = "_dyn_kind"
 KEY_OLD, KEY_WEIGHT, KEY_RANK = "_dyn_key_old", "_dyn_key_weight", "_dyn_key_rank"
 #: Rows of the delta holding the same tuple (1 when consolidated), and a marker of a DT row.
 COPIES, PRESENT = "_dyn_copies", "_dyn_present"
+#: A DT whose files weigh less than this is written whole by an accumulation of inserts where
+#: the engine refolds small tables (``Capabilities.refolds_small_tables``): deltalake's MERGE
+#: rewrites the files holding the groups it touches, which for a table this small is every one.
+REFOLDED_BYTES = 1 << 20
 
 
 #: The prefix of the errors the engine raises (``raise_error``) when a delta checked inside a
@@ -443,6 +447,8 @@ class DeltaApplier:
         }
         source = f"SELECT {self._typed(columns)} FROM ({accumulation.sql}) AS q"
         writer = self._in_process()
+        if writer is not None and self._refolded_whole():
+            return self._refold(writer, source, columns, on, folded)
         if writer is not None:
             rows = self.engine.arrow(source)
             if rows.num_rows == 0:
@@ -466,6 +472,53 @@ class DeltaApplier:
                     )
 
         return self._counted(merge)
+
+    def _refolded_whole(self) -> bool:
+        """Whether an accumulation rewrites the DT whole (``Capabilities.refolds_small_tables``)."""
+        log = self._log()
+        if log is None or not self.engine.capabilities.refolds_small_tables:
+            return False
+        files = log.snapshot(log.latest_version()).files.values()
+        return sum(f.size_bytes for f in files) < REFOLDED_BYTES
+
+    def _refold(
+        self, writer: DeltaTable, source: str, columns: List[str], on: str, folded: Dict[str, str]
+    ) -> Tuple[int, int]:
+        """The DT with the partials of ``source`` folded in, computed by one query that joins the
+        stored groups to the touched ones, and written whole by this process in one commit: the
+        groups the partials do not touch are written back as they were. Rows are counted as
+        deltalake's MERGE counts them: an updated group is one row inserted and one deleted."""
+
+        def value(column: str) -> str:
+            stored, partial = f"t.{quote(column)}", f"s.{quote(column)}"
+            matched = folded.get(column, stored)
+            return (
+                f"CASE WHEN t.{PRESENT} IS NULL THEN {partial} WHEN s.{PRESENT} IS NULL THEN {stored} "
+                f"ELSE {matched} END AS {quote(column)}"
+            )
+
+        kind = f"CASE WHEN t.{PRESENT} IS NULL THEN 'I' WHEN s.{PRESENT} IS NULL THEN 'K' ELSE 'U' END"
+        joined = (
+            f"SELECT {', '.join(value(c) for c in columns)}, {kind} AS {KIND} "
+            f"FROM (SELECT *, true AS {PRESENT} FROM {self.dt.relation}) AS t "
+            f"FULL OUTER JOIN (SELECT *, true AS {PRESENT} FROM ({source}) AS p) AS s ON {on}"
+        )
+        rows = self.engine.arrow(f"SELECT {self._typed(columns)}, {KIND} FROM ({joined}) AS f")
+        kinds = rows.column(KIND)
+        inserted = int(pc.sum(pc.equal(kinds, "I")).as_py() or 0)
+        updated = int(pc.sum(pc.equal(kinds, "U")).as_py() or 0)
+        if inserted == updated == 0:
+            return 0, 0
+        schema = pa.schema(writer.schema().to_arrow())
+        write_deltalake(
+            writer,
+            rows.select(schema.names).cast(schema),
+            mode="overwrite",
+            partition_by=self._partitioning() or None,
+            commit_properties=self._commit_properties(),
+        )
+        self._written(writer)
+        return inserted + updated, updated
 
     def compact(self, groups: Sequence[Sequence[DataFile]]) -> Tuple[int, int]:
         """Rewrite each of ``groups`` (small files of one partition, ``compact.py`` chooses them)
