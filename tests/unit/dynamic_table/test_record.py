@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Optional
 
 import pyarrow as pa
+import pytest
 from deltalake import CommitProperties, write_deltalake
 
 from dbt.adapters.dyntable.delta_log import DeltaLog
@@ -138,6 +139,38 @@ def test_a_refresh_whose_process_still_has_its_batch_open_is_adopted_without_a_r
     recovered = Recorder(MetadataStore(tmp_path / "meta", "meta")).recover(DT, DeltaLog(location))
     assert recovered is not None and recovered.dt_version == 4
     assert [(h.refresh_trigger, h.state) for h in store.history(DT.name)] == [(Trigger.RECOVERY, "SUCCEEDED")]
+
+
+@pytest.mark.parametrize("intent_kept", ["carried", "pending"])
+def test_a_refresh_whose_process_writes_its_frontier_while_another_looks_is_not_called_crashed(
+    tmp_path: Path, intent_kept: str
+) -> None:
+    """The race the writer mark leaves: another process reads the DT's frontier before the
+    refresh's process writes it at its batch's end, and asks whether that process runs after it
+    let its mark go. The frontier is written by then, so the refresh did not crash."""
+    location, store, _ = setup(tmp_path)
+    running = MetadataStore(tmp_path / "meta", "meta")
+    running.open_batch()
+    reached = replace(intent(1, 5), writer=running.writer())
+    if intent_kept == "carried":
+        write(location, carried=reached)  # version 2
+    else:
+        running.record_intent(DT.name, store.frontier(DT.name), reached)
+        write(location)  # version 2
+    running.commit_intent(DT.name, reached, 2, DeltaLog(location).commit_id(2))  # at the batch's end
+
+    looking = MetadataStore(tmp_path / "meta", "meta")
+    asked = looking.writer_alive
+
+    def after_its_batch_ended(mark: str) -> bool:
+        running.close_batch()  # the frontier written, then the mark let go
+        return asked(mark)
+
+    looking.writer_alive = after_its_batch_ended  # type: ignore[method-assign]
+    adopted = Recorder(looking).recover(DT, DeltaLog(location))
+    assert adopted is not None and (adopted.dt_version, adopted.source_versions) == (2, {"s.t": 5})
+    assert adopted.pending is None
+    assert store.history(DT.name) == []  # no RECOVERY row: its process recorded the refresh
 
 
 def test_a_mark_left_by_a_process_that_died_is_swept_by_the_next_mark(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ import logging
 import uuid
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from dbt.adapters.dyntable.delta_log import DeltaLog, HistoryUnavailable
 from dbt.adapters.dyntable.dynamic_table.config import definition_hash
@@ -109,8 +109,9 @@ class Recorder:
                 own = dt_log.first_data_change_after(intent.base_version)
                 latest = latest if own is None else own
             commit = dt_log.commit_id(latest)
-            recovered: Optional[Frontier] = self.metadata.commit_intent(dt.name, intent, latest, commit)
-            if self._recording(intent):
+            recovered: Optional[Frontier]
+            recovered, crashed = self._take_up(dt, intent, latest, commit)
+            if not crashed:
                 return recovered
             dt_commit: Optional[str] = commit
             state, message = State.SUCCEEDED, f"recovered: the crashed refresh committed version {latest}"
@@ -138,19 +139,28 @@ class Recorder:
         if intent.base_version != version - 1 or intent.base_version < frontier.dt_version:
             return frontier
         commit = dt_log.commit_id(version)
-        recovered = self.metadata.commit_intent(dt.name, intent, version, commit)
-        if self._recording(intent):
+        recovered, crashed = self._take_up(dt, intent, version, commit)
+        if not crashed:
             return recovered
         message = f"recovered: the crashed refresh committed version {version}"
         found = "a commit carrying the intent of an unrecorded refresh found at start"
         self._recovered(dt, intent, State.SUCCEEDED, message, version, commit, found)
         return recovered
 
-    def _recording(self, intent: Intent) -> bool:
-        """Whether the refresh of ``intent`` did not crash: it committed, and its process, still
-        running, writes its frontier and history row when its batch ends. Its frontier is taken
-        up here without a RECOVERY row (docs/ARCHITECTURE.md, "Exactly once")."""
-        return intent.writer is not None and self.metadata.writer_alive(intent.writer)
+    def _take_up(self, dt: DynamicTable, intent: Intent, version: int, commit: str) -> Tuple[Frontier, bool]:
+        """The frontier the refresh of ``intent`` reached, having committed the DT at
+        ``version``, and whether that refresh crashed. It did not when its process still runs
+        (it writes the frontier and history row when its batch ends) or has written them since
+        this process read the frontier: it lets its writer mark go only after writing them
+        (docs/ARCHITECTURE.md, "Exactly once"). Either way its frontier is taken up without a
+        RECOVERY row."""
+        if intent.writer is not None:
+            if self.metadata.writer_alive(intent.writer):
+                return self.metadata.commit_intent(dt.name, intent, version, commit), False
+            written = self.metadata.frontier(dt.name)
+            if written is not None and written.pending is None and written.dt_version >= version:
+                return written, False
+        return self.metadata.commit_intent(dt.name, intent, version, commit), True
 
     def _recovered(
         self,
