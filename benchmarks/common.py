@@ -1,8 +1,8 @@
 """What every benchmark shares: the results folder, goal rows, timing, the warehouse, plots.
 
 Each benchmark writes ``results/<name>.md`` (a table marking each goal met ✓ or missed ✗ with the
-real number, then its measurements) and ``results/<name>.goals.json`` (the same goal rows, which
-``benchmarks/run.py`` gathers into ``results/SUMMARY.md``).
+real number, then its measurements) and ``results/<name>.goals.json`` (the same goal rows, the
+command and when it ran, which ``benchmarks/run.py`` gathers into ``results/SUMMARY.md``).
 """
 
 from __future__ import annotations
@@ -83,10 +83,11 @@ def write_results(
 ) -> Path:
     RESULTS.mkdir(exist_ok=True)
     load = os.getloadavg()[0]
+    produced = f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M}"
     lines = [
         f"# {title}",
         "",
-        f"Produced by `{command}` on {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, "
+        f"Produced by `{command}` on {produced} UTC, "
         f"{os.cpu_count()} cores, 1-min load average {load:.2f} at the end of the run.",
         "",
         intro,
@@ -102,7 +103,17 @@ def write_results(
     path = RESULTS / f"{name}.md"
     path.write_text("\n".join(lines).rstrip() + "\n")
     (RESULTS / f"{name}.goals.json").write_text(
-        json.dumps({"title": title, "command": command, "goals": [asdict(g) for g in goals]}, indent=1) + "\n"
+        json.dumps(
+            {
+                "title": title,
+                "command": command,
+                "produced": produced,
+                "load": round(load, 2),
+                "goals": [asdict(g) for g in goals],
+            },
+            indent=1,
+        )
+        + "\n"
     )
     return path
 

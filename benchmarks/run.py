@@ -1,12 +1,14 @@
 """The benchmark suite of issue 6 in one command.
 
-    .venv/bin/python -m benchmarks            # quick profile (1M and 10M rows; under 10 minutes on 2 cores)
+    .venv/bin/python -m benchmarks            # quick profile (1M and 10M rows)
     .venv/bin/python -m benchmarks --full     # full profile (adds 100M rows and every change fraction)
+    .venv/bin/python -m benchmarks --summary  # SUMMARY.md again from the results there, running nothing
 
 Each benchmark runs in a process of its own (the embedded engine and JVM Spark cannot share one) and
-writes benchmarks/results/<name>.md and, where it has one, <name>.png; this writes
-benchmarks/results/SUMMARY.md: every goal, met ✓ or missed ✗ with the real number, and each
-benchmark's wall and CPU seconds.
+writes benchmarks/results/<name>.md, <name>.goals.json and, where it has one, <name>.png; this writes
+benchmarks/results/SUMMARY.md: when and how each benchmark last ran, every goal, met ✓ or missed ✗
+with the real number, and the suite run's wall and CPU seconds per benchmark. A benchmark re-run on
+its own (other sizes, after a change) joins the summary with `--summary`.
 """
 
 from __future__ import annotations
@@ -38,8 +40,11 @@ BENCHMARKS: List[Tuple[str, str, bool]] = [
     ("jvm_spark", "5: benchmark 1 on JVM Spark", True),
     ("user_cost", "what users pay: `dbt run` and `dyntable run` per model", True),
     ("compaction", "a DT's small files, its compactions, a source compacted by its owner", False),
+    ("change_feed", "6: change data feed vs file-set diff (JVM Spark)", True),
     ("delta_log_latency", "Delta log question latency", False),
 ]
+#: The last suite run: its profile, when it ran, the machine's load, each benchmark's exit and cost.
+SUITE = RESULTS / "suite.json"
 #: Benchmarks that print their results rather than writing a goal table: their output is kept as is.
 PRINTED = {"delta_log_latency"}
 
@@ -71,50 +76,77 @@ def run_one(module: str, full: bool) -> Tuple[int, float, float, str]:
 
 
 def write_printed(module: str, description: str, output: str) -> None:
+    command = f"python -m benchmarks.{module}"
+    produced = f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M}"
     (RESULTS / f"{module}.md").write_text(
-        f"# {description}\n\nProduced by `python -m benchmarks.{module}` on "
-        f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC.\n\n```\n{output.strip()}\n```\n"
+        f"# {description}\n\nProduced by `{command}` on {produced} UTC.\n\n```\n{output.strip()}\n```\n"
     )
+    record = {"title": description, "command": command, "produced": produced, "goals": []}
+    (RESULTS / f"{module}.goals.json").write_text(json.dumps(record, indent=1) + "\n")
 
 
-def summary(
-    runs: List[Tuple[str, str, int, float, float]], full: bool, load_before: float, total: float
-) -> str:
-    lines = [
-        "# Benchmark summary",
-        "",
-        f"Produced by `python -m benchmarks{' --full' if full else ''}` ({'full' if full else 'quick'} profile) "
-        f"on {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC: embedded engine (LakeSail Sail, in-process), "
-        f"{os.cpu_count()} cores. 1-min load average {load_before:.2f} when the run started, "
-        f"{os.getloadavg()[0]:.2f} when it ended (other work shared the machine where it is above ~1). "
-        f"Whole suite: {total / 60:.1f} minutes of wall clock.",
-        "",
-        "## Goals",
-        "",
-    ]
-    rows = []
-    for module, _, _, _, _ in runs:
-        path = RESULTS / f"{module}.goals.json"
-        if path.exists():
-            for goal in json.loads(path.read_text())["goals"]:
-                mark = {True: "✓ met", False: "✗ missed", None: "– not measured"}[goal["met"]]
-                rows.append((f"[{module}]({module}.md)", goal["goal"], goal["measured"], mark))
-    lines += markdown_table(["benchmark", "goal", "measured", ""], rows, "llll")
-    lines += [
-        "",
-        "## Cost of each benchmark",
-        "",
-        "CPU is the benchmark process's user+system seconds (the embedded engine runs inside it).",
-        "",
-    ]
+def summary() -> str:
+    """SUMMARY.md from the results folder: each benchmark's last run, its goals, the suite's cost."""
+    suite = json.loads(SUITE.read_text()) if SUITE.exists() else None
+    results = {
+        module: json.loads(path.read_text())
+        for module, _, _ in BENCHMARKS
+        if (path := RESULTS / f"{module}.goals.json").exists()
+    }
+    lines = ["# Benchmark summary", ""]
+    if suite:
+        lines += [
+            f"The last suite run: `{suite['command']}` on {suite['produced']} UTC, {suite['cores']} cores, "
+            f"{suite['minutes']:.1f} minutes of wall clock; 1-min load average {suite['load_before']:.2f} "
+            f"when it started and {suite['load_after']:.2f} when it ended (other work shared the machine "
+            "where it is above ~1). A benchmark re-run since on its own shows its later run below. "
+            "Embedded engine (LakeSail Sail, in-process) unless a benchmark says JVM Spark.",
+            "",
+        ]
+    lines += ["## Runs", ""]
     lines += markdown_table(
-        ["benchmark", "measures", "exit", "wall s", "CPU s"],
+        ["benchmark", "measures", "run (UTC)", "command"],
         [
-            (f"[{m}]({m}.md)", d, "ok" if rc == 0 else f"failed ({rc})", f"{w:.0f}", f"{c:.0f}")
-            for m, d, rc, w, c in runs
+            (
+                f"[{module}]({module}.md)",
+                description,
+                results[module].get("produced", "–"),
+                f"`{results[module]['command']}`",
+            )
+            for module, description, _ in BENCHMARKS
+            if module in results
         ],
-        "llrrr",
+        "llll",
     )
+    lines += ["", "## Goals", ""]
+    rows = []
+    for module, result in results.items():
+        for goal in result["goals"]:
+            mark = {True: "✓ met", False: "✗ missed", None: "– not measured"}[goal["met"]]
+            rows.append((f"[{module}]({module}.md)", goal["goal"], goal["measured"], mark))
+    lines += markdown_table(["benchmark", "goal", "measured", ""], rows, "llll")
+    if suite:
+        lines += [
+            "",
+            f"## Cost of each benchmark in the suite run of {suite['produced']}",
+            "",
+            "CPU is the benchmark process's user+system seconds (the embedded engine runs inside it).",
+            "",
+        ]
+        lines += markdown_table(
+            ["benchmark", "measures", "exit", "wall s", "CPU s"],
+            [
+                (
+                    f"[{r['module']}]({r['module']}.md)",
+                    r["description"],
+                    "ok" if r["exit"] == 0 else f"failed ({r['exit']})",
+                    f"{r['wall']:.0f}",
+                    f"{r['cpu']:.0f}",
+                )
+                for r in suite["runs"]
+            ],
+            "llrrr",
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -123,9 +155,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     profile = parser.add_mutually_exclusive_group()
     profile.add_argument("--quick", action="store_true", help="the quick profile (the default)")
     profile.add_argument("--full", action="store_true", help="the full profile: 100M rows, every point")
+    profile.add_argument(
+        "--summary", action="store_true", help="write SUMMARY.md from the results there, running nothing"
+    )
     args = parser.parse_args(argv)
     console = Console()
     RESULTS.mkdir(exist_ok=True)
+    if args.summary:
+        (RESULTS / "SUMMARY.md").write_text(summary())
+        console.print(f"see {RESULTS.relative_to(ROOT)}/SUMMARY.md")
+        return 0
     load_before = os.getloadavg()[0]
     runs = []
     started = time.perf_counter()
@@ -148,7 +187,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             )
             progress.advance(task)
     total = time.perf_counter() - started
-    (RESULTS / "SUMMARY.md").write_text(summary(runs, args.full, load_before, total))
+    suite = {
+        "command": f"python -m benchmarks{' --full' if args.full else ''}",
+        "produced": f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M}",
+        "cores": os.cpu_count(),
+        "minutes": total / 60,
+        "load_before": load_before,
+        "load_after": os.getloadavg()[0],
+        "runs": [{"module": m, "description": d, "exit": rc, "wall": w, "cpu": c} for m, d, rc, w, c in runs],
+    }
+    SUITE.write_text(json.dumps(suite, indent=1) + "\n")
+    (RESULTS / "SUMMARY.md").write_text(summary())
     console.print(f"suite done in {total / 60:.1f} minutes: see {RESULTS.relative_to(ROOT)}/SUMMARY.md")
     return 0 if all(rc == 0 for _, _, rc, _, _ in runs) else 1
 

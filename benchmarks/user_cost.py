@@ -104,6 +104,7 @@ JVM_VS_HAND = 0.25
 JVM_NO_DATA_S = 0.2
 
 ENGINES = ("embedded", "jvm")
+ENGINE_NAMES = {"embedded": "embedded engine", "jvm": "JVM Spark"}
 AFTER_ONE, AFTER_MANY = "after 1", f"after {HISTORY:,}"
 #: A copy of the project taken at AFTER_ONE, run in turns with the project at AFTER_MANY: the history
 #: goals compare the two under the same machine conditions (a run's medians moved by 20-30% between
@@ -231,6 +232,11 @@ class Results:
     jvm_sizes: List[int] = field(default_factory=list)
     jvm_skipped: Optional[str] = None
     failures: List[str] = field(default_factory=list)
+    #: When each engine and fact size was measured ("embedded 1000000" → UTC minute): a run with
+    #: --keep-unmeasured keeps other runs' rows, and the report says from when.
+    measured_at: Dict[str, str] = field(default_factory=dict)
+    #: The command that measured them (a report rewritten with --report-only names it).
+    command: str = ""
 
     def save(self, path: Path) -> None:
         path.write_text(json.dumps(asdict(self), indent=0) + "\n")
@@ -265,7 +271,25 @@ class Results:
             sorted(set(self.jvm_sizes) | set(earlier.jvm_sizes)),
             self.jvm_skipped if jvm_measured else earlier.jvm_skipped,
             [f for f in earlier.failures if failure_kept(f)] + self.failures,
+            {
+                **{k: v for k, v in earlier.measured_at.items() if k not in self.measured_at},
+                **self.measured_at,
+            },
+            self.command,
         )
+
+    def when_measured(self) -> str:
+        """A sentence naming when each engine and size was measured, where that differs."""
+        if len(set(self.measured_at.values())) < 2:
+            return ""
+        by_time: Dict[str, List[str]] = {}
+        for key in sorted(self.measured_at, key=lambda k: (k.split()[0], int(k.split()[1]))):
+            engine, rows = key.split()
+            by_time.setdefault(self.measured_at[key], []).append(
+                f"{ENGINE_NAMES[engine]} {rows_text(int(rows))}"
+            )
+        parts = [f"{', '.join(pairs)} on {when} UTC" for when, pairs in sorted(by_time.items(), reverse=True)]
+        return "Measured: " + "; ".join(parts) + " (the older kept by `--keep-unmeasured`)."
 
     def pick(
         self,
@@ -1497,7 +1521,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     )
     raw = RESULTS / f"{NAME}.json"
     if args.report_only:
-        report(Results.load(raw), command + " (report rewritten with --report-only)")
+        saved = Results.load(raw)
+        report(saved, (saved.command or command) + " (report rewritten with --report-only)")
         return 0
     sizes = args.sizes or ([1_000_000, 10_000_000, 100_000_000] if args.full else [1_000_000, 10_000_000])
     # A quick run measures history at its smallest size up to 1M: none in a re-run of 100M alone.
@@ -1520,6 +1545,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             results.failures.append(f"{engine}, {rows:,} rows: {exc}")
             console.print(f"[bold red]{engine}, {rows:,} rows failed:[/] {exc}")
         finally:
+            results.measured_at[f"{engine} {rows}"] = f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M}"
             shutil.rmtree(project.root, ignore_errors=True)
 
     try:
@@ -1545,6 +1571,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.keep_unmeasured and raw.exists():
         results = results.keeping(Results.load(raw), measured)
         command += f" --engines {' '.join(args.engines)} --keep-unmeasured"
+    results.command = command
     results.save(raw)
     report(results, command)
     console.print(f"{NAME}: {len(results.measures)} model timings written")
@@ -1555,7 +1582,10 @@ def report(results: Results, command: str) -> None:
     lines = body(results) + ["", f"![plot]({NAME}.png)"]
     if results.failures:
         lines = ["## Failures", "", *(f"- {f}" for f in results.failures), ""] + lines
-    write_results(NAME, TITLE, command, intro(), goals(results), lines)
+    measured = results.when_measured()
+    write_results(
+        NAME, TITLE, command, intro() + (f"\n\n{measured}" if measured else ""), goals(results), lines
+    )
     plot(results, RESULTS / f"{NAME}.png")
 
 
