@@ -19,6 +19,7 @@ from dbt.adapters.dyntable.dynamic_table.metadata import (
     COMPACT_EVERY,
     FRONTIERS,
     LOG_SETTINGS,
+    REFRESH_HISTORY,
     SCHEMAS,
     HistoryRow,
     Intent,
@@ -139,6 +140,39 @@ def test_a_frontier_being_written_at_a_batch_s_end_is_read_meanwhile(
     assert read_meanwhile == [2, 2]
     assert store._pending_frontiers == {}
     store.close_batch()
+
+
+def test_history_rows_being_written_at_a_batch_s_end_are_read_meanwhile_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A consistent read (snapshot.py) may ask for a DT's history while a tick's end writes it:
+    it reads each row the batch recorded, once, before, during and after the write."""
+    store = MetadataStore(tmp_path / "meta", "meta")
+    store.ensure()
+    read_meanwhile: List[List[str]] = []
+    append = store._append
+
+    def append_and_read(table: str, records: List[dict]) -> None:
+        if table == REFRESH_HISTORY:
+            read_meanwhile.append([row.refresh_id for row in store.history("s.a")])
+        append(table, records)
+        if table == REFRESH_HISTORY:
+            read_meanwhile.append([row.refresh_id for row in store.history("s.a")])
+
+    monkeypatch.setattr(store, "_append", append_and_read)
+    store.open_batch()  # a tick still running
+    with store.batch():  # a tick that ends
+        for refresh_id in ("r1", "r2"):
+            when = utcnow()
+            store.append_history(
+                HistoryRow(
+                    "s.a", refresh_id, when, State.SUCCEEDED, Action.NO_DATA, Trigger.SCHEDULED, when, when
+                )
+            )
+    assert read_meanwhile == [["r1", "r2"], ["r1", "r2"]]
+    assert store._flushing_history == [] and store._pending_history == []
+    store.close_batch()
+    assert [row.refresh_id for row in MetadataStore(tmp_path / "meta", "meta").history("s.a")] == ["r1", "r2"]
 
 
 def test_overlapping_batches_compact_when_either_ends(tmp_path: Path) -> None:

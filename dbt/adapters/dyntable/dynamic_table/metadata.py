@@ -421,6 +421,8 @@ class MetadataStore:
         self._batch_lock = threading.Lock()
         self._batch_depth = 0
         self._pending_history: List[Dict[str, Any]] = []
+        #: Rows a batch's end took from ``_pending_history`` and is writing: still read from here.
+        self._flushing_history: List[Dict[str, Any]] = []
         self._pending_frontiers: Dict[str, Frontier] = {}
         # Held while frontiers are pending, so that another process can tell them from a crash.
         self._mark = WriterMark(root / LOCKS_DIR)
@@ -657,14 +659,18 @@ class MetadataStore:
         with self._batch_lock:
             self._batch_depth -= 1
             history, self._pending_history = self._pending_history, []
+            self._flushing_history.extend(history)
             # Read from memory until written: a refresh in an overlapping batch that read the
-            # previous frontier would take its DT's last refresh for a crashed one.
+            # previous frontier would take its DT's last refresh for a crashed one, and a
+            # consistent read (snapshot.py) would miss the versions its DTs hold.
             reached = dict(self._pending_frontiers)
         if history:
             self._append(REFRESH_HISTORY, history)
         if reached:
             self._append(FRONTIERS, [frontier.to_record() for frontier in reached.values()])
         with self._batch_lock:
+            written = {id(record) for record in history}
+            self._flushing_history = [r for r in self._flushing_history if id(r) not in written]
             for name, frontier in reached.items():
                 if self._pending_frontiers.get(name) is frontier:
                     del self._pending_frontiers[name]
@@ -691,9 +697,18 @@ class MetadataStore:
     def history(self, name: Optional[str] = None) -> List[HistoryRow]:
         """Every refresh recorded (or ``name``'s), the batch's rows not yet written included."""
         with self._batch_lock:
-            pending = [r for r in self._pending_history if name is None or r["name"] == name]
-        rows = sorted(self._rows(REFRESH_HISTORY, name) + pending, key=lambda r: r["refresh_start_time"])
-        return [HistoryRow.from_record(row) for row in rows]
+            pending = [
+                r for r in self._flushing_history + self._pending_history if name is None or r["name"] == name
+            ]
+        rows = self._rows(REFRESH_HISTORY, name)
+        # A row written since it was taken from memory is read once (a refresh's rows differ by
+        # trigger: RECOVERY for one its process did not record).
+        read = {(r["refresh_id"], r["refresh_trigger"]) for r in rows}
+        unwritten = [r for r in pending if (r["refresh_id"], r["refresh_trigger"]) not in read]
+        return [
+            HistoryRow.from_record(row)
+            for row in sorted(rows + unwritten, key=lambda r: r["refresh_start_time"])
+        ]
 
     def append_graph(self, row: GraphRow) -> None:
         self._append(GRAPH_HISTORY, [replace(row, inputs=sorted(row.inputs)).to_record()])
