@@ -83,7 +83,7 @@ def write_results(
 ) -> Path:
     RESULTS.mkdir(exist_ok=True)
     load = os.getloadavg()[0]
-    produced = f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M}"
+    produced = utc_minute()
     lines = [
         f"# {title}",
         "",
@@ -102,20 +102,24 @@ def write_results(
     lines += body
     path = RESULTS / f"{name}.md"
     path.write_text("\n".join(lines).rstrip() + "\n")
-    (RESULTS / f"{name}.goals.json").write_text(
-        json.dumps(
-            {
-                "title": title,
-                "command": command,
-                "produced": produced,
-                "load": round(load, 2),
-                "goals": [asdict(g) for g in goals],
-            },
-            indent=1,
-        )
-        + "\n"
-    )
+    write_goals(name, title, command, produced, goals, load)
     return path
+
+
+def utc_minute() -> str:
+    """Now, as the results name when a run was: the UTC minute."""
+    return f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M}"
+
+
+def write_goals(
+    name: str, title: str, command: str, produced: str, goals: List[Goal], load: Optional[float] = None
+) -> None:
+    """``results/<name>.goals.json``: what SUMMARY.md gathers of a benchmark's run."""
+    record = {"title": title, "command": command, "produced": produced}
+    if load is not None:
+        record["load"] = round(load, 2)
+    record["goals"] = [asdict(g) for g in goals]
+    (RESULTS / f"{name}.goals.json").write_text(json.dumps(record, indent=1) + "\n")
 
 
 def pyplot():

@@ -20,14 +20,13 @@ import resource
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from benchmarks.common import RESULTS, markdown_table
+from benchmarks.common import RESULTS, markdown_table, utc_minute, write_goals
 
 ROOT = Path(__file__).resolve().parent.parent
 #: (module, what it measures, takes --full)
@@ -77,12 +76,11 @@ def run_one(module: str, full: bool) -> Tuple[int, float, float, str]:
 
 def write_printed(module: str, description: str, output: str) -> None:
     command = f"python -m benchmarks.{module}"
-    produced = f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M}"
+    produced = utc_minute()
     (RESULTS / f"{module}.md").write_text(
         f"# {description}\n\nProduced by `{command}` on {produced} UTC.\n\n```\n{output.strip()}\n```\n"
     )
-    record = {"title": description, "command": command, "produced": produced, "goals": []}
-    (RESULTS / f"{module}.goals.json").write_text(json.dumps(record, indent=1) + "\n")
+    write_goals(module, description, command, produced, [])
 
 
 def summary() -> str:
@@ -189,7 +187,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     total = time.perf_counter() - started
     suite = {
         "command": f"python -m benchmarks{' --full' if args.full else ''}",
-        "produced": f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M}",
+        "produced": utc_minute(),
         "cores": os.cpu_count(),
         "minutes": total / 60,
         "load_before": load_before,

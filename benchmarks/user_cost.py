@@ -62,7 +62,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from rich.console import Console
 
-from benchmarks.common import RESULTS, Goal, markdown_table, pyplot, seconds, write_results
+from benchmarks.common import RESULTS, Goal, markdown_table, pyplot, seconds, utc_minute, write_results
 from benchmarks.data import SCHEMA, SHAPES, Fact, fact_arrow
 
 NAME = "user_cost"
@@ -1545,7 +1545,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             results.failures.append(f"{engine}, {rows:,} rows: {exc}")
             console.print(f"[bold red]{engine}, {rows:,} rows failed:[/] {exc}")
         finally:
-            results.measured_at[f"{engine} {rows}"] = f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M}"
+            results.measured_at[f"{engine} {rows}"] = utc_minute()
             shutil.rmtree(project.root, ignore_errors=True)
 
     try:
