@@ -138,12 +138,17 @@ def register_changes(
 
     Pass ``interval`` when it was already computed for the same versions, to skip the log read.
     """
-    interval = interval or log.interval(v0, v1)
-    if (interval.v0, interval.v1) != (v0, v1):
-        raise ValueError(f"interval ({interval.v0}, {interval.v1}] is not ({v0}, {v1}]")
+    interval = log.interval(v0, v1) if interval is None else _of_versions(interval, v0, v1)
     changes = changes_dataframe(spark, log, interval, minimize=minimize, capabilities=capabilities)
     changes.createOrReplaceTempView(view_name)
     return view_name
+
+
+def _of_versions(interval: Interval, v0: int, v1: int) -> Interval:
+    """``interval``, checked to be the one of ``(v0, v1]`` it is passed for."""
+    if (interval.v0, interval.v1) != (v0, v1):
+        raise ValueError(f"interval ({interval.v0}, {interval.v1}] is not ({v0}, {v1}]")
+    return interval
 
 
 def minimized(changes: DataFrame, columns: Sequence[str]) -> DataFrame:
@@ -474,8 +479,10 @@ class FileSetResolver:
     """Answers the differentiation engine's ``SourceResolver`` questions for Delta sources.
 
     ``sources`` maps each table name, as the query spells it, to its log and the interval
-    ``(v0, v1]`` of this refresh. Change views are registered on first use only, because many
-    plans never need the changes of some inputs (an unchanged side of a join). With
+    ``(v0, v1]`` of this refresh; ``intervals``, keyed the same, holds those already read from the
+    log (a refresh reads them to decide), which are not read again. Change views are registered on
+    first use only, because many plans never need the changes of some inputs (an unchanged side
+    of a join). With
     ``capabilities`` of an engine that has a change data feed, MIXED and REMOVED_ONLY intervals of
     tables with the feed enabled are read from it. ``close()`` drops every view this created.
     """
@@ -485,6 +492,7 @@ class FileSetResolver:
         spark: SparkSession,
         sources: Mapping[str, Tuple[DeltaLog, int, int]],
         *,
+        intervals: Optional[Mapping[str, Interval]] = None,
         capabilities: Optional[Capabilities] = None,
         minimize: bool = True,
         names: Optional[ViewNames] = None,
@@ -493,11 +501,14 @@ class FileSetResolver:
         self.capabilities = capabilities
         self.minimize = minimize
         self._sources: Dict[str, Tuple[str, DeltaLog, int, int]] = {}
+        self._intervals: Dict[str, Interval] = {}
         for name, (log, v0, v1) in sources.items():
             key = table_name(name)
             relation = quoted_table(key)
             self._sources[key] = (relation, log, v0, v1)
-        self._intervals: Dict[str, Interval] = {}
+            known = (intervals or {}).get(name)
+            if known is not None:
+                self._intervals[key] = _of_versions(known, v0, v1)
         self._views: Dict[str, str] = {}
         self._names = names or ViewNames.unique()
         self._prefix = f"_dyn_changes_{self._names.prefix}"

@@ -162,6 +162,31 @@ class TestDynamicTableChain:
         assert result.action == "NO_DATA"
         assert engine.statements_run == before
 
+    def test_an_incremental_refresh_reads_each_change_of_the_log_once(
+        self, project, raw, dyntable_warehouse, monkeypatch
+    ):
+        """The interval a refresh reads to decide is the one it differentiates over: the log
+        is not diffed again to derive the delta (docs/ARCHITECTURE.md, "Deriving")."""
+        from dbt.adapters.dyntable.delta_log import DeltaLog
+
+        run_dbt(["run"])
+        project.run_sql(f"insert into {raw}.orders values (19, 2, 40.0)")
+        project.run_sql(f"insert into {raw}.customers values (9, 'Ines', 'PT')")
+        reads = []
+        read_interval = DeltaLog.interval
+
+        def counted(log, v0, v1, **kwargs):
+            reads.append((str(log.location), v0, v1))
+            return read_interval(log, v0, v1, **kwargs)
+
+        monkeypatch.setattr(DeltaLog, "interval", counted)
+        run_dbt(["run", "--select", "orders_dt"])
+        assert last_actions(dyntable_warehouse, project)["orders_dt"] == "INCREMENTAL"
+        changed = [read for read in reads if read[1] != read[2]]
+        assert len(changed) == 2
+        assert len(set(changed)) == len(changed), changed
+        assert_dvs(project, dyntable_warehouse, "orders_dt")
+
     def test_a_query_reading_the_clock_equals_it_at_each_data_timestamp(
         self, project, raw, dyntable_warehouse
     ):

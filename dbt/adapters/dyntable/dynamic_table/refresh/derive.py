@@ -27,12 +27,16 @@ def delta_query(
 ) -> Iterator[DeltaQuery]:
     """The delta of ``planned`` over each source's interval, valid inside the ``with``. Called
     under the DT's refresh lock: the views it reads keep their names (:class:`ViewNames`)."""
-    intervals = {}
+    versions = {}
     for source in sources:
         assert source.start is not None, "decide() rebuilds a DT with a new source"
-        intervals[source.name] = (source.log, source.start, source.end)
+        versions[source.name] = (source.log, source.start, source.end)
     resolver = FileSetResolver(
-        engine.spark, intervals, capabilities=engine.capabilities, names=ViewNames.kept(dt.name)
+        engine.spark,
+        versions,
+        intervals={s.name: s.interval for s in sources if s.interval is not None},
+        capabilities=engine.capabilities,
+        names=ViewNames.kept(dt.name),
     )
     try:
         yield differentiate(planned.plan, resolver, stored=dt.relation)
