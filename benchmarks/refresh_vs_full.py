@@ -14,11 +14,12 @@ the 1.2× AUTO is held to. At the insert points of 10M rows and more, the increm
 refresh in ten rounds more, without the FULL twin: there they take 0.05-0.3 s against a recompute
 of 2-130 s, so their rounds cost little, and a median of five of them still missed 1.2× by noise
 alone (0.09-0.22 s for one refresh at 100M rows). The DTs of a shape refresh in turn, in every
-order in turn, so none keeps the same neighbour. Reported: wall and CPU seconds of a refresh (the embedded engine runs in
-this process, so process CPU includes the engine's), full/incremental, the action AUTO chose and
-its time relative to the better of the two, timed twice: by the AUTO DT's own refreshes, and by
-the twin DT of the action it chose in each round (same change, same round: the cost model's
-quality without the noise of timing a third DT); then the median NO_DATA refresh latency per DT.
+order in turn, so none keeps the same neighbour. Reported: wall and CPU seconds of a refresh (the
+embedded engine runs in this process, so process CPU includes the engine's), full/incremental, the
+action AUTO chose and its time relative to the better of the two, timed twice: by the AUTO DT's
+own refreshes, and by the twin DT of the action it chose in each round (same change, same round:
+the cost model's quality without the noise of timing a third DT); then the median NO_DATA refresh
+latency per DT.
 
     .venv/bin/python -m benchmarks.refresh_vs_full            # quick profile: 1M and 10M rows
     .venv/bin/python -m benchmarks.refresh_vs_full --full     # 1M, 10M and 100M rows, every point
