@@ -1,6 +1,8 @@
 """The `dyntable` command: keeps a dbt project's dynamic tables within their target lag.
 
     dyntable run [--once | --for 2m] [--time-scale 0.05]     the scheduler
+    dyntable run --ui [--ui-port 8765] [--log-format json]    ... with its live page and /metrics
+    dyntable ui                                               the live page beside a running runner
     dyntable refresh MODEL                                    a manual refresh (upstream DTs too)
     dyntable suspend|resume MODEL
     dyntable status | graph | history MODEL | explain MODEL | report
@@ -11,8 +13,10 @@
 It works on a dbt project as dbt does (--project-dir, --profiles-dir, --target, --select), parses
 and compiles it once through dbt's Python API, then refreshes through one warm engine.
 
-Exit codes: 0 success; 1 a refresh failed or a metadata table is damaged; 2 bad input (project,
-profile, graph, model name), in which case nothing was refreshed.
+Exit codes: 0 success, or a runner stopped by SIGTERM or SIGINT within --stop-timeout; 1 a
+refresh failed or a metadata table is damaged; 2 bad input (project, profile, graph, model name),
+in which case nothing was refreshed; 128 + the signal when a stop is forced (a second signal, or
+past --stop-timeout).
 """
 
 from __future__ import annotations
@@ -20,7 +24,6 @@ from __future__ import annotations
 import functools
 import os
 import re
-import signal
 import sys
 import threading
 import time
@@ -35,12 +38,14 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 from rich.table import Table
 from typing_extensions import Annotated
 
-from dbt.adapters.dyntable.dynamic_table.config import VERIFY_MODES, TargetLag
-from dbt.adapters.dyntable.dynamic_table.lifecycle import SchedulingState, State, Trigger
+from dbt.adapters.dyntable.dynamic_table.config import VERIFY_MODES
+from dbt.adapters.dyntable.dynamic_table.lifecycle import SchedulingState, State
 from dbt.adapters.dyntable.dynamic_table.metadata import GraphRow, HistoryRow, MetadataDamaged, MetadataStore
 from dbt.adapters.dyntable.dynamic_table.refresh.apply import FULL_REFRESH_FIX
+from dbt.adapters.dyntable.dynamic_table.refresh.record import Recorder
 from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
 from dbt.adapters.dyntable.dynamic_table.snapshot import NoCommonSnapshot, common_snapshot
+from dbt.adapters.dyntable.runner import control
 from dbt.adapters.dyntable.runner.backend import ServiceBackend
 from dbt.adapters.dyntable.runner.graph import (
     CANONICAL_UNIT_MS,
@@ -49,6 +54,8 @@ from dbt.adapters.dyntable.runner.graph import (
     GraphNode,
     build_graph,
 )
+from dbt.adapters.dyntable.runner.live import build_snapshot, target_lag_text
+from dbt.adapters.dyntable.runner.log import LOG_FORMATS, RunLog
 from dbt.adapters.dyntable.runner.project import LoadedProject, ProjectError, ProjectOptions, load_project
 from dbt.adapters.dyntable.runner.report import render_report
 from dbt.adapters.dyntable.runner.scheduler import (
@@ -57,6 +64,15 @@ from dbt.adapters.dyntable.runner.scheduler import (
     Scheduler,
     TickPlan,
     from_ms,
+)
+from dbt.adapters.dyntable.runner.shutdown import GracefulStop
+from dbt.adapters.dyntable.runner.web.auth import TOKEN_ENV, BindRefused, check_bind
+from dbt.adapters.dyntable.runner.web.server import (
+    DEFAULT_HOST,
+    DEFAULT_PORT,
+    PageError,
+    PageOptions,
+    PageServer,
 )
 from dbt.adapters.dyntable.vocabulary import quoted_table
 
@@ -104,6 +120,22 @@ TimeScale = Annotated[
         max=1.0,
     ),
 ]
+UiHost = Annotated[
+    str,
+    typer.Option(
+        "--ui-host",
+        help="Where the page listens. Another address than the loopback one needs --ui-token.",
+    ),
+]
+UiPort = Annotated[int, typer.Option("--ui-port", help="The page's port (0: a free one).", min=0, max=65535)]
+UiToken = Annotated[
+    Optional[str],
+    typer.Option(
+        "--ui-token",
+        envvar=TOKEN_ENV,
+        help="A secret every request to the page must carry (needed to listen beyond this machine).",
+    ),
+]
 
 
 # -- helpers ---------------------------------------------------------------------------------------
@@ -127,11 +159,11 @@ def metadata_checked(command: Callable[..., None]) -> Callable[..., None]:
     return checked
 
 
-def parse_duration(text: str) -> float:
+def parse_duration(text: str, option: str = "--for") -> float:
     """'90' or '90s', '2m', '1h', '500ms' → seconds."""
     match = DURATION.match(text)
     if not match:
-        fail(f"--for {text!r} is not a duration. Use e.g. 30s, 2m or 1h.")
+        fail(f"{option} {text!r} is not a duration. Use e.g. 30s, 2m or 1h.")
     return float(match.group(1)) * DURATION_UNITS[match.group(2) or "s"]
 
 
@@ -205,16 +237,6 @@ def seconds_text(seconds: Optional[float]) -> str:
     return f"{seconds:.1f} s"
 
 
-def lag_text(graph: DynamicTableGraph, name: str) -> str:
-    declared = graph.nodes[name].dt.config.target_lag
-    if not declared.is_downstream:
-        return str(declared)
-    effective = graph.effective_lag[name]
-    if effective is None:
-        return "downstream (no consumer: on demand)"
-    return f"downstream → {TargetLag(effective)}"
-
-
 def failures_text(graph: DynamicTableGraph, name: str, row: Optional[GraphRow]) -> str:
     """Consecutive failures, and when a backing-off DT is tried next."""
     if row is None or not row.consecutive_failures:
@@ -248,6 +270,7 @@ STATE_STYLES = {
     State.FAILED: "bold red",
     State.UPSTREAM_FAILED: "red",
     State.SKIPPED: "yellow",
+    State.CANCELLED: "yellow",
     SchedulingState.SUSPENDED: "magenta",
 }
 
@@ -304,7 +327,7 @@ def schedule_table(graph: DynamicTableGraph, chosen: List[str]) -> Table:
             continue
         table.add_row(
             node.model,
-            lag_text(graph, name),
+            target_lag_text(graph, name),
             period_text(graph, name),
             node.dt.config.refresh_mode,
             ", ".join(sorted(graph.model(u) for u in node.upstream)) or "-",
@@ -329,6 +352,49 @@ class InterruptibleClock:
         self.stop.wait(seconds)
 
 
+def page_options(host: str, port: int, token: Optional[str]) -> PageOptions:
+    try:
+        check_bind(host, token)
+    except BindRefused as exc:
+        fail(str(exc))
+    return PageOptions(host, port, token)
+
+
+def start_page(
+    options: PageOptions,
+    loaded: LoadedProject,
+    graph: DynamicTableGraph,
+    log: RunLog,
+    runner: bool,
+) -> PageServer:
+    """The live page, listening before the engine starts (its /readyz says when that is done)."""
+    metadata = loaded.metadata()
+
+    def page_service() -> DynamicTableService:
+        if runner:  # the runner's own, handed over by attach() once started
+            raise control.ActionRefused("The runner's engine is still starting.", 503)
+        try:
+            return loaded.service()
+        except ProjectError as exc:
+            raise control.ActionRefused(str(exc), 503) from None
+
+    try:
+        page = PageServer(
+            options,
+            graph,
+            metadata,
+            Recorder(metadata),
+            page_service,
+            title=f"dyntable · {loaded.options.project_dir.name}",
+            on_tick=log.tick,
+            runner=runner,
+        ).start()
+    except PageError as exc:
+        fail(str(exc))
+    log.say(f"Live page: {page.url} (metrics: {page.url}metrics)", event="page", url=page.url)
+    return page
+
+
 @app.command()
 @metadata_checked
 def run(
@@ -341,50 +407,120 @@ def run(
         Optional[str], typer.Option("--for", help="Stop by itself after this long (e.g. 2m).")
     ] = None,
     time_scale: TimeScale = 1.0,
+    ui: Annotated[
+        bool, typer.Option("--ui", help="Serve the live page, /metrics, /healthz and /readyz.")
+    ] = False,
+    ui_host: UiHost = DEFAULT_HOST,
+    ui_port: UiPort = DEFAULT_PORT,
+    ui_token: UiToken = None,
+    log_format: Annotated[
+        str, typer.Option("--log-format", help="text (tables) or json (one event per line, one per refresh).")
+    ] = "text",
+    stop_timeout: Annotated[
+        str,
+        typer.Option(
+            "--stop-timeout",
+            help="How long a stop (SIGTERM, Ctrl-C) may take: refreshes in flight get half of it to "
+            "finish, then are cancelled.",
+        ),
+    ] = "8s",
 ) -> None:
     """The scheduler: refresh every due dynamic table at each tick, in dependency order."""
+    if log_format not in LOG_FORMATS:
+        fail(f"--log-format {log_format!r} is not one of {', '.join(LOG_FORMATS)}.")
     duration = parse_duration(run_for) if run_for else None
+    bound = parse_duration(stop_timeout, "--stop-timeout")
+    options = page_options(ui_host, ui_port, ui_token) if ui else None
+    log = RunLog(console, log_format, outcome_table)
     loaded, graph = load(project_dir, profiles_dir, target, select, time_scale)
     scheduler_selected = loaded.selected
     chosen = graph.closure(
         [n for n in graph.scheduled if scheduler_selected is None or n in scheduler_selected]
     )
     if not chosen:
-        console.print("Nothing to schedule: no dynamic table has a target lag of its own.")
+        log.say("Nothing to schedule: no dynamic table has a target lag of its own.")
         return
-    scheduler = Scheduler(graph, ServiceBackend(start_service(loaded)), scheduler_selected)
-    console.print(schedule_table(graph, chosen))
-    stop = threading.Event()
-    previous_handler = signal.getsignal(signal.SIGINT)
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, lambda *_: stop.set())
-    failures: List[Outcome] = []
-    print_lock = threading.Lock()
+    page = start_page(options, loaded, graph, log, runner=True) if options is not None else None
+    try:
+        service = start_service(loaded)
+        scheduler = Scheduler(graph, ServiceBackend(service), scheduler_selected)
+        if page is not None:
+            page.attach(service, scheduler)
+        ticks, stopped = _schedule(scheduler, service, graph, chosen, log, page, once, duration, bound)
+    finally:
+        if page is not None:
+            page.stop()
+    log.say(f"Stopped after {ticks} tick{'s' if ticks != 1 else ''}.", event="stopped", ticks=ticks)
+    if stopped is None and (log.failures or loaded.problems):
+        raise typer.Exit(EXIT_FAILED)
 
-    def report_tick(plan: TickPlan, outcomes: List[Outcome]) -> None:
-        with print_lock:
-            failures.extend(o for o in outcomes if o.state in (State.FAILED, State.UPSTREAM_FAILED))
-            if outcomes:
-                console.print(outcome_table(f"tick {clock_text(plan.data_timestamp)}", outcomes))
-            else:
-                console.print(f"tick {clock_text(plan.data_timestamp)}: nothing due", style="dim")
+
+def _schedule(
+    scheduler: Scheduler,
+    service: DynamicTableService,
+    graph: DynamicTableGraph,
+    chosen: List[str],
+    log: RunLog,
+    page: Optional[PageServer],
+    once: bool,
+    duration: Optional[float],
+    bound: float,
+) -> Tuple[int, Optional[str]]:
+    """Run the scheduler until its end, or a signal; the ticks it ran, and the signal's name."""
+    log.show(schedule_table(graph, chosen))
+
+    def on_tick(plan: TickPlan, outcomes: List[Outcome]) -> None:
+        if page is not None and page.runner_counters is not None:
+            page.runner_counters.tick(plan, outcomes, time.monotonic() - plan.dispatched_at)
+        log.tick(plan, outcomes)
+
+    def on_stop() -> None:
+        scheduler.stop()
+        if page is not None:
+            page.control.stopping.set()
 
     stop_at = time.time() + duration if duration is not None else None
     until = f" until {clock_text(datetime.fromtimestamp(stop_at, tz=timezone.utc))}" if stop_at else ""
-    console.print(
-        f"Running {'one tick' if once else f'every {seconds_text((graph.tick_ms or 0) / 1000)}{until}'}"
-        " (Ctrl-C stops after the refreshes in flight)."
+    every = "one tick" if once else f"every {seconds_text((graph.tick_ms or 0) / 1000)}{until}"
+    log.say(
+        f"Running {every} (SIGTERM or Ctrl-C stops after the refreshes in flight).",
+        event="started",
+        dynamic_tables=[graph.model(n) for n in chosen],
+        tick_seconds=(graph.tick_ms or 0) / 1000,
     )
-    try:
+    with GracefulStop(bound, on_stop, service.engine.interrupt, log.say) as stopping:
         ticks = scheduler.run(
-            InterruptibleClock(stop), stop_at=stop_at, once=once, on_tick=report_tick, should_stop=stop.is_set
+            InterruptibleClock(stopping.event),
+            stop_at=stop_at,
+            once=once,
+            on_tick=on_tick,
+            should_stop=stopping.event.is_set,
         )
-    finally:
-        if threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGINT, previous_handler)
-    console.print(f"Stopped after {ticks} tick{'s' if ticks != 1 else ''}.")
-    if failures or loaded.problems:
-        raise typer.Exit(EXIT_FAILED)
+        if page is not None:
+            page.control.wait_for_actions(bound)
+    return ticks, stopping.signal_name
+
+
+@app.command(name="ui")
+@metadata_checked
+def ui_command(
+    project_dir: ProjectDir = Path("."),
+    profiles_dir: ProfilesDir = None,
+    target: Target = None,
+    time_scale: TimeScale = 1.0,
+    ui_host: UiHost = DEFAULT_HOST,
+    ui_port: UiPort = DEFAULT_PORT,
+    ui_token: UiToken = None,
+) -> None:
+    """Serve the live page beside a running runner (`dyntable run`): the graph, lags, history and
+    the actions, from the metadata tables; an engine starts at the first refresh or explain."""
+    options = page_options(ui_host, ui_port, ui_token)
+    log = RunLog(console, "text", outcome_table)
+    loaded, graph = load(project_dir, profiles_dir, target, time_scale=time_scale)
+    page = start_page(options, loaded, graph, log, runner=False)
+    with GracefulStop(8.0, page.control.stopping.set, lambda: None, log.say) as stopping:
+        stopping.event.wait()
+    page.stop()
 
 
 # -- refresh, suspend, resume ----------------------------------------------------------------------
@@ -401,7 +537,7 @@ def refresh(
     """Refresh one dynamic table now, at a new data timestamp, with the DTs it reads."""
     graph, node, service = model_in_service(model, project_dir, profiles_dir, target)
     scheduler = Scheduler(graph, ServiceBackend(service))
-    plan = scheduler.dispatch(int(time.time() * 1000), trigger=Trigger.MANUAL, roots=[node.name])
+    plan = control.manual_refresh(scheduler, node)
     with Progress(
         SpinnerColumn(),
         TextColumn("{task.description}"),
@@ -431,8 +567,7 @@ def suspend(
 ) -> None:
     """Stop scheduled refreshes of a dynamic table (manual refreshes still work)."""
     _, node, service = model_in_service(model, project_dir, profiles_dir, target)
-    service.recorder.schedule(node.dt, SchedulingState.SUSPENDED)
-    console.print(f"Suspended {node.model}: runners skip it until `dyntable resume {node.model}`.")
+    console.print(control.suspend(service.recorder, node))
 
 
 @app.command()
@@ -449,9 +584,7 @@ def resume(
 ) -> None:
     """Schedule a suspended dynamic table again, with a clean failure count."""
     _, node, service = model_in_service(model, project_dir, profiles_dir, target)
-    service.recorder.schedule(node.dt, SchedulingState.ACTIVE, accept_change=accept_change)
-    accepted = " and applies the change the fuse stopped, whatever its size" if accept_change else ""
-    console.print(f"Resumed {node.model}: its next refresh (the next due tick, or dbt run){accepted}.")
+    console.print(control.resume(service.recorder, node, accept_change))
 
 
 # -- status, history, graph ------------------------------------------------------------------------
@@ -507,7 +640,7 @@ def status(
             last_cell = f"{last.refresh_action or '-'} {styled(last.state)}"
         table.add_row(
             graph.model(name),
-            lag_text(graph, name),
+            target_lag_text(graph, name),
             period_text(graph, name),
             clock_text(frontier.data_timestamp if frontier else None),
             lag_cell if frontier else "[dim]not initialized[/]",
@@ -744,10 +877,18 @@ def report(
     target: Target = None,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Where to write the page.")] = None,
 ) -> None:
-    """Write an HTML page: lag over time against target lag, and refresh durations, per DT."""
-    loaded, _ = load(project_dir, profiles_dir, target)
+    """Write an HTML page: the graph, and per DT its lag over time against its target lag and its
+    refresh durations (the live page's charts)."""
+    loaded, graph = load(project_dir, profiles_dir, target)
     metadata = loaded.metadata()
-    page = render_report(metadata.history(), metadata.graph())
+    snapshot = build_snapshot(
+        graph,
+        metadata.frontiers(),
+        metadata.graph(),
+        metadata.history(),
+        datetime.now(timezone.utc).timestamp(),
+    )
+    page = render_report(snapshot, title=f"dyntable report · {loaded.options.project_dir.name}")
     path = output or (loaded.options.project_dir / "target" / "dyntable_report.html")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(page)

@@ -71,6 +71,8 @@ class FakeBackend:
     calls: List[Tuple[str, datetime, Trigger]] = field(default_factory=list)
     not_refreshed: List[Tuple[str, datetime, State, str]] = field(default_factory=list)
     failed_at: Dict[str, datetime] = field(default_factory=dict)
+    #: Set to stand for an engine whose statements a stopping runner cancelled.
+    interrupted: bool = False
 
     def states(self) -> Dict[str, DynamicTableState]:
         names = set(self.data_ts) | set(self.scheduling) | set(self.failures)

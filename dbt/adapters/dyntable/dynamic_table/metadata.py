@@ -694,13 +694,16 @@ class MetadataStore:
                 return False
         return writer_alive(self.root / LOCKS_DIR, mark)
 
-    def history(self, name: Optional[str] = None) -> List[HistoryRow]:
-        """Every refresh recorded (or ``name``'s), the batch's rows not yet written included."""
+    def history(self, name: Optional[str] = None, since: Optional[datetime] = None) -> List[HistoryRow]:
+        """Every refresh recorded (or ``name``'s; those started at or after ``since``), the
+        batch's rows not yet written included."""
         with self._batch_lock:
             pending = [
-                r for r in self._flushing_history + self._pending_history if name is None or r["name"] == name
+                r
+                for r in self._flushing_history + self._pending_history
+                if (name is None or r["name"] == name) and (since is None or r["refresh_start_time"] >= since)
             ]
-        rows = self._rows(REFRESH_HISTORY, name)
+        rows = self._rows(REFRESH_HISTORY, name, since)
         # A row written since it was taken from memory is read once (a refresh's rows differ by
         # trigger: RECOVERY for one its process did not record).
         read = {(r["refresh_id"], r["refresh_trigger"]) for r in rows}
@@ -765,18 +768,22 @@ class MetadataStore:
         except DAMAGE_ERRORS as exc:
             raise self._damaged(table, first_line(exc)) from exc
 
-    def _rows(self, table: str, name: Optional[str]) -> List[Dict[str, Any]]:
+    def _rows(
+        self, table: str, name: Optional[str], since: Optional[datetime] = None
+    ) -> List[Dict[str, Any]]:
         try:
-            return self._read_rows(table, name)
+            return self._read_rows(table, name, since)
         except MetadataDamaged:
             # What this process opened may be a table another one re-created since (a repair):
             # it is damaged only if it is when read afresh.
             with self._open_lock:
                 self._open.pop(table, None)
                 self._cached.pop(table, None)
-            return self._read_rows(table, name)
+            return self._read_rows(table, name, since)
 
-    def _read_rows(self, table: str, name: Optional[str]) -> List[Dict[str, Any]]:
+    def _read_rows(
+        self, table: str, name: Optional[str], since: Optional[datetime] = None
+    ) -> List[Dict[str, Any]]:
         with self._reading(table), self._open_lock:
             opened = self._table(table)
             if table in CACHED_TABLES:
@@ -788,7 +795,11 @@ class MetadataStore:
                     )
                 return [dict(r) for r in cached[1] if name is None or r["name"] == name]
             dataset = self._dataset(table)
-            selected = dataset.to_table(filter=ds.field("name") == name) if name else dataset.to_table()
+            where = ds.field("name") == name if name else None
+            if since is not None:  # the history's recent rows (the runner's live page)
+                recent = ds.field("refresh_start_time") >= pa.scalar(since, TS)
+                where = recent if where is None else where & recent
+            selected = dataset.to_table(filter=where)
         rows: List[Dict[str, Any]] = selected.to_pylist()
         return rows
 

@@ -49,3 +49,7 @@ class ServiceBackend:
 
     def batch(self) -> ContextManager[None]:
         return self.service.batch()
+
+    @property
+    def interrupted(self) -> bool:
+        return self.service.engine.interrupted

@@ -47,6 +47,9 @@ class GraphNode:
     """Relations read across a refresh boundary, at whatever version they have."""
     other_inputs: FrozenSet[str] = frozenset()
     """Sources and non-DT models read (for display; they are never refreshed by the runner)."""
+    input_edges: FrozenSet[Tuple[str, str]] = frozenset()
+    """The lineage from what it reads to it, (relation read, its reader), through views and other
+    models: what the live page's graph draws, as dbt docs' lineage does."""
 
     @property
     def name(self) -> str:

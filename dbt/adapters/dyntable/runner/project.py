@@ -237,33 +237,41 @@ def _graph_node(manifest: Any, uid: str, node: Any, sql: Optional[str]) -> Graph
     boundaries = refresh_boundaries(sql)
     upstream: Set[str] = set()
     others: Set[str] = set()
+    edges: Set[Tuple[str, str]] = set()
     # Walk depends_on through non-DT models (views, ephemerals, tables) down to the DTs and
     # sources beneath: reading a view of a DT still reads the DT (the refresh expands views).
-    pending = list(node.depends_on.nodes)
+    # Each step is (what is read, the relation reading it), for the lineage the page draws.
+    pending = [(parent_id, dt.name) for parent_id in node.depends_on.nodes]
     seen: Set[str] = set()
     while pending:
-        parent_id = pending.pop()
-        if parent_id in seen:
-            continue
-        seen.add(parent_id)
+        parent_id, reader = pending.pop()
         parent = manifest.nodes.get(parent_id) or manifest.sources.get(parent_id)
         if parent is None:
             continue
         relation = relation_name(parent)
         if relation in boundaries:
             continue
-        if parent_id in manifest.nodes and parent.config.materialized == DYNAMIC_TABLE:
+        is_dt = parent_id in manifest.nodes and parent.config.materialized == DYNAMIC_TABLE
+        if is_dt or parent.resource_type in ("model", "snapshot", "seed", "source"):
+            edges.add((relation, reader))
+        if parent_id in seen:
+            continue
+        seen.add(parent_id)
+        if is_dt:
             upstream.add(relation)
             continue
         if parent.resource_type in ("model", "snapshot", "seed", "source"):
             others.add(relation)
-        pending.extend(getattr(getattr(parent, "depends_on", None), "nodes", []) or [])
+            reader = relation
+        parents = getattr(getattr(parent, "depends_on", None), "nodes", []) or []
+        pending.extend((grandparent, reader) for grandparent in parents)
     return GraphNode(
         model=node.name,
         dt=dt,
         upstream=frozenset(upstream),
         boundary_inputs=frozenset(boundaries),
         other_inputs=frozenset(others),
+        input_edges=frozenset(edges),
     )
 
 

@@ -17,7 +17,10 @@ What stops a DT from advancing at T (docs/ARCHITECTURE.md, "Scheduling"):
 * its own refresh fails → FAILED, and it backs off: after n consecutive failures it is next tried
   at the period boundary 2ⁿ⁻¹ periods after the failed one (at most an hour, or one period, apart),
   SKIPPED meanwhile when a tick needs it; the fifth consecutive failure suspends it. Skips and
-  upstream failures do not count, a success resets the count.
+  upstream failures do not count, a success resets the count;
+* the runner is stopping (:meth:`Scheduler.stop`) → SKIPPED, or CANCELLED for a refresh whose
+  statements the stop interrupted (docs/ARCHITECTURE.md, "Interrupting a run"): neither counts
+  as a failure.
 
 :meth:`Scheduler.dispatch` decides a tick (cheap, on the scheduling thread); :meth:`execute` runs
 it (on a worker). Keeping them apart is what lets a slow tick overlap the next one, and what lets
@@ -95,6 +98,11 @@ class RefreshBackend(Protocol):
     def batch(self) -> ContextManager[None]:
         """Group the history rows of one tick into one write."""
 
+    @property
+    def interrupted(self) -> bool:
+        """Whether the engine's statements were cancelled (a stopping runner): a refresh that
+        failed meanwhile was CANCELLED, not FAILED."""
+
 
 class Clock(Protocol):
     def now(self) -> float:
@@ -123,6 +131,10 @@ class Outcome:
     message: str = ""
     seconds: float = 0.0
     suspended: bool = False
+    trigger: Trigger = Trigger.SCHEDULED
+    rows_inserted: int = 0
+    rows_deleted: int = 0
+    reason: str = ""
 
 
 @dataclass
@@ -134,6 +146,8 @@ class TickPlan:
     not_run: Dict[str, Tuple[Union[State, SchedulingState], str]] = field(default_factory=dict)
     """DTs decided at dispatch not to run: name → (SKIPPED | SUSPENDED, why)."""
     states: Mapping[str, DynamicTableState] = field(default_factory=dict)
+    dispatched_at: float = field(default_factory=time.monotonic)
+    """When it was decided (``time.monotonic()``): how long a tick took is measured from here."""
 
     @property
     def tick_ms(self) -> int:
@@ -165,6 +179,18 @@ class Scheduler:
         self._busy: Set[str] = set()
         self._attempted: Dict[str, int] = {}
         self._lock = threading.Lock()
+        #: Set by :meth:`stop`: no refresh starts any more.
+        self.stopping = threading.Event()
+
+    def stop(self) -> None:
+        """Start no further refresh; the ones in flight go on (a stopping runner)."""
+        self.stopping.set()
+
+    @property
+    def refreshing(self) -> Set[str]:
+        """The DTs a tick of this scheduler is refreshing (or about to) now."""
+        with self._lock:
+            return set(self._busy)
 
     # -- deciding a tick -------------------------------------------------------------------------
 
@@ -263,11 +289,17 @@ class Scheduler:
                     self.backend.record_not_refreshed(
                         node.dt, plan.data_timestamp, plan.trigger, state, message
                     )
-                    emit(Outcome(name, node.model, state, plan.data_timestamp, None, message))
+                    emit(
+                        Outcome(
+                            name, node.model, state, plan.data_timestamp, None, message, trigger=plan.trigger
+                        )
+                    )
                 continue
             try:
                 blockers = sorted(u for u in node.upstream if u in stalled)
-                if blockers:
+                if self.stopping.is_set():
+                    outcome = self._not_started(plan, name)
+                elif blockers:
                     outcome = self._blocked(plan, name, blockers, stalled)
                 else:
                     outcome = self._refresh(plan, name)
@@ -278,6 +310,14 @@ class Scheduler:
                 stalled[name] = outcome.state
             emit(outcome)
         return outcomes
+
+    def _not_started(self, plan: TickPlan, name: str) -> Outcome:
+        node = self.graph.nodes[name]
+        message = "the runner was stopping: not refreshed at this data timestamp"
+        self.backend.record_not_refreshed(node.dt, plan.data_timestamp, plan.trigger, State.SKIPPED, message)
+        return Outcome(
+            name, node.model, State.SKIPPED, plan.data_timestamp, None, message, trigger=plan.trigger
+        )
 
     def _blocked(
         self,
@@ -299,7 +339,7 @@ class Scheduler:
             state = State.SKIPPED
             message = f"upstream {models(blockers)} did not refresh at this data timestamp"
         self.backend.record_not_refreshed(node.dt, plan.data_timestamp, plan.trigger, state, message)
-        return Outcome(name, node.model, state, plan.data_timestamp, None, message)
+        return Outcome(name, node.model, state, plan.data_timestamp, None, message, trigger=plan.trigger)
 
     def _refresh(self, plan: TickPlan, name: str) -> Outcome:
         node = self.graph.nodes[name]
@@ -320,10 +360,24 @@ class Scheduler:
                 None,
                 message,
                 time.monotonic() - started,
+                trigger=plan.trigger,
             )
         except Exception as exc:  # noqa: BLE001 - a failed refresh is an outcome, not a crash
-            failures = self.backend.record_failure(node.dt)
             message = first_line(exc)
+            if self.backend.interrupted:
+                # A stop cancelled its statements: the pipeline recorded it CANCELLED, and it
+                # counts as no failure of the DT's (docs/ARCHITECTURE.md, "Interrupting a run").
+                return Outcome(
+                    name,
+                    node.model,
+                    State.CANCELLED,
+                    plan.data_timestamp,
+                    getattr(exc, "action", None),
+                    message,
+                    time.monotonic() - started,
+                    trigger=plan.trigger,
+                )
+            failures = self.backend.record_failure(node.dt)
             state = plan.states.get(name)
             suspend = failures >= self.max_failures and (
                 state is None or state.scheduling_state != SchedulingState.SUSPENDED
@@ -343,6 +397,7 @@ class Scheduler:
                 message,
                 time.monotonic() - started,
                 suspended=suspend,
+                trigger=plan.trigger,
             )
         return Outcome(
             name,
@@ -352,6 +407,10 @@ class Scheduler:
             result.action,
             "; ".join([result.reason or result.message, *result.warnings]),
             time.monotonic() - started,
+            trigger=plan.trigger,
+            rows_inserted=result.rows_inserted,
+            rows_deleted=result.rows_deleted,
+            reason=result.reason,
         )
 
     # -- the loop --------------------------------------------------------------------------------
