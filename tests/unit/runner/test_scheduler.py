@@ -262,3 +262,29 @@ def test_an_uninitialized_dt_refreshes_at_the_first_tick_then_on_its_period():
     backend.data_ts[name("a")] = old
     fresh = Scheduler(graph, backend)  # a restarted runner catches up at once
     assert fresh.dispatch(t0).members == [name("a")]
+
+
+def test_a_stopping_scheduler_starts_no_refresh_and_a_cancelled_one_is_no_failure():
+    graph = pipeline()
+    backend = FakeBackend()
+    scheduler = Scheduler(graph, backend)
+    plan = scheduler.dispatch(int(START * 1000), roots=[name("daily")])
+    scheduler.stop()  # a signal arrived: the tick decided before it records what it did not start
+    outcomes = scheduler.execute(plan)
+    assert {o.state for o in outcomes} == {SKIPPED} and backend.calls == []
+    assert all("the runner was stopping" in o.message for o in outcomes)
+    assert scheduler.refreshing == set()  # nothing left marked busy
+
+    # the engine's statements were cancelled mid-refresh: CANCELLED, never counted as a failure
+    backend = FakeBackend(failing={name("orders")}, interrupted=True)
+    scheduler = Scheduler(graph, backend)
+    outcomes = scheduler.execute(scheduler.dispatch(int(START * 1000), roots=[name("orders")]))
+    assert [(o.model, o.state) for o in outcomes] == [("orders", State.CANCELLED)]
+    assert backend.failures == {}
+
+
+def test_an_outcome_carries_what_the_json_log_needs():
+    backend = FakeBackend()
+    scheduler = Scheduler(pipeline(), backend)
+    (outcome,) = scheduler.execute(scheduler.dispatch(int(START * 1000), MANUAL, roots=[name("orders")]))
+    assert (outcome.trigger, outcome.reason, outcome.state) == (MANUAL, "no source changed", SUCCEEDED)

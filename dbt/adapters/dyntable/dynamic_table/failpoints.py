@@ -7,7 +7,8 @@ process SIGKILLs itself there, as a power cut or OOM kill would — no cleanup h
 
 ``DYNTABLE_FAILPOINT=during_apply:0.05`` kills 0.05 s after the apply statement started, so the
 commit may or may not land: recovery must be right either way. ``during_apply:SIGINT`` sends SIGINT
-to the process group instead, as a terminal's Ctrl-C does ("Interrupting a run").
+to the process group instead, as a terminal's Ctrl-C does ("Interrupting a run"); ``during_apply:SIGTERM``
+sends SIGTERM to the process, as a container's stop does (the runner's clean shutdown).
 """
 
 from __future__ import annotations
@@ -33,12 +34,18 @@ def _interrupt() -> None:
     os.killpg(os.getpgrp(), signal.SIGINT)
 
 
+def _terminate() -> None:
+    # As for SIGINT: blocked here, so that the kernel gives it to a thread that handles it.
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
 def failpoint(name: str) -> None:
     place, *options = os.environ.get(ENV, "").split(":")
     if place != name:
         return
-    act = _interrupt if "SIGINT" in options else _kill
-    delays = [float(o) for o in options if o != "SIGINT"]
+    act = _interrupt if "SIGINT" in options else _terminate if "SIGTERM" in options else _kill
+    delays = [float(o) for o in options if o not in ("SIGINT", "SIGTERM")]
     if delays:
         timer = threading.Timer(delays[0], act)
         timer.daemon = True

@@ -26,6 +26,9 @@ from dbt.adapters.dyntable.runner.scheduler import Outcome, Scheduler, TickPlan
 #: How long /readyz waits for the engine to answer, and how long an answer holds.
 PROBE_TIMEOUT_SECONDS = 5.0
 PROBE_TTL_SECONDS = 5.0
+#: How long a refresh asked of the page waits for the refreshes of its DTs in flight (a runner's
+#: tick) before it is recorded SKIPPED, as a tick finding them busy records them.
+MANUAL_WAIT_SECONDS = 120.0
 
 OnTick = Callable[[TickPlan, List[Outcome]], None]
 
@@ -104,24 +107,24 @@ class Control:
     # -- actions ---------------------------------------------------------------------------------
 
     def refresh(self, name: str) -> str:
-        """Start a manual refresh on a thread of its own; what it did goes to the history (and
-        to ``on_tick``: the runner's log)."""
+        """Start a manual refresh on a thread of its own, once the refreshes of its DTs in flight
+        ended; what it did goes to the history (and to ``on_tick``: the runner's log)."""
         node = self.node(name)
         self._check_running()
         _, scheduler = self._started()
-        plan = manual_refresh(scheduler, node)
-        busy = node.name in plan.not_run
-        worker = threading.Thread(target=self._execute, args=(scheduler, plan), name="dyntable-manual")
+        worker = threading.Thread(target=self._refresh, args=(scheduler, node), name="dyntable-manual")
         with self._lock:
             self._actions = [t for t in self._actions if t.is_alive()] + [worker]
         worker.start()
-        if busy:
-            return f"{node.model} is being refreshed already: this request is recorded SKIPPED."
-        others = len(plan.members) - 1
-        reads = f" with the {others} dynamic table{'s' if others != 1 else ''} it reads" if others else ""
-        return f"Refreshing {node.model}{reads} at {plan.data_timestamp:%H:%M:%S} UTC."
+        others = len(self.graph.closure([node.name])) - 1
+        reads = f", with the {others} dynamic table{'s' if others != 1 else ''} it reads," if others else ""
+        return f"Refreshing {node.model}{reads} at a new data timestamp, after any refresh of them in flight."
 
-    def _execute(self, scheduler: Scheduler, plan: TickPlan) -> None:
+    def _refresh(self, scheduler: Scheduler, node: GraphNode) -> None:
+        scheduler.wait_until_free([node.name], MANUAL_WAIT_SECONDS)
+        if self.stopping.is_set():
+            return
+        plan = manual_refresh(scheduler, node)
         outcomes = scheduler.execute(plan)
         self.view.forget()
         if self.on_tick is not None:

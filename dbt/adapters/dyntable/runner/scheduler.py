@@ -179,6 +179,7 @@ class Scheduler:
         self._busy: Set[str] = set()
         self._attempted: Dict[str, int] = {}
         self._lock = threading.Lock()
+        self._freed = threading.Condition(self._lock)
         #: Set by :meth:`stop`: no refresh starts any more.
         self.stopping = threading.Event()
 
@@ -191,6 +192,13 @@ class Scheduler:
         """The DTs a tick of this scheduler is refreshing (or about to) now."""
         with self._lock:
             return set(self._busy)
+
+    def wait_until_free(self, roots: Iterable[str], seconds: float) -> bool:
+        """Wait for the refreshes in flight of ``roots`` and the DTs they read to end (a manual
+        refresh asked of a running runner), for at most ``seconds``; whether they did."""
+        members = set(self.graph.closure(roots))
+        with self._freed:
+            return self._freed.wait_for(lambda: not self._busy & members, timeout=seconds)
 
     # -- deciding a tick -------------------------------------------------------------------------
 
@@ -306,6 +314,7 @@ class Scheduler:
             finally:
                 with self._lock:
                     self._busy.discard(name)
+                    self._freed.notify_all()
             if outcome.state != State.SUCCEEDED:
                 stalled[name] = outcome.state
             emit(outcome)

@@ -21,6 +21,8 @@ from typing import Any, Callable, Dict, Optional
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 #: Exit status when a stop is forced (a second signal, or past the bound): 128 + the signal.
 FORCED = 128
+#: How often statements are cancelled again until the runner has stopped.
+RECANCEL_SECONDS = 0.5
 
 
 class GracefulStop:
@@ -86,7 +88,13 @@ class GracefulStop:
 
     def _cancel(self) -> None:
         self.say("Cancelling the refreshes still in flight.")
+        self._cancel_again()
+
+    def _cancel_again(self) -> None:
+        # Again and again: JVM Spark cancels the jobs running at the call, and a statement still
+        # being planned then may start its jobs after it.
         self.on_cancel()
+        self._later(RECANCEL_SECONDS, self._cancel_again)
 
     def _give_up(self, status: int) -> None:
         self.say(f"Not stopped within {self.stop_timeout:g} s: stopping at once.")
