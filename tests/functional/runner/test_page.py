@@ -28,7 +28,7 @@ import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator
+from typing import Any, Callable, Dict, Iterator, Tuple
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -295,32 +295,51 @@ def test_explain_shows_the_differentiation_plan(shop: Shop, browser: Any) -> Non
 
 
 def test_metrics_parse_and_their_lags_match_dyntable_status(shop: Shop) -> None:
-    scraped_at = time.time()
-    text = urllib.request.urlopen(shop.url + "metrics").read().decode()
-    families = {family.name: family for family in text_string_to_metric_families(text)}
-    lags = {s.labels["model"]: s.value for s in families["dyntable_lag_seconds"].samples}
-    stamps = {s.labels["model"]: s.value for s in families["dyntable_data_timestamp_seconds"].samples}
-    assert set(lags) == DTS
-    assert [s.value for s in families["dyntable_runner_ticks"].samples if s.name.endswith("_total")] != [0]
-    assert any(s.value > 0 for s in families["dyntable_refreshes"].samples if s.name.endswith("_total"))
+    def scrape() -> Dict[str, Any]:
+        text = urllib.request.urlopen(shop.url + "metrics").read().decode()
+        return {family.name: family for family in text_string_to_metric_families(text)}
 
+    def counted(families: Dict[str, Any], name: str) -> float:
+        return sum(s.value for s in families[name].samples if s.name.endswith("_total"))
+
+    wait_for(lambda: counted(scrape(), "dyntable_runner_ticks") > 0, message="a tick counted")
+    assert counted(scrape(), "dyntable_refreshes") > 0
+
+    def lags() -> Tuple[float, Dict[str, Tuple[float, float]], float]:
+        """(before, model → (lag, data timestamp), after): one scrape and when it was taken."""
+        before = time.time()
+        families = scrape()
+        stamps = {s.labels["model"]: s.value for s in families["dyntable_data_timestamp_seconds"].samples}
+        lag = {
+            s.labels["model"]: (s.value, stamps[s.labels["model"]])
+            for s in families["dyntable_lag_seconds"].samples
+        }
+        return before, lag, time.time()
+
+    # A tick every 2.4 s moves data timestamps: each DT is compared with the scrape, just before or
+    # just after `dyntable status`, that saw the data timestamp status saw.
+    scrapes = [lags()]
     started = time.time()
     status = run(shop.root, *dyntable(shop.root, "status", "--time-scale", "0.05")).stdout
     ended = time.time()
+    scrapes.append(lags())
+    assert set(scrapes[0][1]) == DTS
     compared = 0
     for model in DTS:
         line = next(line for line in status.splitlines() if line.strip().startswith(model + " "))
-        stamp, lag = re.search(r"(\d\d:\d\d:\d\d)\s+│\s+([\d.]+) s\s", line).groups()
-        if time.strftime("%H:%M:%S", time.gmtime(stamps[model])) != stamp:
-            continue  # refreshed between the scrape and the status: another data timestamp
-        # the same data timestamp: status's lag is the scraped one plus the time between the two
-        assert (
-            lags[model] + (started - scraped_at) - 0.1
-            <= float(lag)
-            <= lags[model] + (ended - scraped_at) + 0.1
-        )
-        compared += 1
-    assert compared >= 3, status
+        stamp, shown = re.search(r"(\d\d:\d\d:\d\d)\s+│\s+([\d.]+) s\s", line).groups()
+        for before, scraped, after in scrapes:
+            lag, at = scraped[model]
+            if time.strftime("%H:%M:%S", time.gmtime(at)) != stamp:
+                continue
+            # the same data timestamp: the lags differ by the time between the two readings
+            assert lag + (started - after) - 0.1 <= float(shown) <= lag + (ended - before) + 0.1, (
+                model,
+                line,
+            )
+            compared += 1
+            break
+    assert compared >= 6, status
 
 
 def test_the_report_draws_the_pages_charts(shop: Shop, browser: Any, tmp_path: Path) -> None:

@@ -235,6 +235,8 @@ class Engine(ABC):
             memo = self._catalog_memo = {}
         entry = memo.get(key)
         if entry is None:
+            if self.interrupted:  # a new lookup is a statement too (on JVM Spark, a metastore query)
+                raise EngineError(INTERRUPTED)
             entry = memo[key] = self._catalog_entry(schema, name)
         return dict(entry)
 
