@@ -518,8 +518,16 @@ def ui_command(
     log = RunLog(console, "text", outcome_table)
     loaded, graph = load(project_dir, profiles_dir, target, time_scale=time_scale)
     page = start_page(options, loaded, graph, log, runner=False)
-    with GracefulStop(8.0, page.control.stopping.set, lambda: None, log.say) as stopping:
-        stopping.event.wait()
+
+    def cancel() -> None:
+        if page.control.service is not None:  # a refresh asked of the page may be running
+            page.control.service.engine.interrupt()
+
+    bound = 8.0  # as `dyntable run`'s default --stop-timeout
+    stopping = "Refreshes asked of the page get {half} s to finish, then are cancelled"
+    with GracefulStop(bound, page.control.stopping.set, cancel, log.say, stopping) as stop:
+        stop.event.wait()
+        page.control.wait_for_actions(bound)
     page.stop()
 
 

@@ -37,7 +37,10 @@ class GracefulStop:
         on_stop: Callable[[], None],
         on_cancel: Callable[[], None],
         say: Callable[[str], None],
+        stopping: str = "Refreshes in flight get {half} s to finish, then are cancelled",
     ) -> None:
+        """``stopping``: what the first signal does, said with the half of the bound in ``{half}``."""
+        self.stopping = stopping
         self.stop_timeout = stop_timeout
         self.on_stop = on_stop
         self.on_cancel = on_cancel
@@ -73,8 +76,7 @@ class GracefulStop:
         self.event.set()
         half = self.stop_timeout / 2
         self.say(
-            f"{name}: stopping. Refreshes in flight get {half:g} s to finish, then are cancelled "
-            f"(a second {name} stops at once)."
+            f"{name}: stopping. {self.stopping.format(half=f'{half:g}')} (a second {name} stops at once)."
         )
         self.on_stop()
         self._later(half, self._cancel)
