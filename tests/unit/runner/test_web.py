@@ -4,12 +4,12 @@ metadata tables in a temporary folder."""
 
 from __future__ import annotations
 
+import warnings
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from starlette.testclient import TestClient
 
 from dbt.adapters.dyntable.dynamic_table.metadata import MetadataStore
 from dbt.adapters.dyntable.dynamic_table.refresh.record import Recorder
@@ -21,6 +21,11 @@ from dbt.adapters.dyntable.runner.web.auth import ACTION_HEADER, BindRefused, ch
 from dbt.adapters.dyntable.runner.web.metrics import registry_for
 from dbt.adapters.dyntable.runner.web.server import PageError, PageOptions, bind
 from tests.unit.runner.fakes import node
+
+with warnings.catch_warnings():
+    # Starlette 1.x suggests httpx2 over httpx for its test client; either works here.
+    warnings.simplefilter("ignore")
+    from starlette.testclient import TestClient
 
 ACTION = {ACTION_HEADER: "1"}
 LOCAL = "http://127.0.0.1"
