@@ -4,7 +4,9 @@ completed or was cancelled (recorded CANCELLED, nothing half-applied, no failure
 next runner's tick carries on exactly (docs/ARCHITECTURE.md, "Interrupting a run").
 
 The runner runs in a process of its own, on a warehouse of its own, as the SIGKILL tests' dbt
-processes do (tests/functional/dynamic_table/test_crash_recovery.py, whose project it reuses).
+processes do (tests/functional/dynamic_table/test_crash_recovery.py, whose project it reuses). The
+DT refreshes incrementally: its delta is a query the engine runs (a job JVM Spark can cancel),
+which this process then merges into the DT.
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ def project(tmp_path: Path, dyntable_profile: str, engine: Engine):
         "name: crash\nversion: '1.0'\nconfig-version: 2\nprofile: crash\n"
     )
     write_profiles(tmp_path, "crash", engine_target(dyntable_profile, project.warehouse, schema=project.app))
-    (tmp_path / "models" / "country_dt.sql").write_text(MODEL.format(mode="full", raw=project.raw))
+    (tmp_path / "models" / "country_dt.sql").write_text(MODEL.format(mode="incremental", raw=project.raw))
     engine.execute(f"create schema {project.raw}")
     for table, columns in (
         ("customers", "customer_id bigint, country string"),

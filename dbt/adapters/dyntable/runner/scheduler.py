@@ -372,7 +372,6 @@ class Scheduler:
                 trigger=plan.trigger,
             )
         except Exception as exc:  # noqa: BLE001 - a failed refresh is an outcome, not a crash
-            message = first_line(exc)
             if self.backend.interrupted:
                 # A stop cancelled its statements: the pipeline recorded it CANCELLED, and it
                 # counts as no failure of the DT's (docs/ARCHITECTURE.md, "Interrupting a run").
@@ -382,11 +381,12 @@ class Scheduler:
                     State.CANCELLED,
                     plan.data_timestamp,
                     getattr(exc, "action", None),
-                    message,
+                    "cancelled: the runner was stopping",
                     time.monotonic() - started,
                     trigger=plan.trigger,
                 )
             failures = self.backend.record_failure(node.dt)
+            message = first_line(exc)
             state = plan.states.get(name)
             suspend = failures >= self.max_failures and (
                 state is None or state.scheduling_state != SchedulingState.SUSPENDED
