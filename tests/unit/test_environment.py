@@ -21,6 +21,9 @@ class SlowCatalog:
         time.sleep(0.02)
         self.statements.append(statement)
 
+    def engine_location(self, location: str) -> str:
+        return location
+
 
 def test_threads_asking_at_once_share_one_service(tmp_path: Path) -> None:
     environment = Environment(SlowCatalog(), tmp_path)  # type: ignore[arg-type]

@@ -23,7 +23,6 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -39,6 +38,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from dbt.adapters.dyntable import storage
 from dbt.adapters.dyntable.delta_log import DataFile, DeltaLog, Interval, IntervalKind, Snapshot
 from dbt.adapters.dyntable.engines.base import Capabilities
 from dbt.adapters.dyntable.vocabulary import (
@@ -208,7 +208,7 @@ def _file_schema(snapshot: Snapshot) -> StructType:
 def _declared_types(uri: str) -> str:
     """The Arrow schema a data file declares in its footer, metadata left out. A data file is
     written once under a new name, so its answer is kept by URI."""
-    filesystem, path = pafs.FileSystem.from_uri(uri)
+    filesystem, path = storage.arrow(uri)
     declared: pa.Schema = pq.read_schema(path, filesystem=filesystem)
     return str(declared.remove_metadata().to_string(show_field_metadata=False))
 
@@ -239,7 +239,7 @@ def _read_rows(
     a deletion vector names rows by position, which only a read of the file in order can
     match, so the file is read here, through Arrow (no frame when no row is left): the
     snapshot's columns only, in plain Arrow types."""
-    filesystem, path = pafs.FileSystem.from_uri(data_file.uri)
+    filesystem, path = storage.arrow(data_file.uri)
     rows = pq.read_table(path, filesystem=filesystem, columns=_file_schema(snapshot).names)
     rows = rows.cast(pa.schema([f.with_type(_plain(f.type)) for f in rows.schema]))
     if keep:
@@ -288,11 +288,13 @@ def _readable_path(uri: str) -> str:
     (a partition value "eu west" is the folder ``region=eu west`` on disk and ``region=eu%20west``
     in the log). JVM Spark reads a path string as a Hadoop path, whose percent signs are literal,
     so the encoded URI names no file there; a local file is therefore given as its plain path,
-    decoded once, which JVM Spark and Sail both read. Other URIs (object stores) pass unchanged.
+    decoded once, which JVM Spark and Sail both read. An object store's URI passes as it is,
+    S3's as Hadoop's ``s3a://``, which JVM Spark and Sail both read (docs/ARCHITECTURE.md,
+    "Object storage").
     """
     if uri.startswith("file:"):
         return urllib.parse.unquote(urllib.parse.urlparse(uri).path)
-    return uri
+    return storage.spark_location(uri)
 
 
 def _partition_literal(value: Any, data_type: DataType) -> Column:

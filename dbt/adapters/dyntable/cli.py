@@ -592,7 +592,7 @@ def repair(
     """Rebuild damaged metadata tables from what can still be read; sound ones are left alone."""
     loaded, _ = load(project_dir, profiles_dir, target)
     schema = loaded.metadata_schema
-    store = MetadataStore(loaded.warehouse / schema.lower(), schema)
+    store = MetadataStore(f"{loaded.warehouse}/{schema.lower()}", schema)
     with console.status(f"Checking the metadata tables of {schema}…"):
         repaired = store.repair()
     table = titled_table(
@@ -614,7 +614,7 @@ def repair(
     if moved:
         console.print(
             "Dynamic tables whose frontier was lost or is older than their data are recomputed at "
-            f"their next refresh. The damaged folders were kept in {escape(str(moved[0].parent))}: "
+            f"their next refresh. The damaged folders were kept in {escape(moved[0].rsplit('/', 1)[0])}: "
             "delete them when you no longer need them."
         )
 

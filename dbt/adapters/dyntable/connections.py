@@ -23,6 +23,7 @@ from dbt.adapters.spark.session import Cursor as SessionCursor
 from dbt.adapters.spark.session import SessionConnectionWrapper
 from dbt_common.exceptions import DbtConfigError, DbtRuntimeError
 
+from dbt.adapters.dyntable import storage
 from dbt.adapters.dyntable.dynamic_table.metadata import MetadataStore
 from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService, metadata_store
 from dbt.adapters.dyntable.engines import start_engine
@@ -48,6 +49,9 @@ class DyntableCredentials(SparkCredentials):
     schema: Optional[str] = None
     port: Optional[int] = None  # type: ignore[assignment]
     warehouse: Optional[str] = None
+    #: What the standard credential chains cannot say about an object-store warehouse (endpoint,
+    #: region, path-style requests, plain HTTP): docs/ARCHITECTURE.md, "Object storage".
+    storage_options: Optional[Dict[str, Any]] = None
     master: str = "local[*]"
     spark_jars: Optional[str] = None
     metadata_schema: str = DEFAULT_METADATA_SCHEMA
@@ -76,6 +80,13 @@ class DyntableCredentials(SparkCredentials):
             )
         self.host = self.host or self.method
         self.port = self.port or 0
+        if self.warehouse and storage.is_url(self.warehouse) or self.storage_options:
+            try:
+                # Checked once here, so that a URL the adapter cannot serve fails before anything
+                # runs, never making a local folder of it.
+                storage.warehouse_storage(self.warehouse or "", self.storage_options)
+            except storage.StorageError as exc:
+                raise DbtConfigError(str(exc)) from exc
         self.server_side_parameters = {
             str(key): str(value) for key, value in self.server_side_parameters.items()
         }
@@ -92,14 +103,18 @@ class DyntableCredentials(SparkCredentials):
         return ("method", "host", "port", "schema", "warehouse", "metadata_schema")
 
 
-def warehouse_of(creds: DyntableCredentials, project_root: Path) -> Path:
-    """The profile's `warehouse` as an absolute path: a relative one is relative to the dbt
-    project, wherever dbt was started from."""
-    return (
-        path_of(creds.warehouse, project_root)
-        if creds.warehouse
-        else (project_root / DEFAULT_WAREHOUSE).resolve()
-    )
+def warehouse_of(creds: DyntableCredentials, project_root: Path) -> str:
+    """The profile's `warehouse`: an object store's URL, or an absolute path (a relative one is
+    relative to the dbt project, wherever dbt was started from)."""
+    return warehouse_storage_of(creds, project_root).root
+
+
+def warehouse_storage_of(creds: DyntableCredentials, project_root: Path) -> storage.Storage:
+    """The storage of the profile's `warehouse`, with its `storage_options`."""
+    if creds.warehouse and storage.is_url(creds.warehouse):
+        return storage.warehouse_storage(creds.warehouse, creds.storage_options)
+    path = path_of(creds.warehouse, project_root) if creds.warehouse else (project_root / DEFAULT_WAREHOUSE)
+    return storage.warehouse_storage(str(path.resolve()), creds.storage_options)
 
 
 def path_of(setting: str, project_root: Path) -> Path:
@@ -135,7 +150,7 @@ class Environment:
     """A started engine and the dynamic-table services on it (one per metadata schema)."""
 
     engine: Engine
-    warehouse: Path
+    warehouse: str
     services: Dict[str, DynamicTableService] = field(default_factory=dict)
     #: Metadata stores opened while the engine started, by schema; a schema's first service takes it.
     prefetched: Dict[str, MetadataPrefetch] = field(default_factory=dict)
@@ -177,13 +192,13 @@ class EngineRegistry:
 
     @classmethod
     def get(cls, creds: DyntableCredentials, project_root: Path) -> Environment:
-        warehouse = warehouse_of(creds, project_root)
-        key = (creds.method, creds.host, creds.port, str(warehouse))
+        warehouse = warehouse_storage_of(creds, project_root)
+        key = (creds.method, creds.host, creds.port, warehouse.root)
         with cls._lock:
             environment = cls._environments.get(key)
             if environment is None:
                 prefetch = MetadataPrefetch(
-                    metadata_store(warehouse, creds.metadata_schema, creds.history_retention_days)
+                    metadata_store(warehouse.root, creds.metadata_schema, creds.history_retention_days)
                 )
                 try:
                     engine = start_engine(
@@ -199,7 +214,7 @@ class EngineRegistry:
                     prefetch.store()  # its reads end before the error does
                     raise
                 environment = cls._environments[key] = Environment(
-                    engine, warehouse, prefetched={creds.metadata_schema: prefetch}
+                    engine, warehouse.root, prefetched={creds.metadata_schema: prefetch}
                 )
             return environment
 

@@ -52,6 +52,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from dbt.adapters.dyntable import storage
 from dbt.adapters.dyntable.vocabulary import fingerprint
 
 LOG_DIR = "_delta_log"
@@ -184,6 +185,12 @@ _shared_snapshots: "_Lru[Tuple[str, int, str], Snapshot]" = _Lru(SHARED_SNAPSHOT
 _replay_bases: "_Lru[str, Tuple[int, str, DeltaTable]]" = _Lru(REPLAY_BASE_CACHE_SIZE)
 _listings: "_Lru[str, Tuple[Tuple[int, int, int], int, _Listing]]" = _Lru(LISTING_CACHE_SIZE)
 _last_snapshots: "_Lru[str, Tuple[str, int, str]]" = _Lru(LAST_SNAPSHOT_CACHE_SIZE)
+#: An object store's listings, by log folder: extended by one request listing from the latest
+#: commit on (docs/ARCHITECTURE.md, "Object storage").
+_object_listings: "_Lru[str, _Listing]" = _Lru(LISTING_CACHE_SIZE)
+#: Commit identities read from an object store, by location, version and the object's tag: a
+#: commit is read once per process (an object's tag changes with its bytes).
+_object_commit_ids: "_Lru[Tuple[str, int, str], str]" = _Lru(LISTING_CACHE_SIZE * 16)
 
 
 class DeltaLogError(RuntimeError):
@@ -334,6 +341,12 @@ class _Listing:
     checkpoints: Tuple[int, ...]
     last_checkpoint_ns: Optional[int] = None
     """``_last_checkpoint``'s modification time, None without one."""
+    complete_from: Optional[int] = None
+    """Listed from this version on (an object store's log is listed from a version it needs,
+    not whole); None: every file was listed."""
+    tags: Mapping[int, str] = field(default_factory=dict)
+    """Per commit, its object's tag (an object store's ETag): a commit written anew has another."""
+    last_checkpoint_tag: Optional[str] = None
 
     # Computed once: a log keeps up to tens of thousands of commits, and a refresh asks for its
     # latest version a dozen times.
@@ -354,11 +367,31 @@ class _Listing:
     def earliest_loadable(self) -> Optional[int]:
         """The first version a snapshot can be rebuilt for: 0 while its commit exists, else the
         oldest checkpoint (commits before it were cleaned up)."""
+        if self.complete_from is not None:
+            return self.complete_from
         if 0 in self.commit_mtimes_ms:
             return 0
         if self.checkpoints:
             return min(self.checkpoints)
         return self.first_commit
+
+
+def _object_files_listing(files: Iterable[storage.ObjectInfo], start: Optional[int]) -> _Listing:
+    """A :class:`_Listing` of an object store's log files (listed from version ``start`` on)."""
+    commits: Dict[int, int] = {}
+    tags: Dict[int, str] = {}
+    checkpoints: List[int] = []
+    hint_ns, hint_tag = None, None
+    for found in files:
+        if match := COMMIT_FILE.match(found.name):
+            version = int(match.group(1))
+            commits[version] = found.mtime_ns // 1_000_000
+            tags[version] = found.tag
+        elif match := CHECKPOINT_FILE.match(found.name):
+            checkpoints.append(int(match.group(1)))
+        elif found.name == LAST_CHECKPOINT:
+            hint_ns, hint_tag = found.mtime_ns, found.tag
+    return _Listing(commits, tuple(sorted(set(checkpoints))), hint_ns, start, tags, hint_tag)
 
 
 def _mtime_ms(info: pafs.FileInfo) -> int:
@@ -465,15 +498,21 @@ class DeltaLog:
     shared across instances, keyed by their commit's fingerprint, which re-creation changes.
     """
 
-    def __init__(self, location: Union[str, Path]) -> None:
+    def __init__(self, location: Union[str, Path], since: Optional[int] = None) -> None:
+        """``since``: the version the caller will ask about first (a source's consumed version),
+        where an object store's log is listed from when this process has not listed it yet."""
         text = str(location)
         if "://" not in text and not text.startswith("file:"):
             text = str(Path(text).expanduser().resolve())
-        self.location = text.rstrip("/")
-        self._fs, self._root = pafs.FileSystem.from_uri(self.location)
+        self.location = storage.normalized(text.rstrip("/"))
+        self._storage = storage.of(self.location)
+        self._remote = self._storage.remote
+        self._fs, self._root = storage.arrow(self.location)
         self._root = self._root.rstrip("/")
         local = isinstance(self._fs, pafs.LocalFileSystem)
         self.root_uri = Path(self._root).as_uri() if local else self.location
+        self._since = since
+        self._raw: Dict[int, bytes] = {}
         self._snapshots: "_Lru[int, Snapshot]" = _Lru(SNAPSHOT_CACHE_SIZE)
         self._commits: Dict[int, _Commit] = {}
         self._commit_ict: Dict[int, Optional[int]] = {}
@@ -508,7 +547,10 @@ class DeltaLog:
         else the commit file's modification time, made strictly increasing over versions as
         Delta Spark does, so that "latest version at T" is well defined.
         """
-        versions, stamps = self._timeline(self._listing())
+        listing = self._listing()
+        if listing.complete_from is not None and version < listing.complete_from:
+            listing = self._listed_from(version)
+        versions, stamps = self._timeline(listing)
         position = bisect.bisect_left(versions, version)
         if position == len(versions) or versions[position] != version:
             raise HistoryUnavailable(
@@ -529,6 +571,10 @@ class DeltaLog:
             raise TableNotFound(f"No Delta table at {self.location} (no commits in {LOG_DIR}).")
         versions, stamps = self._timeline(listing)
         position = bisect.bisect_right(stamps, timestamp_ms)
+        if position == 0 and listing.complete_from is not None:
+            # Listed from a later version on than T needs: list the whole log.
+            versions, stamps = self._timeline(self._listed_from(None))
+            position = bisect.bisect_right(stamps, timestamp_ms)
         if position == 0:
             if versions and versions[0] == 0:
                 return None
@@ -583,7 +629,10 @@ class DeltaLog:
             # The latest commit listed before is gone or written anew: the table was re-created
             # in its folder (a partitioned DT replaced on the embedded engine, a source dropped
             # and written again), and this instance's versions name other commits now.
-            if listing.commit_mtimes_ms.get(seen.last_commit) != seen.commit_mtimes_ms[seen.last_commit]:
+            last = seen.last_commit
+            if listing.commit_mtimes_ms.get(last) != seen.commit_mtimes_ms[last] or listing.tags.get(
+                last
+            ) != seen.tags.get(last):
                 self._forget_versions()
         return listing
 
@@ -594,6 +643,8 @@ class DeltaLog:
         self._commit_ids.clear()
 
     def _list(self) -> _Listing:
+        if self._remote:
+            return self._object_list()
         folder = f"{self._root}/{LOG_DIR}"
         listed_at = time.time_ns()
         stamp = folder_stamp(folder) if isinstance(self._fs, pafs.LocalFileSystem) else None
@@ -662,6 +713,85 @@ class DeltaLog:
                 return _Listing(commits, listing.checkpoints, listing.last_checkpoint_ns)
             added[version] = _mtime_ms(info)
         return None
+
+    # -- an object store's log ---------------------------------------------------------------------
+
+    def _object_list(self) -> _Listing:
+        """The log of a table in an object store, listed with one request where this process
+        listed it before (from its latest commit on) or the caller named the version it needs
+        (from there on); else from its last checkpoint on: a request per thousand files listed,
+        so the cost does not grow with the log's history (docs/ARCHITECTURE.md, "Object
+        storage")."""
+        folder = f"{self.location}/{LOG_DIR}"
+        cached = _object_listings.get(folder)
+        listing = None
+        if cached is not None and cached.last_commit is not None:
+            listing = self._object_extended(folder, cached)
+        if listing is None and self._since is not None:
+            listing = self._object_listing(folder, self._since)
+        if listing is None:
+            listing = self._object_listing(folder, self._last_checkpoint_version(folder))
+        if listing is None:
+            listing = self._object_listing(folder, None)
+        assert listing is not None  # a listing of everything always answers
+        _object_listings.put(folder, listing)
+        return listing
+
+    def _listed_from(self, version: Optional[int]) -> _Listing:
+        """The log listed from ``version`` on (None: whole), kept for the process."""
+        folder = f"{self.location}/{LOG_DIR}"
+        listing = self._object_listing(folder, version) or self._object_listing(folder, None)
+        assert listing is not None
+        _object_listings.put(folder, listing)
+        if self._held is not None:
+            self._held = listing
+        self._seen = listing
+        return listing
+
+    def _object_listing(self, folder: str, start: Optional[int]) -> Optional[_Listing]:
+        """The files of ``folder`` from version ``start`` on (None: all); None when ``start``'s
+        commit is not there (gone, or never written)."""
+        files = self._storage.files(folder, after=None if start is None else f"{start:020d}")
+        listing = _object_files_listing(files, start)
+        if start is not None and start not in listing.commit_mtimes_ms:
+            return None
+        return listing
+
+    def _object_extended(self, folder: str, cached: _Listing) -> Optional[_Listing]:
+        """``cached`` with the commits written since, from one request listing from its latest
+        commit on; None when that commit is gone or written anew (a table re-created)."""
+        last = cached.last_commit
+        assert last is not None
+        files = self._storage.files(folder, after=f"{last:020d}")
+        newer = _object_files_listing(files, last)
+        if newer.tags.get(last) != cached.tags.get(last) or last not in newer.commit_mtimes_ms:
+            return None
+        start = cached.complete_from
+        if newer.last_checkpoint_tag != cached.last_checkpoint_tag:
+            # A checkpoint, after which expired commits may be cleaned up: what was listed
+            # before the newest checkpoint may be gone.
+            start = max(start or 0, newer.checkpoints[-1]) if newer.checkpoints else start
+        kept = {v: t for v, t in cached.commit_mtimes_ms.items() if start is None or v >= start}
+        tags = {v: t for v, t in cached.tags.items() if start is None or v >= start}
+        checkpoints = sorted(
+            {c for c in cached.checkpoints if start is None or c >= start} | set(newer.checkpoints)
+        )
+        return _Listing(
+            {**kept, **newer.commit_mtimes_ms},
+            tuple(checkpoints),
+            newer.last_checkpoint_ns,
+            start,
+            {**tags, **newer.tags},
+            newer.last_checkpoint_tag,
+        )
+
+    def _last_checkpoint_version(self, folder: str) -> Optional[int]:
+        """The version ``_last_checkpoint`` names; None without one, or one that does not parse."""
+        raw = self._storage.read(f"{folder}/{LAST_CHECKPOINT}")
+        try:
+            return int(json.loads(raw)["version"]) if raw else None
+        except (ValueError, KeyError, TypeError):
+            return None
 
     # -- snapshots --------------------------------------------------------------------------------
 
@@ -759,7 +889,7 @@ class DeltaLog:
         table = self._replayed_to(version)
         try:
             if table is None:
-                table = DeltaTable(self.location, version=version)
+                table = storage.delta_table(self.location, version=version)
         except (TableNotFoundError, DeltaError) as exc:
             # deltalake also says "not found" for a version whose log segment was cleaned up.
             if not self.exists():
@@ -798,7 +928,7 @@ class DeltaLog:
         this process loaded there, when there is one (taken out of the cache while the writer
         moves it; hand it back with :meth:`written`), else opened from the log."""
         table = self._replayed_to(self.latest_version())
-        return table if table is not None else DeltaTable(self.location)
+        return table if table is not None else storage.delta_table(self.location)
 
     def written(self, table: DeltaTable) -> None:
         """``table`` committed a version from this process: the next snapshot of that version
@@ -952,6 +1082,14 @@ class DeltaLog:
         return commit
 
     def _commit_bytes(self, version: int) -> bytes:
+        if self._remote:
+            raw = self._raw.get(version)
+            if raw is None:
+                raw = self._raw[version] = self._read_bytes(version)
+            return raw
+        return self._read_bytes(version)
+
+    def _read_bytes(self, version: int) -> bytes:
         path = f"{self._root}/{commit_file(version)}"
         try:
             with self._fs.open_input_stream(path) as stream:
@@ -967,8 +1105,26 @@ class DeltaLog:
         if parsed is not None:
             return parsed.identity
         if version not in self._commit_ids:
-            self._commit_ids[version] = fingerprint(self._commit_bytes(version))
+            self._commit_ids[version] = self._object_commit_id(version) or fingerprint(
+                self._commit_bytes(version)
+            )
         return self._commit_ids[version]
+
+    def _object_commit_id(self, version: int) -> Optional[str]:
+        """An object store's commit identity as this process read it before, while the listing
+        shows the same object (by its tag); None where there is none to go by. The commit is
+        read (and its identity kept) otherwise."""
+        if not self._remote:
+            return None
+        tag = self._listing().tags.get(version)
+        if not tag:
+            return None
+        key = (self.location, version, tag)
+        known = _object_commit_ids.get(key)
+        if known is None:
+            known = fingerprint(self._commit_bytes(version))
+            _object_commit_ids.put(key, known)
+        return known
 
     def operation_metrics(self, version: int) -> Dict[str, int]:
         """The row and file counts the writer of ``version`` recorded (:attr:`_Commit.metrics`)."""
@@ -1191,8 +1347,7 @@ class DeltaLog:
         if data_file.uri.startswith(self.root_uri + "/"):
             relative = urllib.parse.unquote(data_file.uri[len(self.root_uri) + 1 :])
             return self._fs, f"{self._root}/{relative}"
-        filesystem, path = pafs.FileSystem.from_uri(data_file.uri)
-        return filesystem, path
+        return storage.arrow(data_file.uri)
 
     def change_data_feed_covers(self, v0: int, v1: int) -> bool:
         """Whether ``delta.enableChangeDataFeed`` was on for every commit of ``(v0, v1]``, so the

@@ -18,6 +18,7 @@ from dbt.flags import get_flags
 from dbt_common.exceptions import CompilationError, DbtRuntimeError
 from dbt_common.invocation import get_invocation_started_at
 
+from dbt.adapters.dyntable import storage
 from dbt.adapters.dyntable.changes import VersionedRelations
 from dbt.adapters.dyntable.connections import SPARK_METHODS, DyntableConnectionManager, warehouse_of
 from dbt.adapters.dyntable.dynamic_table.config import VERIFY_MODES, DynamicTableConfigError
@@ -232,10 +233,10 @@ class DyntableAdapter(SparkAdapter):
 
     def _dynamic_table_catalog_details(self, relation: BaseRelation) -> Dict[str, Any]:
         creds = self.config.credentials
-        root = warehouse_of(creds, self.connections.project_root) / creds.metadata_schema.lower()
-        if not (root / GRAPH_HISTORY / "_delta_log").is_dir():
+        root = f"{warehouse_of(creds, self.connections.project_root)}/{creds.metadata_schema.lower()}"
+        store = _catalog_store(root, creds.metadata_schema)
+        if store is None:
             return {}
-        store = MetadataStore(root, creds.metadata_schema)
         name = relation_name(relation.schema, relation.identifier or "")
         try:
             graph = store.graph(name).get(name)
@@ -402,3 +403,17 @@ class DyntableAdapter(SparkAdapter):
 def invocation_started_at() -> datetime:
     """The data timestamp of every dynamic table one dbt invocation refreshes: its start (UTC)."""
     return get_invocation_started_at()
+
+
+_catalog_stores: Dict[str, MetadataStore] = {}
+_catalog_stores_lock = threading.Lock()
+
+
+def _catalog_store(root: str, schema: str) -> Optional[MetadataStore]:
+    """The metadata tables `dbt docs generate` reads each relation's details from, opened once
+    per process (in an object store, each opening costs requests); None where they do not exist."""
+    with _catalog_stores_lock:
+        found = _catalog_stores.get(root)
+        if found is None and storage.is_delta_table(f"{root}/{GRAPH_HISTORY}"):
+            found = _catalog_stores[root] = MetadataStore(root, schema)
+        return found

@@ -204,7 +204,7 @@ def test_refresh_history_older_than_the_retention_is_dropped(tmp_path: Path) -> 
 
 
 def log_entries(store: MetadataStore, table: str) -> int:
-    return len(list((store.location(table) / "_delta_log").glob("*.json")))
+    return len(list((Path(store.location(table)) / "_delta_log").glob("*.json")))
 
 
 def test_the_log_of_a_metadata_table_stays_bounded(tmp_path: Path) -> None:
@@ -239,7 +239,7 @@ def test_files_compaction_removed_are_deleted_after_the_retention(
     for version in range(4 * COMPACT_EVERY):
         store.commit_intent("s.a", intent(version), version, f"d{version}")
     table = DeltaTable(str(store.location(FRONTIERS)))
-    on_disk = list(store.location(FRONTIERS).glob("*.parquet"))
+    on_disk = list(Path(store.location(FRONTIERS)).glob("*.parquet"))
     # the live files, and at most those written since the last compaction's vacuum
     assert len(on_disk) <= len(table.file_uris()) + COMPACT_EVERY
     fresh = MetadataStore(tmp_path / "meta", "meta").frontier("s.a")
@@ -334,7 +334,7 @@ def test_prefetch_creates_nothing_and_leaves_damage_to_the_first_read(tmp_path: 
     store = MetadataStore(tmp_path / "meta", "meta")
     store.ensure()
     store.commit_intent("s.a", intent(1), 1, "d1")
-    for data_file in store.location(FRONTIERS).glob("*.parquet"):
+    for data_file in Path(store.location(FRONTIERS)).glob("*.parquet"):
         data_file.write_bytes(b"not parquet")
     damaged = MetadataStore(tmp_path / "meta", "meta")
     with pytest.raises(MetadataDamaged):
@@ -367,7 +367,7 @@ def age_logs(store: MetadataStore, seconds: int) -> None:
     """Set each table's ``_delta_log`` folder's modification time ``seconds`` back, as a log
     nobody wrote for that long has."""
     for table in SCHEMAS:
-        folder = store.location(table) / "_delta_log"
+        folder = Path(store.location(table)) / "_delta_log"
         then = folder.stat().st_mtime - seconds
         os.utime(folder, (then, then))
 

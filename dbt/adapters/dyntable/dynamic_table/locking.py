@@ -5,7 +5,8 @@ An exclusive `flock` on ``<root>/<name>.lock``; the holder writes who it is into
 second runner can say what holds the lock. The OS releases the lock when a process dies, so a
 crashed refresh never leaves a DT locked. A :class:`WriterMark` is the same kind of lock, held by
 a process while frontiers its refreshes reached wait for its batch's end (docs/ARCHITECTURE.md,
-"Exactly once").
+"Exactly once"). In a warehouse on an object store, where there is no file to lock, both are
+lease objects (:mod:`.leases`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,10 @@ import time
 import uuid
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Optional, Type
+from typing import IO, Optional, Type, Union
+
+from dbt.adapters.dyntable import storage
+from dbt.adapters.dyntable.dynamic_table.leases import Lease, describe, holder_gone
 
 #: The folder of the locks, under the metadata schema's folder.
 LOCKS_DIR = ".locks"
@@ -37,12 +41,23 @@ class RefreshLocked(RuntimeError):
 
 
 class RefreshLock:
-    def __init__(self, root: Path, name: str) -> None:
+    def __init__(self, root: Union[str, Path], name: str) -> None:
         self.name = name
-        self.path = root / f"{name}.lock"
+        self.path = Path(root) / f"{name}.lock"
         self._handle: Optional[IO[str]] = None
+        found = storage.of(str(root))
+        self._lease = (
+            Lease(found, f"{str(root).rstrip('/')}/{name}.lock")
+            if isinstance(found, storage.ObjectStorage)
+            else None
+        )
 
     def acquire(self) -> "RefreshLock":
+        if self._lease is not None:
+            found = self._lease.acquire()
+            if found is not None:
+                raise RefreshLocked(self.name, describe(found))
+            return self
         self.path.parent.mkdir(parents=True, exist_ok=True)
         handle = open(self.path, "a+")
         try:
@@ -69,6 +84,9 @@ class RefreshLock:
         return self
 
     def release(self) -> None:
+        if self._lease is not None:
+            self._lease.release()
+            return
         handle, self._handle = self._handle, None
         if handle is not None:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
@@ -103,13 +121,23 @@ class WriterMark:
     :func:`writer_alive`: a live writer records the refresh itself when its batch ends, a dead
     one crashed."""
 
-    def __init__(self, root: Path) -> None:
-        self.folder = root / WRITERS_DIR
+    def __init__(self, root: Union[str, Path]) -> None:
+        self.root = str(root).rstrip("/")
+        self.folder = Path(root) / WRITERS_DIR
         self._id: Optional[str] = None
         self._handle: Optional[IO[str]] = None
+        found = storage.of(self.root)
+        self._store = found if isinstance(found, storage.ObjectStorage) else None
+        self._lease: Optional[Lease] = None
 
     def hold(self) -> str:
         """The mark's id, taken at the first call since the last :meth:`release`."""
+        if self._id is None and self._store is not None:
+            self._sweep()
+            mark = uuid.uuid4().hex
+            self._lease = Lease(self._store, _mark_location(self.root, mark))
+            self._lease.acquire()  # a new name: no one holds it
+            self._id = mark
         if self._id is None:
             self.folder.mkdir(parents=True, exist_ok=True)
             self._sweep()
@@ -130,6 +158,9 @@ class WriterMark:
     def release(self) -> None:
         """Drop the mark: everything it stood for is written."""
         mark, handle, self._id, self._handle = self._id, self._handle, None, None
+        lease, self._lease = self._lease, None
+        if lease is not None:
+            lease.release()
         if handle is not None:
             (self.folder / f"{mark}.lock").unlink(missing_ok=True)
             handle.close()
@@ -137,14 +168,37 @@ class WriterMark:
     def _sweep(self) -> None:
         """Delete the marks of processes that died holding one: no refresh asks of them after
         the next refresh of each of their DTs, and a crash would otherwise leave a file."""
+        if self._store is not None:
+            for found in self._store.files(f"{self.root}/{WRITERS_DIR}"):
+                if found.name.endswith(".lock"):
+                    writer_alive(self.root, found.name[: -len(".lock")])
+            return
         for path in self.folder.glob("*.lock"):
             writer_alive(self.folder.parent, path.stem)
 
 
-def writer_alive(root: Path, mark: str) -> bool:
+def _mark_location(root: str, mark: str) -> str:
+    return f"{root}/{WRITERS_DIR}/{mark}.lock"
+
+
+def writer_alive(root: Union[str, Path], mark: str) -> bool:
     """Whether the process that took ``mark`` (:class:`WriterMark`) still holds it; a mark found
     released is deleted."""
-    path = root / WRITERS_DIR / f"{mark}.lock"
+    found = storage.of(str(root))
+    if isinstance(found, storage.ObjectStorage):
+        location = _mark_location(str(root).rstrip("/"), mark)
+        held = found.fetch(location)
+        if held is None:
+            return False
+        try:
+            holder = json.loads(held[0])
+        except ValueError:
+            holder = {}
+        if holder_gone(holder):
+            found.delete(location)
+            return False
+        return True
+    path = Path(root) / WRITERS_DIR / f"{mark}.lock"
     try:
         handle = open(path, "r")
     except FileNotFoundError:

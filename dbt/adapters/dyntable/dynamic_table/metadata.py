@@ -14,6 +14,7 @@ new frontier after it (inside a batch, at the batch's end).
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -22,8 +23,7 @@ from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timedelta, timezone
 from enum import Enum
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Dict, Iterator, List, Mapping, Optional, Set, Tuple, Type
-from urllib.parse import unquote, urlparse
+from typing import Any, Callable, ClassVar, Dict, Iterator, List, Mapping, Optional, Set, Tuple, Type, Union
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -34,6 +34,7 @@ from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError
 from deltalake.schema import Field as DeltaField
 
+from dbt.adapters.dyntable import storage
 from dbt.adapters.dyntable.delta_log import (
     CHECKPOINT_INTERVAL,
     DEFAULT_CHECKPOINT_INTERVAL,
@@ -133,7 +134,7 @@ NO_LOG = "it holds data files but no Delta log (_delta_log)"
 class MetadataDamaged(RuntimeError):
     """A metadata table that cannot be read or written, named with the way out."""
 
-    def __init__(self, table: str, location: Path, detail: str) -> None:
+    def __init__(self, table: str, location: str, detail: str) -> None:
         self.table = table
         super().__init__(
             f"The metadata table {table} ({location}) is damaged: {detail}. Run `dyntable repair` "
@@ -159,7 +160,7 @@ class Repaired:
     kept_from: str = ""
     """Which rows were kept: a version of the log, or every readable data file."""
     unreadable_files: int = 0
-    moved_to: Optional[Path] = None
+    moved_to: Optional[str] = None
 
 
 def utcnow() -> datetime:
@@ -396,8 +397,12 @@ class MetadataStore:
 
     _write_lock = threading.Lock()
 
-    def __init__(self, root: Path, schema: str, history_retention_days: Optional[int] = None) -> None:
-        self.root = root
+    def __init__(
+        self, root: Union[str, Path], schema: str, history_retention_days: Optional[int] = None
+    ) -> None:
+        #: The metadata schema's folder: a local path, or a URL in an object store.
+        self.root = str(root).rstrip("/")
+        self.storage = storage.of(self.root)
         self.schema = schema
         #: Refresh history older than this many days is dropped when the table is compacted.
         self.history_retention_days = history_retention_days
@@ -425,7 +430,7 @@ class MetadataStore:
         self._flushing_history: List[Dict[str, Any]] = []
         self._pending_frontiers: Dict[str, Frontier] = {}
         # Held while frontiers are pending, so that another process can tell them from a crash.
-        self._mark = WriterMark(root / LOCKS_DIR)
+        self._mark = WriterMark(self.locks)
         # Tables ``prefetch`` found with every column and log setting ``ensure`` would give them:
         # it need not look at them again.
         self._current: Set[str] = set()
@@ -433,8 +438,13 @@ class MetadataStore:
         # refresh that happened to make the commit (see ``_compact_soon``).
         self._due_compactions: Set[str] = set()
 
-    def location(self, table: str) -> Path:
-        return self.root / table
+    def location(self, table: str) -> str:
+        return f"{self.root}/{table}"
+
+    @property
+    def locks(self) -> str:
+        """Where the refresh locks and writer marks are kept."""
+        return f"{self.root}/{LOCKS_DIR}"
 
     def ensure(self, register: Optional[Any] = None) -> None:
         """Create missing tables and add the columns newer versions of the plugin record;
@@ -454,11 +464,11 @@ class MetadataStore:
             path = self.location(table)
             if table in existing:
                 continue
-            if any(path.glob("*.parquet")):
+            if any(f.name.endswith(".parquet") for f in self.storage.files(path)):
                 raise self._damaged(table, NO_LOG)
-            path.mkdir(parents=True, exist_ok=True)
+            self.storage.make_folder(path)
             try:
-                DeltaTable.create(str(path), schema=schema, mode="ignore", configuration=LOG_SETTINGS)
+                storage.create_delta(path, schema=schema, mode="ignore", configuration=LOG_SETTINGS)
             except DeltaError:
                 pass  # another process created it first
             if register is not None:
@@ -483,7 +493,7 @@ class MetadataStore:
 
     def _existing(self) -> List[str]:
         """The tables that exist; one ``prefetch`` found current is not looked for again."""
-        return [t for t in SCHEMAS if t in self._current or DeltaTable.is_deltatable(str(self.location(t)))]
+        return [t for t in SCHEMAS if t in self._current or storage.is_delta_table(self.location(t))]
 
     def _open_side_by_side(self, tables: List[str]) -> None:
         """Open ``tables`` at once: deltalake reads a log without holding the GIL, so a process's
@@ -491,7 +501,7 @@ class MetadataStore:
 
         def open_one(table: str) -> DeltaTable:
             with self._reading(table):
-                return DeltaTable(str(self.location(table)))
+                return storage.delta_table(self.location(table))
 
         unopened = [t for t in tables if t not in self._open]
         if len(unopened) < 2:
@@ -692,7 +702,7 @@ class MetadataStore:
         with self._batch_lock:
             if mark == self._mark.held:
                 return False
-        return writer_alive(self.root / LOCKS_DIR, mark)
+        return writer_alive(self.locks, mark)
 
     def history(self, name: Optional[str] = None, since: Optional[datetime] = None) -> List[HistoryRow]:
         """Every refresh recorded (or ``name``'s; those started at or after ``since``), the
@@ -745,12 +755,11 @@ class MetadataStore:
         if damage is None:
             return Repaired(f"{self.schema}.{table}", None)
         rows, kept_from, unreadable = _salvage(path)
-        moved = self.root / DAMAGED_DIR / f"{table}-{utcnow():%Y%m%dT%H%M%S%f}"
-        moved.parent.mkdir(parents=True, exist_ok=True)
-        path.rename(moved)
-        DeltaTable.create(str(path), schema=schema, configuration=LOG_SETTINGS)
+        moved = f"{self.root}/{DAMAGED_DIR}/{table}-{utcnow():%Y%m%dT%H%M%S%f}"
+        self.storage.move_tree(path, moved)
+        storage.create_delta(path, schema=schema, configuration=LOG_SETTINGS)
         if rows:
-            write_deltalake(str(path), pa.Table.from_pylist(rows, schema=schema), mode="append")
+            storage.write_delta(path, pa.Table.from_pylist(rows, schema=schema), mode="append")
         return Repaired(f"{self.schema}.{table}", damage, len(rows), kept_from, unreadable, moved)
 
     # -- plumbing --------------------------------------------------------------------------------
@@ -804,7 +813,7 @@ class MetadataStore:
         return rows
 
     def _dataset(self, table: str) -> ds.Dataset:
-        return _local_dataset(self._open[table], self.location(table))
+        return _files_dataset(self._open[table], self.location(table))
 
     def _append(self, table: str, records: List[Dict[str, Any]]) -> None:
         data = pa.Table.from_pylist(records, schema=SCHEMAS[table])
@@ -823,15 +832,21 @@ class MetadataStore:
             if opened is not None and looked is not None and table in looked:
                 return opened
             location = self.location(table)
-            seen_at, stamp = time.time_ns(), folder_stamp(location / "_delta_log")
+            remote = self.storage.remote
+            seen_at = time.time_ns()
+            stamp = None if remote else folder_stamp(f"{location}/_delta_log")
             seen = self._log_stamps.get(table)
-            # A log folder unchanged since the table was brought up to date holds no new commit.
+            # A log folder unchanged since the table was brought up to date holds no new commit;
+            # in an object store, one listing from the version read on tells the same.
             if opened is not None and not (seen is not None and folder_unchanged(stamp, *seen)):
                 try:
-                    opened.update_incremental()
-                    # A log restored from an older backup may still "update" without error
-                    # while it no longer holds the version read.
-                    rewound = not (location / commit_file(opened.version())).exists()
+                    if remote:
+                        rewound = self._remote_update(opened, location)
+                    else:
+                        opened.update_incremental()
+                        # A log restored from an older backup may still "update" without error
+                        # while it no longer holds the version read.
+                        rewound = not os.path.exists(f"{location}/{commit_file(opened.version())}")
                 except DeltaError:
                     rewound = True
                 if rewound:
@@ -840,12 +855,24 @@ class MetadataStore:
                     self._cached.pop(table, None)
                     opened = None
             if opened is None:
-                opened = self._open[table] = DeltaTable(str(location))
+                opened = self._open[table] = storage.delta_table(location)
             if stamp is not None:
                 self._log_stamps[table] = (stamp, seen_at)
             if looked is not None:
                 looked.add(table)
             return opened
+
+    def _remote_update(self, opened: DeltaTable, location: str) -> bool:
+        """Bring ``opened`` up to date from an object store with one listing of its log from the
+        version it holds on (deltalake's update costs two requests); True when the log no longer
+        holds that version's commit (re-created, or restored from an older backup)."""
+        held = f"{opened.version():020d}"
+        listed = [f.name for f in self.storage.files(f"{location}/_delta_log", after=held)]
+        if f"{held}.json" not in listed:
+            return True
+        if any(name.endswith(".json") and name > f"{held}.json" for name in listed):
+            opened.update_incremental()
+        return False
 
     def _commit(
         self,
@@ -926,56 +953,63 @@ def _eq(column: str, value: str) -> str:
     return f"{column} = '" + value.replace("'", "''") + "'"
 
 
-def _damage(path: Path) -> Optional[str]:
+def _damage(path: str) -> Optional[str]:
     """What is wrong with the metadata table at ``path``, or None when it reads whole."""
-    if not DeltaTable.is_deltatable(str(path)):
-        return NO_LOG if any(path.glob("*.parquet")) else None
+    if not storage.is_delta_table(path):
+        return NO_LOG if any(f.name.endswith(".parquet") for f in storage.of(path).files(path)) else None
     try:
-        _local_dataset(DeltaTable(str(path)), path).to_table()
+        _files_dataset(storage.delta_table(path), path).to_table()
     except DAMAGE_ERRORS as exc:
         return first_line(exc)
     return None
 
 
-def _salvage(path: Path) -> Tuple[List[Dict[str, Any]], str, int]:
+def _salvage(path: str) -> Tuple[List[Dict[str, Any]], str, int]:
     """The rows that can still be read at ``path``, where they come from, and how many data
     files could not be read."""
-    log = path / "_delta_log"
-    versions = sorted((int(p.name.split(".")[0]) for p in log.glob("*.json")), reverse=True)
+    found = storage.of(path)
+    log = f"{path}/_delta_log"
+    commits = [f.name for f in found.files(log) if f.name.endswith(".json")]
+    versions = sorted((int(name.split(".")[0]) for name in commits), reverse=True)
     for version in versions:
         try:
-            uris = DeltaTable(str(path), version=version).file_uris()
+            uris = storage.delta_table(path, version=version).file_uris()
         except DAMAGE_ERRORS:
             continue
-        rows, unreadable = _read_each([Path(unquote(urlparse(uri).path)) for uri in uris])
+        rows, unreadable = _read_each(list(uris))
         return rows, f"version {version}", unreadable
-    rows, unreadable = _read_each(sorted(p for p in path.rglob("*.parquet") if log not in p.parents))
+    files = [f for f in found.walk(path) if f.endswith(".parquet") and not f.startswith(log + "/")]
+    rows, unreadable = _read_each(files)
     # Every file ever written: a compaction's output repeats the rows of the files it replaced.
     unique = list({tuple(sorted(row.items())): row for row in rows}.values())
     return unique, "every readable data file", unreadable
 
 
-def _read_each(files: List[Path]) -> Tuple[List[Dict[str, Any]], int]:
+def _read_each(files: List[str]) -> Tuple[List[Dict[str, Any]], int]:
     rows: List[Dict[str, Any]] = []
     unreadable = 0
     for data_file in files:
         try:
-            rows.extend(pq.read_table(data_file).to_pylist())
+            filesystem, path = storage.arrow(data_file)
+            rows.extend(pq.read_table(path, filesystem=filesystem).to_pylist())
         except DAMAGE_ERRORS:
             unreadable += 1
     return rows, unreadable
 
 
-def _local_dataset(table: DeltaTable, location: Path) -> ds.Dataset:
+def _files_dataset(table: DeltaTable, location: str) -> ds.Dataset:
     """The table's live files as an Arrow dataset. The store writes plain Parquet files (reader
     protocol 1: no column mapping, no deletion vectors), so they are read as they are: 5 ms where
     deltalake's dataset, which builds an expression per file, took 15-45 ms (docs/ARCHITECTURE.md,
     "Metadata tables"). A table someone moved to a higher reader protocol is read through
-    deltalake. Arrow's own local filesystem either way: deltalake's default is a Python-implemented
-    one that Arrow's I/O threads call back into, and a thread doing so while the interpreter exits
-    takes the process down ("terminate called without an active exception")."""
-    local = pa_fs.LocalFileSystem()
+    deltalake. Arrow's own file systems either way (the local one, or the object store's as
+    :mod:`..storage` configures it): deltalake's default is a Python-implemented one that Arrow's
+    I/O threads call back into, and a thread doing so while the interpreter exits takes the
+    process down ("terminate called without an active exception")."""
+    filesystem, root = storage.arrow(location)
     if table.protocol().min_reader_version > 1:  # column mapping (2), or reader features (3)
-        return table.to_pyarrow_dataset(filesystem=pa_fs.SubTreeFileSystem(str(location.resolve()), local))
-    files = [unquote(urlparse(uri).path) for uri in table.file_uris()]
-    return ds.dataset(files, schema=pa.schema(table.schema().to_arrow()), format="parquet", filesystem=local)
+        return table.to_pyarrow_dataset(filesystem=pa_fs.SubTreeFileSystem(root, filesystem))
+    files = [storage.arrow(uri)[1] for uri in table.file_uris()]
+    return ds.dataset(
+        files, schema=pa.schema(table.schema().to_arrow()), format="parquet", filesystem=filesystem
+    )

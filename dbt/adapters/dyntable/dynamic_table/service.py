@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Iterator, Optional, Union
 
-from dbt.adapters.dyntable.dynamic_table.locking import LOCKS_DIR
 from dbt.adapters.dyntable.dynamic_table.metadata import MetadataStore
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
 from dbt.adapters.dyntable.dynamic_table.refresh import RefreshPipeline, RefreshRequest, RefreshResult
@@ -21,17 +20,20 @@ from dbt.adapters.dyntable.vocabulary import quote
 
 
 def metadata_store(
-    warehouse: Path, metadata_schema: str, history_retention_days: Optional[int] = None
+    warehouse: Union[str, Path], metadata_schema: str, history_retention_days: Optional[int] = None
 ) -> MetadataStore:
-    """The metadata tables of ``metadata_schema`` in ``warehouse``: a folder per schema."""
-    return MetadataStore(warehouse / metadata_schema.lower(), metadata_schema, history_retention_days)
+    """The metadata tables of ``metadata_schema`` in ``warehouse`` (a path or an object store's
+    URL): a folder per schema."""
+    return MetadataStore(
+        f"{str(warehouse).rstrip('/')}/{metadata_schema.lower()}", metadata_schema, history_retention_days
+    )
 
 
 class DynamicTableService:
     def __init__(
         self,
         engine: Engine,
-        warehouse: Path,
+        warehouse: Union[str, Path],
         metadata_schema: str,
         history_retention_days: Optional[int] = None,
         metadata: Optional[MetadataStore] = None,
@@ -41,12 +43,14 @@ class DynamicTableService:
         self.engine = engine
         self.metadata = metadata or metadata_store(warehouse, metadata_schema, history_retention_days)
         self.metadata.ensure(register=self._register)
-        self.pipeline = RefreshPipeline(engine, self.metadata, self.metadata.root / LOCKS_DIR)
+        self.pipeline = RefreshPipeline(engine, self.metadata, self.metadata.locks)
         self.recorder = self.pipeline.recorder
 
-    def _register(self, schema: str, table: str, location: Path) -> None:
+    def _register(self, schema: str, table: str, location: str) -> None:
         self.engine.execute(f"CREATE SCHEMA IF NOT EXISTS {quote(schema)}")
-        self.engine.execute(PersistedTable(schema, table, location).create_statement())
+        self.engine.execute(
+            PersistedTable(schema, table, location).create_statement(self.engine.engine_location(location))
+        )
 
     def open_batch(self) -> None:
         """Start a batch of refreshes (a dbt invocation, a runner tick): their history is

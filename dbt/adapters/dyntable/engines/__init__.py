@@ -3,21 +3,25 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Dict, Mapping, Optional
+from typing import Callable, Dict, Mapping, Optional, Union
 
 from dbt.adapters.dyntable.engines.base import Capabilities, Engine, EngineError
+from dbt.adapters.dyntable.storage import Storage
+
+#: A warehouse as an engine takes it: a local folder, or a storage (an object store's, with its options).
+Warehouses = Union[Path, str, Storage]
 
 __all__ = ["Capabilities", "Engine", "EngineError", "METHODS", "start_engine"]
 
 
-def _embedded(warehouse: Path, port: int, spark_conf: Mapping[str, str], **_: object) -> Engine:
+def _embedded(warehouse: Warehouses, port: int, spark_conf: Mapping[str, str], **_: object) -> Engine:
     from dbt.adapters.dyntable.engines.embedded import EmbeddedEngine
 
     return EmbeddedEngine(warehouse, port=port, conf=spark_conf).start()
 
 
 def _session(
-    warehouse: Path, master: str, spark_jars: Optional[Path], spark_conf: Mapping[str, str], **_: object
+    warehouse: Warehouses, master: str, spark_jars: Optional[Path], spark_conf: Mapping[str, str], **_: object
 ) -> Engine:
     from dbt.adapters.dyntable.engines.jvm import JvmSparkEngine
 
@@ -43,7 +47,7 @@ METHODS: Dict[str, Callable[..., Engine]] = {
 def start_engine(
     method: str,
     *,
-    warehouse: Path,
+    warehouse: Warehouses,
     port: int = 0,
     master: str = "local[*]",
     spark_jars: Optional[Path] = None,
@@ -55,7 +59,7 @@ def start_engine(
     if starter is None:
         raise EngineError(f"Unknown `method` {method!r}; use one of: {', '.join(repr(m) for m in METHODS)}.")
     return starter(
-        warehouse=Path(warehouse),
+        warehouse=warehouse if isinstance(warehouse, Storage) else Path(warehouse),
         port=port,
         master=master,
         spark_jars=Path(spark_jars) if spark_jars is not None else None,

@@ -266,15 +266,24 @@ class Engine(ABC):
         location = self.catalog_entry(schema, name).get("Location")
         return location.removeprefix("file:") if location and location.startswith("file:/") else location
 
-    def delta_log(self, name: str, *, hold_listing: bool = False) -> Optional[DeltaLog]:
+    def engine_location(self, location: str) -> str:
+        """``location`` (a path, or an object store's URL as the adapter names it) as this
+        engine's statements name it: JVM Spark reads S3 through Hadoop's ``s3a://``."""
+        return location
+
+    def delta_log(
+        self, name: str, *, hold_listing: bool = False, since: Optional[int] = None
+    ) -> Optional[DeltaLog]:
         """The Delta log of the table ``name`` (``schema.table``); None if it is not a Delta
         table of this engine. With ``hold_listing``, the log answers from the listing its
-        existence check took (:meth:`DeltaLog.hold_listing`): one listing per source per refresh."""
+        existence check took (:meth:`DeltaLog.hold_listing`): one listing per source per refresh.
+        ``since``: the version the caller asks about first (an object store's log is listed from
+        there: docs/ARCHITECTURE.md, "Object storage")."""
         schema, table = name.split(".", 1)
         location = self.table_location(schema, table)
         if location is None:
             return None
-        log = DeltaLog(location)
+        log = DeltaLog(location, since=since)
         if hold_listing:
             log.hold_listing()
         return log if log.exists() else None

@@ -11,6 +11,7 @@ import socket
 from typing import TYPE_CHECKING, ClassVar, Optional
 from urllib.parse import urlparse
 
+from dbt.adapters.dyntable import storage
 from dbt.adapters.dyntable.engines.base import Capabilities, Engine, EngineError, stop_connect_session
 from dbt.adapters.dyntable.vocabulary import first_line
 
@@ -79,6 +80,10 @@ class ConnectEngine(Engine):
             ) from exc
         self._spark = spark
         return self
+
+    def engine_location(self, location: str) -> str:
+        # Hadoop's name for S3, which Spark with hadoop-aws and Sail both read.
+        return storage.spark_location(location)
 
     @property
     def spark(self) -> "SparkSession":

@@ -1,4 +1,4 @@
-"""The embedded engine: LakeSail's Sail started inside this process, Delta tables on local disk.
+"""The embedded engine: LakeSail's Sail started inside this process, Delta tables in its warehouse.
 
 Sail is a Rust Spark Connect server; PySpark connects to it on 127.0.0.1 with one pinned session
 id. Sail's catalog lives in that session's memory only, so this module persists every table at an
@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Dict, List, Mapping, Optional, Set, Union
 
 import sqlglot
-from deltalake import DeltaTable
 from sqlglot import exp
 
+from dbt.adapters.dyntable import storage
 from dbt.adapters.dyntable.delta_log import DeltaLog
 from dbt.adapters.dyntable.engines.base import (
     DATAFRAME_DEBUGGING,
@@ -104,7 +104,12 @@ class EmbeddedEngine(Engine):
         "spark.sql.sources.default": "the embedded engine keeps Delta tables only",
     }
 
-    def __init__(self, warehouse: Path, port: int = 0, conf: Optional[Mapping[str, str]] = None) -> None:
+    def __init__(
+        self,
+        warehouse: Union[str, Path, storage.Storage],
+        port: int = 0,
+        conf: Optional[Mapping[str, str]] = None,
+    ) -> None:
         self.warehouse = Warehouse(warehouse)
         self.port = port
         self.conf = dict(conf or {})
@@ -126,6 +131,9 @@ class EmbeddedEngine(Engine):
                 "engine pick one."
             )
         os.environ.setdefault(SESSION_TIMEOUT_ENV, str(DEFAULT_SESSION_TIMEOUT_SECS))
+        # Sail reads an object store's settings from the environment (docs/ARCHITECTURE.md,
+        # "Object storage"): the profile's `storage_options`, for this process.
+        os.environ.update(self.warehouse.storage.engine_environment())
         # Sail logs every session at INFO otherwise, and warns of the tasks it aborts at every stop.
         os.environ.setdefault("RUST_LOG", "warn,sail_common::actor=error")
         try:
@@ -331,7 +339,7 @@ class EmbeddedEngine(Engine):
             )
         schema = self._schema_of(table)
         located = create.find(exp.LocationProperty)
-        location = Path(located.this.name) if located else self.warehouse.table_location(schema, table.name)
+        location = located.this.name if located else self.warehouse.table_location(schema, table.name)
         if not located:
             create = create.copy()
             props = create.args.get("properties") or exp.Properties(expressions=[])
@@ -339,7 +347,7 @@ class EmbeddedEngine(Engine):
             create.set("properties", props)
             statement = create.sql(dialect=DIALECT)
         query = create.expression
-        is_new = not (location / "_delta_log").is_dir()
+        is_new = not self._has_log(location)
         replace = query is not None and not is_new and bool(create.args.get("replace"))
         if replace and self._replaces_schema(create, location, query):
             return self._replace_schema(create, schema, table, location, query)
@@ -381,23 +389,30 @@ class EmbeddedEngine(Engine):
             self._drop_quietly(schema, table.name, location)
             raise
 
-    def _register_again(self, statement: str, schema: str, name: str, location: Path) -> "DataFrame":
+    def _has_log(self, location: str) -> bool:
+        """Whether a Delta log is at ``location`` (a local folder, or one with a commit in an
+        object store, where there are no folders)."""
+        if not storage.is_url(location):
+            return os.path.isdir(f"{location}/_delta_log")
+        return storage.is_delta_table(location)
+
+    def _register_again(self, statement: str, schema: str, name: str, location: str) -> "DataFrame":
         """Run ``statement`` as written, then register its table as every persisted table is,
         reading its schema from the Delta log: Sail registers the columns the statement declares
         (or, for CTAS over an existing table, the query's NOT NULL ones), and a NULL inserted or a
         column another writer changes would fail. Sail's DROP TABLE leaves the files."""
         result = self.spark.sql(statement)
-        if (location / "_delta_log").is_dir():
+        if self._has_log(location):
             self._register_from_log(schema, name, location)
         return result
 
-    def _register_from_log(self, schema: str, name: str, location: Path) -> "DataFrame":
+    def _register_from_log(self, schema: str, name: str, location: str) -> "DataFrame":
         """Register the table afresh with the columns its Delta log holds (a catalog-only drop
         first: Sail's DROP TABLE leaves the files)."""
         self.spark.sql(f"DROP TABLE IF EXISTS {quote(schema)}.{quote(name)}")
         return self.spark.sql(PersistedTable(schema, name, location).create_statement())
 
-    def _replaces_schema(self, create: exp.Create, location: Path, query: exp.Expression) -> bool:
+    def _replaces_schema(self, create: exp.Create, location: str, query: exp.Expression) -> bool:
         """Whether ``CREATE OR REPLACE ... AS query`` changes the Delta table's columns (names,
         order, types) or partitioning: Sail's CTAS over an existing table keeps its schema, casting
         the query's rows to it, where Delta's replaces it (docs/ARCHITECTURE.md, "Engines")."""
@@ -409,7 +424,7 @@ class EmbeddedEngine(Engine):
         ) != list(log.partition_columns)
 
     def _replace_schema(
-        self, create: exp.Create, schema: str, table: exp.Table, location: Path, query: exp.Expression
+        self, create: exp.Create, schema: str, table: exp.Table, location: str, query: exp.Expression
     ) -> "DataFrame":
         """``CREATE OR REPLACE ... AS query`` of an existing table whose schema or partitioning
         changes, as Delta does it: the query written over the table with ``overwriteSchema`` (one
@@ -422,7 +437,7 @@ class EmbeddedEngine(Engine):
             return self._create_table(create.sql(dialect=DIALECT), create)
         rows = self.spark.sql(query.sql(dialect=DIALECT))
         rows.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(str(location))
-        written = DeltaTable(str(location))
+        written = storage.delta_table(location)
         for field in written.schema().fields:
             if not field.nullable:
                 written.alter.drop_column_not_null(field.name)
@@ -449,7 +464,7 @@ class EmbeddedEngine(Engine):
             raise EngineGap(gap)
         return schema
 
-    def _drop_quietly(self, schema: str, name: str, location: Path) -> None:
+    def _drop_quietly(self, schema: str, name: str, location: str) -> None:
         try:
             self.spark.sql(f"DROP TABLE IF EXISTS {quote(schema)}.{quote(name)}")
         finally:
@@ -474,15 +489,29 @@ class EmbeddedEngine(Engine):
             location = self.table_location(schema, target.name)
             result = self.spark.sql(statement)
             if location is not None:
-                self.warehouse.drop_table(Path(location))
+                self.warehouse.drop_table(location)
             return result
         return self.spark.sql(statement)
 
     def table_location(self, schema: str, name: str) -> Optional[str]:
         path = self.warehouse.table_location(schema, name)
-        if (path / "_delta_log").is_dir():
-            return str(path)
+        if self._has_log(path):
+            return path
         return super().table_location(schema, name)  # created elsewhere with an explicit LOCATION
+
+    def delta_log(
+        self, name: str, *, hold_listing: bool = False, since: Optional[int] = None
+    ) -> Optional[DeltaLog]:
+        """As :meth:`Engine.delta_log`; in an object store, the warehouse's location is tried
+        first with the log's own listing, so that finding the table costs no request of its own."""
+        if self.warehouse.remote:
+            schema, table = name.split(".", 1)
+            log = DeltaLog(self.warehouse.table_location(schema, table), since=since)
+            if hold_listing:
+                log.hold_listing()
+            if log.exists():
+                return log
+        return super().delta_log(name, hold_listing=hold_listing, since=since)
 
     def view_definition(self, schema: str, name: str) -> Optional[str]:
         statement = self.warehouse.view_statement(schema, name)

@@ -26,6 +26,7 @@ say why it failed, and end the JVM when the engine stops (PySpark keeps it until
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import re
@@ -44,6 +45,7 @@ from urllib.parse import urlparse
 
 from sqlglot import exp
 
+from dbt.adapters.dyntable import storage
 from dbt.adapters.dyntable.engines.base import DATAFRAME_DEBUGGING, Capabilities, Engine, EngineError
 from dbt.adapters.dyntable.engines.warehouse import Warehouse, ddl_kind, parse_ddl, with_location
 from dbt.adapters.dyntable.vocabulary import quote, sql_string
@@ -370,7 +372,7 @@ class JvmSparkEngine(Engine):
 
     def __init__(
         self,
-        warehouse: Path,
+        warehouse: "Path | str | storage.Storage",
         master: str = "local[*]",
         spark_jars: Optional[Path] = None,
         spark_conf: Optional[Mapping[str, str]] = None,
@@ -402,7 +404,9 @@ class JvmSparkEngine(Engine):
         conf: Dict[str, str] = {
             "spark.master": self.master,
             "spark.app.name": "dbt-dyntable",
-            "spark.sql.warehouse.dir": str(self.warehouse.root),
+            "spark.sql.warehouse.dir": self.engine_location(self.warehouse.root),
+            # An object store's settings, in Hadoop's S3A names (docs/ARCHITECTURE.md, "Object storage").
+            **storage.hadoop_configuration(self.warehouse.storage),
             "spark.sql.catalogImplementation": "hive",
             "spark.ui.enabled": "false",
             # Spark 4 turns ANSI mode on; the embedded engine runs with it off, and generated SQL
@@ -419,7 +423,7 @@ class JvmSparkEngine(Engine):
             # cluster's executors must reach it.
             conf["spark.driver.bindAddress"] = "127.0.0.1"
             conf["spark.driver.host"] = "127.0.0.1"
-            metastore = self.warehouse.root / METASTORE_DIR
+            metastore = self.metastore_folder
             conf[JDO_URL] = self._derby_url(create=True)
             # Derby writes derby.log into its home, which defaults to the working directory.
             conf["spark.driver.extraJavaOptions"] = f"-Dderby.system.home={metastore}"
@@ -482,7 +486,7 @@ class JvmSparkEngine(Engine):
         try:
             self.warehouse.ensure_writable()
             if self.local:
-                (self.warehouse.root / METASTORE_DIR).mkdir(exist_ok=True)
+                self.metastore_folder.mkdir(parents=True, exist_ok=True)
             context = SparkContext(conf=spark_conf, gateway=self._gateway)
             if self.local and "PYSPARK_PYTHON" not in os.environ:
                 # Python UDFs run in worker processes Spark starts with `python3` from PATH, not
@@ -519,7 +523,7 @@ class JvmSparkEngine(Engine):
         return self
 
     def _derby_url(self, create: bool = False) -> str:
-        database = self.warehouse.root / METASTORE_DIR / "metastore_db"
+        database = self.metastore_folder / "metastore_db"
         return f"jdbc:derby:;databaseName={database}" + (";create=true" if create else "")
 
     def _widen_view_text_columns(self) -> None:
@@ -582,7 +586,7 @@ class JvmSparkEngine(Engine):
                     continue
                 self._spark.sql(
                     f"CREATE TABLE IF NOT EXISTS {quote(schema)}.{quote(table.name)} USING delta "
-                    f"LOCATION {sql_string(str(table.location))}"
+                    f"LOCATION {sql_string(self.engine_location(table.location))}"
                 )
                 registered += 1
         return registered
@@ -604,7 +608,7 @@ class JvmSparkEngine(Engine):
         ):
             name = ddl.this.db or ddl.this.name
             if name and name.lower() != "default":
-                statement = with_location(ddl, self.warehouse.schema_path(name))
+                statement = with_location(ddl, self.engine_location(self.warehouse.schema_path(name)))
         elif isinstance(ddl, exp.Drop) and kind == "TABLE" and len(ddl.args.get("tables") or []) == 1:
             target = ddl.args["tables"][0]
             schema = target.db or self.spark.catalog.currentDatabase()
@@ -659,13 +663,30 @@ class JvmSparkEngine(Engine):
         return str(repaired if repaired is not None else error).strip()
 
     @staticmethod
-    def _local_path(location: Optional[str]) -> Optional[Path]:
+    def _local_path(location: Optional[str]) -> Optional[str]:
+        """A catalog's location as the warehouse names it (a local path, or ``s3://`` for
+        Spark's ``s3a://``); None for another kind."""
         if not location:
             return None
         if location.startswith("file:"):
             location = location.removeprefix("file:")
             location = "/" + location.lstrip("/")
-        return Path(location) if location.startswith("/") else None
+        if storage.is_url(location):
+            return storage.normalized(location)
+        return location if location.startswith("/") else None
+
+    @property
+    def metastore_folder(self) -> Path:
+        """The local Derby metastore's folder: in the warehouse, or, for a warehouse in an object
+        store (where Derby cannot write), in this user's home, one per warehouse URL. A shared
+        metastore (``spark.hadoop.hive.metastore.uris``) is what several machines need."""
+        if not self.warehouse.remote:
+            return Path(self.warehouse.root) / METASTORE_DIR
+        digest = hashlib.sha1(self.warehouse.root.encode()).hexdigest()[:12]
+        return Path.home() / ".dyntable" / "metastore" / digest
+
+    def engine_location(self, location: str) -> str:
+        return storage.spark_location(location)
 
     def _check_catalog(self) -> None:
         """Touch the catalog now, so Delta and metastore problems surface at start, not mid-run."""
@@ -687,7 +708,7 @@ class JvmSparkEngine(Engine):
                 ) from exc
             if "Another instance of Derby" in text or "Failed to start database" in text:
                 raise EngineError(
-                    f"The local metastore in {self.warehouse.root / METASTORE_DIR} is in use by another "
+                    f"The local metastore in {self.metastore_folder} is in use by another "
                     "process (embedded Derby serves one at a time). Stop the other process, use a "
                     "different `warehouse`, or configure a shared Hive metastore in `spark_conf`."
                 ) from exc

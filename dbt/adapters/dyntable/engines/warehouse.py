@@ -3,6 +3,8 @@
     <warehouse>/<schema>/<table>/_delta_log/...     a Delta table
     <warehouse>/<schema>/.views/<view>.sql          a view's CREATE statement (embedded engine)
 
+The warehouse is a local folder or a prefix in an object store (:mod:`..storage`).
+
 Sail keeps its catalog in memory per Spark Connect session, so whatever a dbt invocation creates
 must be found again by the next process: :meth:`Warehouse.attach` re-creates the embedded engine's
 catalog entries from the directory when it starts. The JVM engine keeps its catalog in a metastore,
@@ -17,21 +19,19 @@ does not, so the embedded engine hands it every schema, table and view name in l
 from __future__ import annotations
 
 import logging
-import os
 import re
-import shutil
-import tempfile
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import AbstractSet, Dict, Iterator, List, Optional, Set, Tuple, Union
 
 import sqlglot
-from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 from sqlglot import exp
 
+from dbt.adapters.dyntable import storage
 from dbt.adapters.dyntable.engines.base import EngineError
+from dbt.adapters.dyntable.storage import Storage
 from dbt.adapters.dyntable.vocabulary import DIALECT, first_line, quote, sql_string
 
 logger = logging.getLogger(__name__)
@@ -134,7 +134,7 @@ def ddl_kind(ddl: exp.Expression) -> str:
     return str(ddl.args.get("kind") or "").upper()
 
 
-def with_location(create: exp.Create, location: Path) -> str:
+def with_location(create: exp.Create, location: str) -> str:
     """``create`` with a LOCATION clause added, as Spark SQL."""
     create = create.copy()
     props = create.args.get("properties") or exp.Properties(expressions=[])
@@ -147,113 +147,126 @@ def with_location(create: exp.Create, location: Path) -> str:
 class PersistedTable:
     schema: str
     name: str
-    location: Path
+    location: str
 
-    def create_statement(self) -> str:
+    def create_statement(self, location: Optional[str] = None) -> str:
         """`CREATE TABLE ... LOCATION` without a column list: Sail then reads the schema from the
         Delta log at every scan, so a table whose schema another writer changed (a column added,
         dropped or renamed by deltalake or another Spark) stays readable and writable, where a
         declared list kept the old columns ("not available in Delta file scan schema"). Such a
         table lists no columns in the session's catalog; the adapter lists them from its Delta log
-        (docs/ARCHITECTURE.md, "Engines")."""
-        partitions = DeltaTable(str(self.location)).metadata().partition_columns
+        (docs/ARCHITECTURE.md, "Engines"). ``location``: as the engine names it, where that
+        differs (JVM Spark's ``s3a://``)."""
+        partitions = storage.delta_table(self.location).metadata().partition_columns
         partitioned = f" PARTITIONED BY ({', '.join(quote(c) for c in partitions)})" if partitions else ""
         return (
             f"CREATE TABLE IF NOT EXISTS {quote(self.schema)}.{quote(self.name)} "
-            f"USING delta{partitioned} LOCATION {sql_string(str(self.location))}"
+            f"USING delta{partitioned} LOCATION {sql_string(location or self.location)}"
         )
 
 
 class Warehouse:
-    """The directory layout of the embedded engine's tables and views."""
+    """The layout of the engines' tables and views, in a local folder or an object store
+    (:mod:`..storage`)."""
 
-    def __init__(self, root: Path) -> None:
-        self.root = root.expanduser().resolve()
+    def __init__(self, root: Union[str, Path, Storage]) -> None:
+        self.storage = root if isinstance(root, Storage) else storage.warehouse_storage(str(root))
+        #: The warehouse's location: an absolute local path, or a URL.
+        self.root = self.storage.root
+
+    @property
+    def remote(self) -> bool:
+        return self.storage.remote
 
     def ensure_writable(self) -> None:
         """Create the directory and prove a file can be written there."""
+        probe = self.storage.join(f".write-check-{uuid.uuid4().hex}")
         try:
-            self.root.mkdir(parents=True, exist_ok=True)
-            probe = self.root / f".write-check-{uuid.uuid4().hex}"
-            probe.write_text("ok")
-            probe.unlink()
+            self.storage.make_folder(self.root)
+            self.storage.write(probe, b"ok")
+            self.storage.delete(probe)
         except OSError as exc:
             raise EngineError(
-                f"The embedded engine cannot write to its warehouse directory {self.root} "
+                f"The engine cannot write to its warehouse directory {self.root} "
                 f"({exc.strerror or exc}). Set `warehouse` in your profile to a writable directory."
             ) from exc
+        except Exception as exc:  # noqa: BLE001 - an object store's client raises its own errors
+            raise EngineError(
+                f"The engine cannot write to its warehouse {self.root}: {first_line(exc)}. Check the "
+                "bucket, the credentials the environment gives (AWS_ACCESS_KEY_ID, AWS_PROFILE, an "
+                "instance role, ...) and `storage_options` (endpoint, region) in your profile."
+            ) from exc
 
-    def schema_path(self, schema: str) -> Path:
-        return self.root / schema.lower()
+    def schema_path(self, schema: str) -> str:
+        return self.storage.join(schema.lower())
 
-    def table_location(self, schema: str, name: str) -> Path:
-        return self.schema_path(schema) / name.lower()
+    def table_location(self, schema: str, name: str) -> str:
+        return self.storage.join(schema.lower(), name.lower())
 
-    def contains(self, path: Path) -> bool:
-        return self.root in path.resolve().parents
+    def contains(self, location: str) -> bool:
+        return self.storage.contains(str(location))
 
     def schemas(self) -> List[str]:
-        if not self.root.is_dir():
-            return []
         # A folder holding a Delta log is a table, not a schema: JVM Spark keeps the tables of
         # the `default` schema directly in the warehouse.
         return sorted(
-            p.name
-            for p in self.root.iterdir()
-            if p.is_dir() and not p.name.startswith(".") and not (p / DELTA_LOG).is_dir()
+            name
+            for name in self.storage.folders(self.root)
+            if not name.startswith(".") and DELTA_LOG not in self.storage.folders(self.storage.join(name))
         )
 
     def tables(self, schema: str) -> Iterator[PersistedTable]:
-        for path in sorted(self.schema_path(schema).iterdir()):
-            if path.is_dir() and (path / DELTA_LOG).is_dir() and any((path / DELTA_LOG).glob("*.json")):
-                yield PersistedTable(schema, path.name, path)
+        for name in self.storage.folders(self.schema_path(schema)):
+            location = self.storage.join(schema.lower(), name)
+            if not name.startswith(".") and self.storage.is_table(location):
+                yield PersistedTable(schema, name, location)
 
     def views(self, schema: str) -> List[Tuple[str, str]]:
-        folder = self.schema_path(schema) / VIEWS_DIR
-        if not folder.is_dir():
-            return []
-        return [(p.stem, p.read_text()) for p in sorted(folder.glob("*.sql"))]
+        folder = self.storage.join(schema.lower(), VIEWS_DIR)
+        found = []
+        for listed in self.storage.files(folder):
+            if listed.name.endswith(".sql"):
+                text = self.storage.read(f"{folder}/{listed.name}")
+                if text is not None:
+                    found.append((listed.name[: -len(".sql")], text.decode()))
+        return found
 
     def names(self) -> Set[str]:
         """Every schema, table and view name the warehouse holds (lower case, as stored)."""
         found: Set[str] = set()
         for schema in self.schemas():
             found.add(schema)
-            for path in self.schema_path(schema).iterdir():
-                if path.is_dir() and not path.name.startswith("."):
-                    found.add(path.name)
-            found.update(p.stem for p in (self.schema_path(schema) / VIEWS_DIR).glob("*.sql"))
+            found.update(n for n in self.storage.folders(self.schema_path(schema)) if not n.startswith("."))
+            views = self.storage.files(self.storage.join(schema, VIEWS_DIR))
+            found.update(f.name[: -len(".sql")] for f in views if f.name.endswith(".sql"))
         return found
 
     def view_statement(self, schema: str, name: str) -> Optional[str]:
-        path = self.schema_path(schema) / VIEWS_DIR / f"{name.lower()}.sql"
-        return path.read_text() if path.is_file() else None
+        text = self.storage.read(self.storage.join(schema.lower(), VIEWS_DIR, f"{name.lower()}.sql"))
+        return text.decode() if text is not None else None
 
     # -- bookkeeping after DDL -------------------------------------------------------------------
 
     def create_schema(self, schema: str) -> None:
-        self.schema_path(schema).mkdir(parents=True, exist_ok=True)
+        self.storage.make_folder(self.schema_path(schema))
 
     def save_view(self, schema: str, name: str, statement: str) -> None:
-        folder = self.schema_path(schema) / VIEWS_DIR
-        folder.mkdir(parents=True, exist_ok=True)
-        # Write then rename, so a crash never leaves half a view definition behind.
-        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
-        with os.fdopen(fd, "w") as handle:
-            handle.write(statement)
-        os.replace(tmp, folder / f"{name.lower()}.sql")
+        # Written whole (a local file through a rename), so a crash never leaves half a view.
+        self.storage.write(
+            self.storage.join(schema.lower(), VIEWS_DIR, f"{name.lower()}.sql"), statement.encode()
+        )
 
     def drop_view(self, schema: str, name: str) -> None:
-        (self.schema_path(schema) / VIEWS_DIR / f"{name.lower()}.sql").unlink(missing_ok=True)
+        self.storage.delete(self.storage.join(schema.lower(), VIEWS_DIR, f"{name.lower()}.sql"))
 
-    def drop_table(self, location: Path) -> None:
+    def drop_table(self, location: str) -> None:
         """Delete a dropped table's files: Sail leaves them, and a later table at the same
         location would otherwise inherit the old history."""
         if self.contains(location):
-            shutil.rmtree(location, ignore_errors=True)
+            self.storage.delete_tree(storage.normalized(str(location)))
 
     def drop_schema(self, schema: str) -> None:
-        shutil.rmtree(self.schema_path(schema), ignore_errors=True)
+        self.storage.delete_tree(self.schema_path(schema))
 
     # -- start-up --------------------------------------------------------------------------------
 

@@ -85,7 +85,8 @@ class LoadedProject:
     _environment: Optional[Environment] = field(default=None, repr=False)
 
     @property
-    def warehouse(self) -> Path:
+    def warehouse(self) -> str:
+        """The warehouse's location: an absolute local path, or an object store's URL."""
         return warehouse_of(self.credentials, self.options.project_dir)
 
     @property
@@ -96,7 +97,7 @@ class LoadedProject:
         """The metadata tables, read with `deltalake` alone: no engine needed."""
         schema = self.metadata_schema
         store = MetadataStore(
-            self.warehouse / schema.lower(), schema, self.credentials.history_retention_days
+            f"{self.warehouse}/{schema.lower()}", schema, self.credentials.history_retention_days
         )
         store.ensure()
         return store

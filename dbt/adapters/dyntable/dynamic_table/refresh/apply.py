@@ -50,6 +50,7 @@ from deltalake.transaction import AddAction, RemoveAction
 from pyspark.sql.types import ArrayType, MapType, NullType, StructType
 from sqlglot import exp
 
+from dbt.adapters.dyntable import storage
 from dbt.adapters.dyntable.delta_log import (
     CHECKPOINT_INTERVAL,
     DEFAULT_CHECKPOINT_INTERVAL,
@@ -820,7 +821,7 @@ def merge_files(writer: DeltaTable, log: DeltaLog, groups: Sequence[Sequence[Dat
                 value = group[0].partition_values.get(name)
                 rows = rows.append_column(column, pa.array([value] * rows.num_rows, column.type))
             written = f"{folder}/{number}"
-            write_deltalake(
+            storage.write_delta(
                 log.root_uri + written[len(root) :],
                 rows.select(schema.names),
                 partition_by=partition_by or None,

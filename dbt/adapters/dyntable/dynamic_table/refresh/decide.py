@@ -449,7 +449,8 @@ def observe(
     resuming = frontier if definition.rebuild_reason is None else None
     states = []
     for name in names:
-        log = engine.delta_log(name, hold_listing=True)
+        consumed = resuming.sources.get(name) if resuming else None
+        log = engine.delta_log(name, hold_listing=True, since=consumed.version if consumed else None)
         if log is None and not engine.capabilities.escaped_table_paths and not _plain(name):
             raise RefreshError(
                 f"Source {name} cannot be read incrementally by the {engine.name} engine: it stores "
@@ -473,7 +474,8 @@ def observe(
         read = _read_of(name, upstream, across, request)
         version = _version_read(log, name, read, upstream, effective, metadata)
         states.append(_source_state(log, name, version, read, resuming))
-    dt_log = engine.delta_log(dt.name)
+    produced = resuming.dt_version if resuming is not None and resuming.dt_version >= 0 else None
+    dt_log = engine.delta_log(dt.name, since=produced)
     dt_size, dt_rows = 0, None
     if dt.config.refresh_mode == "auto" and any(s.interval is not None for s in states):
         states = [replace(s, size_bytes=s.log.size_bytes(s.end)) for s in states]

@@ -22,7 +22,7 @@ import contextlib
 import uuid
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple, Union
 
 from dbt.adapters.dyntable.delta_log import DeltaLog
 from dbt.adapters.dyntable.dynamic_table.failpoints import failpoint
@@ -114,7 +114,7 @@ class _Refresh:
 class RefreshPipeline:
     """Refreshes dynamic tables on one engine, with one metadata store."""
 
-    def __init__(self, engine: Engine, metadata: MetadataStore, locks: Path) -> None:
+    def __init__(self, engine: Engine, metadata: MetadataStore, locks: Union[str, Path]) -> None:
         self.engine = engine
         self.metadata = metadata
         self.recorder = Recorder(metadata)
