@@ -1090,6 +1090,12 @@ class DeltaLog:
         return self._read_bytes(version)
 
     def _read_bytes(self, version: int) -> bytes:
+        if self._remote:
+            # One request (Arrow's input stream asks for the object's size first).
+            found = self._storage.read(f"{self.location}/{commit_file(version)}")
+            if found is None:
+                raise HistoryUnavailable(f"{self.location}: the commit of version {version} is gone.")
+            return found
         path = f"{self._root}/{commit_file(version)}"
         try:
             with self._fs.open_input_stream(path) as stream:
