@@ -88,7 +88,11 @@ def serve(port: int, bucket: str, latency_ms: float) -> None:
     from moto import settings
     from moto.core import DEFAULT_ACCOUNT_ID
     from moto.iam.models import iam_backends
-    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+    from moto.moto_server.werkzeug_app import (
+        DomainDispatcherApplication,
+        MotoRequestHandler,
+        create_backend_app,
+    )
     from moto.s3.models import s3_backends
     from werkzeug.serving import make_server
 
@@ -134,7 +138,9 @@ class S3Server:
         line = self._proc.stdout.readline()
         if not line:
             self._proc.wait()
-            raise RuntimeError(f"The S3 test server did not start (exit {self._proc.returncode}): is moto[server] installed?")
+            raise RuntimeError(
+                f"The S3 test server did not start (exit {self._proc.returncode}): is moto[server] installed?"
+            )
         info = json.loads(line)
         self.endpoint: str = info["endpoint"]
         self.region: str = info["region"]
@@ -206,7 +212,9 @@ class S3Server:
 
 
 def main(argv: Optional[List[str]] = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--port", type=int, default=0, help="a free port when 0")
     parser.add_argument("--bucket", default="warehouse")
     parser.add_argument("--latency-ms", type=float, default=0, help="added to every request")
