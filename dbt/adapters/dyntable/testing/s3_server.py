@@ -86,7 +86,7 @@ def _kind(method: str, path: str, query: Dict[str, List[str]]) -> str:
 def serve(port: int, bucket: str, latency_ms: float) -> None:
     """Serve until killed; print the endpoint and credentials first."""
     from moto import settings
-    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.core.models import DEFAULT_ACCOUNT_ID
     from moto.iam.models import iam_backends
     from moto.moto_server.werkzeug_app import (
         DomainDispatcherApplication,
