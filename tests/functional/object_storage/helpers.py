@@ -13,6 +13,7 @@ import pyarrow as pa
 import yaml
 from dbt.cli.main import dbtRunner
 
+from dbt.adapters.dyntable import storage
 from dbt.adapters.dyntable.connections import EngineRegistry
 from dbt.adapters.dyntable.dynamic_table.metadata import HistoryRow, MetadataStore
 from dbt.adapters.dyntable.dynamic_table.verify import check_dvs
@@ -106,6 +107,7 @@ class S3Project:
         return EngineRegistry.get(credentials(self.target), self.root).engine
 
     def store(self) -> MetadataStore:
+        storage.warehouse_storage(self.warehouse, self.target["storage_options"])  # this process's settings
         return MetadataStore(f"{self.warehouse}/dyntable_meta", "dyntable_meta")
 
     def assert_matches(self, *models: str) -> None:

@@ -775,6 +775,9 @@ class MetadataStore:
         except (MetadataDamaged, CommitFailedError):
             raise
         except DAMAGE_ERRORS as exc:
+            unreachable = storage.unreachable(exc, self.root)
+            if unreachable is not None:
+                raise storage.StorageUnreachable(unreachable) from exc
             raise self._damaged(table, first_line(exc)) from exc
 
     def _rows(

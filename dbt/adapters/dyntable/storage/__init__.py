@@ -35,6 +35,7 @@ from dbt.adapters.dyntable.storage.settings import (
     ACCEPTED,
     SCHEMES,
     StorageError,
+    StorageUnreachable,
     StoreUrl,
     is_url,
     normalized,
@@ -51,11 +52,13 @@ __all__ = [
     "ObjectStorage",
     "Storage",
     "StorageError",
+    "StorageUnreachable",
     "StoreUrl",
     "is_url",
     "normalized",
     "parse_url",
     "storage_options",
+    "unreachable",
 ]
 
 # -- the process's warehouses -----------------------------------------------------------------------

@@ -87,6 +87,41 @@ class StorageError(ValueError):
     """A `warehouse` or `storage_options` the adapter cannot serve; the message names the key."""
 
 
+class StorageUnreachable(RuntimeError):
+    """The object store did not answer, or refused the credentials: nothing is damaged."""
+
+
+#: What the libraries' errors say when the store cannot be reached or refuses the request.
+_UNREACHABLE = (
+    "error sending request",
+    "dns error",
+    "connection refused",
+    "lacked the necessary privileges",
+    "permission denied",
+    "access denied",
+    "accessdenied",
+    "invalidaccesskeyid",
+    "signaturedoesnotmatch",
+    "403",
+)
+
+
+def unreachable(error: BaseException, location: str) -> Optional[str]:
+    """What to tell the user when ``error`` says the store at ``location`` could not be reached
+    or refused the credentials; None for any other error. Credentials are never in the text."""
+    if "://" not in location:
+        return None
+    text = str(error).lower()
+    if not any(sign in text for sign in _UNREACHABLE):
+        return None
+    return (
+        f"The warehouse's object store could not be reached or refused the request for {location} "
+        f"({str(error).splitlines()[0][:200]}). Check the credentials the environment gives "
+        "(AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE, an instance role, ...) and "
+        "`storage_options` (endpoint, region, allow_http) in the profile."
+    )
+
+
 def truthy(value: str) -> bool:
     return value.strip().lower() in ("1", "true", "yes", "on")
 

@@ -1,0 +1,99 @@
+"""Processes sharing a warehouse on object storage (docs/ARCHITECTURE.md, "Object storage"): a
+refresh killed mid-way recovers, two processes never refresh one table at once, and the locks
+are lease objects in the bucket, not files on a shared disk."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from dbt.adapters.dyntable.dynamic_table.failpoints import ENV
+from dbt.adapters.dyntable.dynamic_table.locking import RefreshLock, RefreshLocked
+from dbt.adapters.dyntable.testing.s3_server import S3Server
+from tests.functional.object_storage.helpers import S3Project
+
+DBT = str(Path(sys.executable).with_name("dbt"))
+MODEL = (
+    "{{ config(materialized='dynamic_table', target_lag='1 minute') }}\n"
+    "select customer_id, count(*) as orders, sum(amount) as amount from {{ source('raw', 'orders') }} "
+    "group by customer_id"
+)
+
+
+def orders(ids) -> pa.Table:
+    return pa.table(
+        {
+            "order_id": pa.array(ids, pa.int64()),
+            "customer_id": pa.array([i % 3 for i in ids], pa.int64()),
+            "amount": pa.array([float(i) for i in ids]),
+        }
+    )
+
+
+@pytest.fixture
+def project(tmp_path: Path, s3: S3Server, s3_warehouse: str) -> S3Project:
+    project = S3Project(tmp_path, s3, s3_warehouse)
+    project.write(
+        "models/sources.yml",
+        "version: 2\nsources:\n  - name: raw\n    schema: raw\n    tables:\n      - name: orders\n",
+    )
+    project.write("models/orders_dt.sql", MODEL)
+    project.write_source("orders", orders([1, 2, 3]))
+    return project
+
+
+@pytest.mark.parametrize(
+    "failpoint, recovered", [("after_apply", "SUCCEEDED"), ("after_intent", "CANCELLED")]
+)
+def test_a_refresh_killed_mid_way_recovers(project: S3Project, failpoint: str, recovered: str) -> None:
+    project.run(DBT, "run", "--profiles-dir", ".")
+    project.write_source("orders", orders([4, 5]))
+    killed = project.run(DBT, "run", "--profiles-dir", ".", env={ENV: failpoint}, check=False)
+    assert killed.returncode < 0 or killed.returncode == 137, killed.stdout[-2000:]
+    # The killed process's lease is still in the bucket: a process of this machine finds its
+    # holder gone and takes it over at once.
+    project.run(DBT, "run", "--profiles-dir", ".")
+    history = project.history("orders_dt")
+    assert [r.state.value for r in history if r.refresh_trigger.value == "RECOVERY"] == [recovered]
+    project.assert_matches("orders_dt")
+
+
+def test_two_processes_never_refresh_one_table_at_once(project: S3Project, s3: S3Server) -> None:
+    project.dbt("run")
+    lock_root = f"{project.warehouse}/dyntable_meta/.locks"
+    held = RefreshLock(lock_root, "app.orders_dt").acquire()
+    try:
+        project.write_source("orders", orders([6, 7]))
+        blocked = project.dyntable("refresh", "orders_dt", check=False)
+        assert blocked.returncode != 0
+        assert "being refreshed by process" in blocked.stdout + blocked.stderr
+        with pytest.raises(RefreshLocked):
+            RefreshLock(lock_root, "app.orders_dt").acquire()
+    finally:
+        held.release()
+    # Two at once, each in its own process: one refresh applies the change, never two.
+    commands = [DBT, "run", "--profiles-dir", "."]
+    both = [
+        subprocess.Popen(
+            commands,
+            cwd=project.root,
+            env={**__import__("os").environ, **s3.credentials()},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    outputs = [p.communicate(timeout=600)[0] for p in both]
+    assert any(p.returncode == 0 for p in both), outputs
+    applied = [
+        r
+        for r in project.history("orders_dt")
+        if r.refresh_action is not None and r.refresh_action.value == "INCREMENTAL"
+    ]
+    assert len(applied) == 1, [(r.refresh_action, r.state, r.reason) for r in project.history("orders_dt")]
+    project.assert_matches("orders_dt")
