@@ -41,6 +41,7 @@ from dbt.adapters.dyntable.storage.settings import (
     normalized,
     parse_url,
     storage_options,
+    unreachable,
     truthy,
 )
 
