@@ -41,8 +41,8 @@ from dbt.adapters.dyntable.storage.settings import (
     normalized,
     parse_url,
     storage_options,
-    unreachable,
     truthy,
+    unreachable,
 )
 
 __all__ = [
