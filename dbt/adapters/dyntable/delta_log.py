@@ -191,6 +191,8 @@ _object_listings: "_Lru[str, _Listing]" = _Lru(LISTING_CACHE_SIZE)
 #: Commit identities read from an object store, by location, version and the object's tag: a
 #: commit is read once per process (an object's tag changes with its bytes).
 _object_commit_ids: "_Lru[Tuple[str, int, str], str]" = _Lru(LISTING_CACHE_SIZE * 16)
+#: In-commit timestamps read from an object store, kept as the identities are.
+_object_commit_icts: "_Lru[Tuple[str, int, str], Tuple[Optional[int]]]" = _Lru(LISTING_CACHE_SIZE * 16)
 
 
 class DeltaLogError(RuntimeError):
@@ -601,6 +603,10 @@ class DeltaLog:
         """The commit's in-commit timestamp. Where a table records them, commitInfo is its
         commits' first action (Delta protocol, "In-Commit Timestamps"): one line is parsed, not
         the compaction's thousands of file actions."""
+        if version not in self._commit_ict and self._remote:
+            known = _object_commit_icts.get((self.location, version, self._listing().tags.get(version, "")))
+            if known is not None:
+                self._commit_ict[version] = known[0]
         if version not in self._commit_ict:
             parsed = self._commits.get(version)
             if parsed is not None:
@@ -610,6 +616,9 @@ class DeltaLog:
                 info = (json.loads(first).get("commitInfo") if first.strip() else None) or {}
                 value = info.get("inCommitTimestamp")
             self._commit_ict[version] = int(value) if value is not None else None
+            tag = self._listing().tags.get(version) if self._remote else None
+            if tag:
+                _object_commit_icts.put((self.location, version, tag), (self._commit_ict[version],))
         return self._commit_ict[version]
 
     def hold_listing(self) -> "DeltaLog":

@@ -119,6 +119,8 @@ class EmbeddedEngine(Engine):
         #: Every schema, table and view name of the catalog (lower case), and more: a statement
         #: spelling one of them in another case has it lowered (:func:`canonical_names`).
         self._names: Set[str] = set()
+        #: Per schema, the names of its saved views, listed once per batch in an object store.
+        self._view_names: Dict[str, Set[str]] = {}
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -322,6 +324,7 @@ class EmbeddedEngine(Engine):
             result = self.spark.sql(statement)
             table = create.this if isinstance(create.this, exp.Table) else create.this.this
             self.warehouse.save_view(self._schema_of(table), table.name, statement)
+            self._view_names.get(self._schema_of(table).lower(), set()).add(table.name.lower())
             return result
         if kind != "TABLE" or temporary:
             return self.spark.sql(statement)
@@ -484,6 +487,7 @@ class EmbeddedEngine(Engine):
         if kind == "VIEW":
             result = self.spark.sql(statement)
             self.warehouse.drop_view(schema, target.name)
+            self._view_names.get(schema.lower(), set()).discard(target.name.lower())
             return result
         if kind == "TABLE":
             location = self.table_location(schema, target.name)
@@ -513,7 +517,19 @@ class EmbeddedEngine(Engine):
                 return log
         return super().delta_log(name, hold_listing=hold_listing, since=since)
 
+    def forget_catalog(self) -> None:
+        super().forget_catalog()
+        self._view_names = {}
+
     def view_definition(self, schema: str, name: str) -> Optional[str]:
+        if self.warehouse.remote:
+            # In an object store each look costs a request: a schema's saved views are listed
+            # once per batch, and only a name listed is read (docs/ARCHITECTURE.md, "Object storage").
+            listed = self._view_names
+            if schema.lower() not in listed:
+                listed[schema.lower()] = self.warehouse.view_names(schema)
+            if name.lower() not in listed[schema.lower()]:
+                return None
         statement = self.warehouse.view_statement(schema, name)
         if statement is None:
             return None

@@ -241,6 +241,11 @@ class Warehouse:
             found.update(f.name[: -len(".sql")] for f in views if f.name.endswith(".sql"))
         return found
 
+    def view_names(self, schema: str) -> Set[str]:
+        """The names of the views saved in ``schema`` (lower case)."""
+        listed = self.storage.files(self.storage.join(schema.lower(), VIEWS_DIR))
+        return {f.name[: -len(".sql")] for f in listed if f.name.endswith(".sql")}
+
     def view_statement(self, schema: str, name: str) -> Optional[str]:
         text = self.storage.read(self.storage.join(schema.lower(), VIEWS_DIR, f"{name.lower()}.sql"))
         return text.decode() if text is not None else None

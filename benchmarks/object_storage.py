@@ -1,0 +1,322 @@
+"""Object storage: what a refresh costs where users pay per request, and in each request's latency.
+
+The warehouse is in an S3 API server on 127.0.0.1 (moto, credentials required), which counts the
+requests it serves by kind and path and can add latency to each (docs/ARCHITECTURE.md, "Object
+storage"). Three measurements, side by side in one run:
+
+1. a NO_DATA decision: the requests its refresh makes per source, in a process that has read the
+   source before (a runner) and in a fresh one (`dbt run`), and what it writes;
+2. an INCREMENTAL refresh of 1,000 appended rows into a group-by DT over a fact table of each size,
+   and over one refresh after another: its requests must not grow with the table or its history;
+3. `dbt run` of DTs where no source changed, with every request delayed by 20 ms: NO_DATA per DT.
+
+    .venv/bin/python -m benchmarks.object_storage --sizes 1000000 10000000 --refreshes 1000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Dict, List, Sequence, Tuple
+
+import numpy as np
+import pyarrow as pa
+import yaml
+
+from benchmarks.common import Goal, markdown_table, write_results
+from dbt.adapters.dyntable import storage
+from dbt.adapters.dyntable.dynamic_table.config import DynamicTableConfig, TargetLag
+from dbt.adapters.dyntable.dynamic_table.lifecycle import RefreshRequest, Trigger
+from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
+from dbt.adapters.dyntable.testing.s3_server import S3Server
+
+GROUPS = 1000
+CHANGED = 1000
+WRITES = ("PUT", "POST", "DELETE")
+
+
+def facts(rows: int, start: int = 0) -> pa.Table:
+    ids = np.arange(start, start + rows, dtype=np.int64)
+    return pa.table({"id": ids, "k": ids % GROUPS, "amount": (ids % 97).astype(np.float64)})
+
+
+def by_area(log: Sequence[str], warehouse_key: str) -> Counter:
+    """Requests by what they read: a source's log, the DT's, the metadata tables, locks, the
+    saved views (listed once per schema and batch)."""
+    areas: Counter = Counter()
+    for line in log:
+        kind, path = line.split(" ", 1)
+        path = path.replace("%2F", "/")
+        if "/.locks/" in path:
+            area = "locks"
+        elif "/.views/" in path:
+            area = "views"
+        elif "/dyntable_meta/" in path:
+            area = "metadata"
+        elif "/raw/" in path:
+            area = "source"
+        elif f"{warehouse_key}/bench/" in path:
+            area = "DT"
+        else:
+            area = "other"
+        areas[area] += 1
+        if kind in WRITES:
+            areas["writes"] += 1
+    return areas
+
+
+class InProcess:
+    """The embedded engine and a dynamic-table service on the server's warehouse."""
+
+    def __init__(self, server: S3Server, name: str) -> None:
+        from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
+        from dbt.adapters.dyntable.engines.embedded import EmbeddedEngine
+
+        self.server = server
+        self.key = f"bench_{name}"
+        self.root = server.url(self.key)
+        self.storage = storage.warehouse_storage(self.root, server.storage_options())
+        self.engine = EmbeddedEngine(self.storage).start()
+        self.service = DynamicTableService(self.engine, self.root, "dyntable_meta")
+        self.engine.execute("create schema if not exists raw")
+        self.engine.execute("create schema if not exists bench")
+
+    def source(self, table: str, rows: pa.Table) -> None:
+        from dbt.adapters.dyntable.engines.warehouse import PersistedTable
+
+        location = f"{self.root}/raw/{table}"
+        storage.write_delta(location, rows, mode="append")
+        self.engine.execute(PersistedTable("raw", table, location).create_statement())
+
+    def append(self, table: str, rows: pa.Table) -> None:
+        storage.write_delta(f"{self.root}/raw/{table}", rows, mode="append")
+
+    def refresh(self, dt: DynamicTable) -> Tuple[str, Counter, Counter]:
+        """One refresh in a batch: its action, its requests by area, and the batch end's."""
+        self.server.reset()
+        with self.service.batch():
+            result = self.service.refresh(dt, RefreshRequest(datetime.now(timezone.utc), Trigger.SCHEDULED))
+            during = by_area(self.server.request_log(), self.key)
+            self.server.reset()
+        return (
+            str(result.action.value if result.action else result.state.value),
+            during,
+            by_area(self.server.request_log(), self.key),
+        )
+
+    def stop(self) -> None:
+        self.engine.stop()
+
+
+def bench_in_process(server: S3Server, sizes: Sequence[int], refreshes: int) -> Tuple[List[Goal], List[str]]:
+    rows: List[List[object]] = []
+    flat: Dict[int, int] = {}
+    no_data_goal: List[bool] = []
+    history: List[Tuple[int, int]] = []
+    for size in sizes:
+        bench = InProcess(server, f"{size}_{int(time.time())}")
+        try:
+            bench.source("facts", facts(size))
+            sql = "select k, count(*) as n, sum(amount) as total from raw.facts group by k"
+            dt = DynamicTable(
+                "bench",
+                "totals",
+                sql,
+                DynamicTableConfig(TargetLag.parse("1 minute"), refresh_mode="incremental"),
+            )
+            bench.refresh(dt)  # builds it
+            for label in ("NO_DATA, the process read the source before",):
+                action, during, end = bench.refresh(dt)
+                assert action == "NO_DATA", action
+                rows.append(
+                    [
+                        f"{size:,}",
+                        label,
+                        during["source"],
+                        during["DT"],
+                        during["metadata"],
+                        during["locks"],
+                        during["writes"],
+                        end["writes"],
+                    ]
+                )
+                no_data_goal.append(during["source"] <= 2 and during["writes"] - during["locks"] <= 0)
+            total_refreshes = refreshes if size == sizes[0] else 1
+            for number in range(1, total_refreshes + 1):
+                bench.append("facts", facts(CHANGED, start=size + number * CHANGED))
+                action, during, end = bench.refresh(dt)
+                assert action == "INCREMENTAL", action
+                total = sum(v for k, v in during.items() if k != "writes")
+                if number == 1:
+                    flat[size] = total
+                    rows.append(
+                        [
+                            f"{size:,}",
+                            f"INCREMENTAL of {CHANGED:,} rows",
+                            during["source"],
+                            during["DT"],
+                            during["metadata"],
+                            during["locks"],
+                            during["writes"],
+                            end["writes"],
+                        ]
+                    )
+                if size == sizes[0] and number in (1, 10, 100, 1000, total_refreshes):
+                    history.append((number, total))
+        finally:
+            bench.stop()
+    goals = [
+        Goal(
+            "a NO_DATA decision: ≤ 2 requests per source, nothing written but the lock",
+            "; ".join(
+                f"{r[0]} rows: {r[2]} source requests, {r[6]} writes ({r[5]} lock requests)"
+                for r in rows
+                if "NO_DATA" in str(r[1])
+            ),
+            all(no_data_goal),
+        ),
+        Goal(
+            f"an INCREMENTAL refresh of {CHANGED:,} rows: requests flat from {sizes[0]:,} to {sizes[-1]:,} rows",
+            ", ".join(f"{s:,} rows: {n}" for s, n in flat.items()),
+            max(flat.values()) <= min(flat.values()) * 1.1 + 1,
+        ),
+        Goal(
+            f"... and flat over {refreshes:,} refreshes",
+            ", ".join(f"refresh {n}: {t}" for n, t in history),
+            max(t for _, t in history) <= history[0][1] * 1.2 + 2,
+        ),
+    ]
+    body = ["## Requests per refresh", ""]
+    body += markdown_table(
+        ["fact rows", "refresh", "source", "DT", "metadata", "locks", "writes", "batch end writes"], rows
+    )
+    body += ["", "## INCREMENTAL refreshes one after another", ""]
+    body += markdown_table(["refresh", "requests"], history)
+    return goals, body
+
+
+def bench_dbt_run(server: S3Server, dts: int, latency_ms: float) -> Tuple[List[Goal], List[str]]:
+    """NO_DATA per DT through `dbt run`, with no added latency and with ``latency_ms``."""
+    project = Path(tempfile.mkdtemp(prefix="dyntable-s3-bench-"))
+    key = f"bench_dbt_{int(time.time())}"
+    warehouse = server.url(key)
+    storage.warehouse_storage(warehouse, server.storage_options())
+    (project / "models").mkdir()
+    (project / "dbt_project.yml").write_text(
+        "name: s3bench\nversion: '1.0'\nconfig-version: 2\nprofile: s3bench\n"
+    )
+    target = {
+        "type": "dyntable",
+        "schema": "bench",
+        "threads": 1,
+        "warehouse": warehouse,
+        "storage_options": server.storage_options(),
+    }
+    (project / "profiles.yml").write_text(
+        yaml.safe_dump({"s3bench": {"target": "dev", "outputs": {"dev": target}}})
+    )
+    tables = "\n".join(f"      - name: t{i}" for i in range(dts))
+    (project / "models" / "sources.yml").write_text(
+        f"version: 2\nsources:\n  - name: raw\n    schema: raw\n    tables:\n{tables}\n"
+    )
+    for i in range(dts):
+        storage.write_delta(f"{warehouse}/raw/t{i}", facts(10_000), mode="append")
+        (project / "models" / f"dt{i}.sql").write_text(
+            "{{ config(materialized='dynamic_table', target_lag='1 minute') }}\n"
+            f"select k, count(*) as n from {{{{ source('raw', 't{i}') }}}} group by k"
+        )
+    env = {**os.environ, **server.credentials(), "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}
+    dbt = str(Path(sys.executable).with_name("dbt"))
+
+    def run() -> Tuple[List[float], Counter, float]:
+        server.reset()
+        started = time.perf_counter()
+        subprocess.run(
+            [dbt, "run", "--profiles-dir", "."], cwd=project, env=env, check=True, capture_output=True
+        )
+        wall = time.perf_counter() - started
+        results = json.loads((project / "target" / "run_results.json").read_text())["results"]
+        assert all(r["status"] == "success" for r in results)
+        return [r["execution_time"] for r in results], by_area(server.request_log(), key), wall
+
+    run()  # builds them
+    rows = []
+    measured = {}
+    for latency in (0.0, latency_ms):
+        server.set_latency(latency)
+        times, areas, wall = run()
+        measured[latency] = statistics.median(times)
+        rows.append(
+            [
+                f"{latency:.0f} ms",
+                f"{statistics.median(times) * 1000:.0f}",
+                f"{max(times) * 1000:.0f}",
+                f"{areas['source'] / dts:.1f}",
+                f"{sum(v for k, v in areas.items() if k != 'writes') / dts:.0f}",
+                areas["writes"],
+                f"{wall:.1f}",
+            ]
+        )
+    server.set_latency(0)
+    goals = [
+        Goal(
+            f"NO_DATA through `dbt run` with +{latency_ms:.0f} ms a request: ≤ 100 ms per DT",
+            f"{measured[latency_ms] * 1000:.0f} ms per DT (median of {dts}); {measured[0.0] * 1000:.0f} ms without the latency",
+            measured[latency_ms] <= 0.1,
+        )
+    ]
+    body = [
+        "",
+        f"## `dbt run` of {dts} DTs, no source changed (a fresh process: every log read for the first time)",
+        "",
+    ]
+    body += markdown_table(
+        [
+            "added latency",
+            "model time per DT, median (ms)",
+            "max (ms)",
+            "source requests per DT",
+            "requests per DT, all",
+            "writes",
+            "wall (s)",
+        ],
+        rows,
+    )
+    return goals, body
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1_000_000, 10_000_000])
+    parser.add_argument("--refreshes", type=int, default=1000)
+    parser.add_argument("--dts", type=int, default=10)
+    parser.add_argument("--latency-ms", type=float, default=20)
+    parser.add_argument("--full", action="store_true", help="the suite's full profile (the same here)")
+    args = parser.parse_args()
+    with S3Server() as server:
+        os.environ.update(server.credentials())
+        goals, body = bench_in_process(server, args.sizes, args.refreshes)
+        more_goals, more_body = bench_dbt_run(server, args.dts, args.latency_ms)
+    write_results(
+        "object_storage",
+        "Object storage: requests and latency",
+        "python -m benchmarks.object_storage " + " ".join(sys.argv[1:]),
+        " ".join((__doc__ or "").split("\n\n")[1].split()),
+        goals + more_goals,
+        body + more_body,
+    )
+
+
+if __name__ == "__main__":
+    main()
