@@ -9,12 +9,15 @@
 Exits non-zero if any step or check fails. ``--target`` picks the profile's target (profiles.yml):
 ``embedded`` (the default), ``session`` (JVM Spark with Delta: set DYNTABLE_SPARK_JARS to a folder of
 Delta's jars where Maven cannot be reached) or ``cluster`` (a Spark standalone cluster at
-DYNTABLE_SPARK_MASTER).
+DYNTABLE_SPARK_MASTER). ``--warehouse s3://bucket/path`` puts the warehouse on object storage (the
+``s3`` target, embedded engine): with no store named in the environment (AWS_ENDPOINT_URL), an S3
+API server is started on 127.0.0.1 for the demo and stopped after it.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import subprocess
 import sys
@@ -93,11 +96,45 @@ def main() -> None:
     parser.add_argument(
         "--target", default="embedded", help="the profiles.yml target to run on: embedded, session or cluster"
     )
+    parser.add_argument(
+        "--warehouse", help="an object store's URL (s3://bucket/path) instead of the local default"
+    )
     args = parser.parse_args()
+    server = None
+    warehouse = str(WAREHOUSE)
+    if args.warehouse:
+        warehouse, server = object_store(args.warehouse)
+        args.target = "s3"
+    try:
+        demo(args, warehouse)
+    finally:
+        if server is not None:
+            server.stop()
 
+
+def object_store(url: str):
+    """The warehouse at ``url``, emptied; an S3 API server on 127.0.0.1 when the environment names
+    no store (AWS_ENDPOINT_URL): its endpoint and credentials go to every step's environment, as a
+    user's would."""
+    from dbt.adapters.dyntable import storage
+
+    parsed = storage.parse_url(url, key="--warehouse")
+    server = None
+    if not os.environ.get("AWS_ENDPOINT_URL"):
+        from dbt.adapters.dyntable.testing.s3_server import S3Server
+
+        server = S3Server(bucket=parsed.bucket)
+        os.environ.update(server.environment())
+        console.print(f"[dim]an S3 API server for the demo at {server.endpoint}, bucket {parsed.bucket}")
+    os.environ["DYNTABLE_WAREHOUSE"] = parsed.url
+    storage.warehouse_storage(parsed.url).delete_tree(parsed.url)
+    return parsed.url, server
+
+
+def demo(args: argparse.Namespace, warehouse: str) -> None:
     step("1. a fresh warehouse with raw data")
     shutil.rmtree(HERE / ".dyntable", ignore_errors=True)
-    run(sys.executable, "generator.py", "init", "--warehouse", str(WAREHOUSE))
+    run(sys.executable, "generator.py", "init", "--warehouse", warehouse)
 
     step("2. dbt build")
     run(str(BIN / "dbt"), "build", "--profiles-dir", ".", "--target", args.target)
@@ -116,7 +153,7 @@ def main() -> None:
             "generator.py",
             "stream",
             "--warehouse",
-            str(WAREHOUSE),
+            warehouse,
             "--seconds",
             str(args.seconds),
         )

@@ -89,12 +89,16 @@ TABLES: Dict[str, pa.Schema] = {
 
 
 class Shop:
-    def __init__(self, warehouse: Path, seed: int = 7) -> None:
-        self.root = warehouse / SCHEMA
+    def __init__(self, warehouse: str, seed: int = 7) -> None:
+        """``warehouse``: a local folder, or an object store's URL (s3://bucket/path), which
+        deltalake reaches with the standard environment variables (AWS_ACCESS_KEY_ID, ...,
+        AWS_ENDPOINT_URL for a server of your own)."""
+        self.remote = "://" in warehouse
+        self.root = f"{warehouse.rstrip('/')}/{SCHEMA}"
         self.rng = random.Random(seed)
 
     def path(self, table: str) -> str:
-        return str(self.root / table)
+        return f"{self.root}/{table}"
 
     def append(self, table: str, rows: List[dict]) -> None:
         if rows:
@@ -103,13 +107,14 @@ class Shop:
     def next_id(self, table: str, column: str) -> int:
         # Arrow's local filesystem, not deltalake's Python-backed default: Arrow threads calling
         # back into Python can abort the process at exit.
-        local = pa_fs.SubTreeFileSystem(str(Path(self.path(table)).resolve()), pa_fs.LocalFileSystem())
-        values = (
-            DeltaTable(self.path(table))
-            .to_pyarrow_table(columns=[column], filesystem=local)
-            .column(column)
-            .to_pylist()
-        )
+        table_object = DeltaTable(self.path(table))
+        if self.remote:
+            values = table_object.to_pyarrow_table(columns=[column]).column(column).to_pylist()
+        else:
+            local = pa_fs.SubTreeFileSystem(str(Path(self.path(table)).resolve()), pa_fs.LocalFileSystem())
+            values = (
+                table_object.to_pyarrow_table(columns=[column], filesystem=local).column(column).to_pylist()
+            )
         return max(values, default=0) + 1
 
     # -- init ------------------------------------------------------------------------------------
@@ -122,7 +127,8 @@ class Shop:
         Updates rewrite whole files; with the data spread over many files, a later update touches
         a small share of a table's bytes and the pipeline can refresh incrementally.
         """
-        self.root.mkdir(parents=True, exist_ok=True)
+        if not self.remote:
+            Path(self.root).mkdir(parents=True, exist_ok=True)
         for table, schema in TABLES.items():
             DeltaTable.create(self.path(table), schema=schema, mode="overwrite")
         rng = self.rng
@@ -295,12 +301,13 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("command", choices=["init", "stream"])
-    parser.add_argument("--warehouse", type=Path, default=Path(".dyntable/warehouse"))
+    parser.add_argument("--warehouse", default=".dyntable/warehouse", help="a folder, or s3://bucket/path")
     parser.add_argument("--seconds", type=float, default=120)
     parser.add_argument("--batches-per-second", type=float, default=2)
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
-    shop = Shop(args.warehouse.resolve(), args.seed)
+    warehouse = args.warehouse if "://" in args.warehouse else str(Path(args.warehouse).resolve())
+    shop = Shop(warehouse, args.seed)
     if args.command == "init":
         shop.init()
         print(f"created {', '.join(f'{SCHEMA}.{t}' for t in TABLES)} in {args.warehouse}")
