@@ -195,6 +195,19 @@ _object_commit_ids: "_Lru[Tuple[str, int, str], str]" = _Lru(LISTING_CACHE_SIZE 
 _object_commit_icts: "_Lru[Tuple[str, int, str], Tuple[Optional[int]]]" = _Lru(LISTING_CACHE_SIZE * 16)
 
 
+#: Writes this process made to any table, counted: an object store's listing held by a DeltaLog
+#: answers its next question while the count is unchanged (each would be a request), and is taken
+#: again after a write, which may have been to its table (docs/ARCHITECTURE.md, "Object storage").
+_writes = [0]
+_writes_lock = threading.Lock()
+
+
+def note_write() -> None:
+    """This process wrote (a statement of its engine, or deltalake): listings held are retaken."""
+    with _writes_lock:
+        _writes[0] += 1
+
+
 class DeltaLogError(RuntimeError):
     """The log could not answer; the message says which table and why."""
 
@@ -515,6 +528,8 @@ class DeltaLog:
         self.root_uri = Path(self._root).as_uri() if local else self.location
         self._since = since
         self._raw: Dict[int, bytes] = {}
+        #: An object store's listing and the write count it was taken at (see ``note_write``).
+        self._answered: Optional[Tuple[int, _Listing]] = None
         self._snapshots: "_Lru[int, Snapshot]" = _Lru(SNAPSHOT_CACHE_SIZE)
         self._commits: Dict[int, _Commit] = {}
         self._commit_ict: Dict[int, Optional[int]] = {}
@@ -653,7 +668,15 @@ class DeltaLog:
 
     def _list(self) -> _Listing:
         if self._remote:
-            return self._object_list()
+            # Questions asked of one instance (one refresh's) between this process's writes are
+            # answered from one listing; another process's commit meanwhile is as one landing
+            # just after it.
+            writes = _writes[0]
+            if self._answered is not None and self._answered[0] == writes:
+                return self._answered[1]
+            listing = self._object_list()
+            self._answered = (writes, listing)
+            return listing
         folder = f"{self._root}/{LOG_DIR}"
         listed_at = time.time_ns()
         stamp = folder_stamp(folder) if isinstance(self._fs, pafs.LocalFileSystem) else None
@@ -755,6 +778,7 @@ class DeltaLog:
         if self._held is not None:
             self._held = listing
         self._seen = listing
+        self._answered = (_writes[0], listing)
         return listing
 
     def _object_listing(self, folder: str, start: Optional[int]) -> Optional[_Listing]:
@@ -942,6 +966,7 @@ class DeltaLog:
     def written(self, table: DeltaTable) -> None:
         """``table`` committed a version from this process: the next snapshot of that version
         starts from it instead of the log."""
+        note_write()
         self._keep_replay_base(table, table.version())
 
     def _keep_replay_base(self, table: DeltaTable, version: int, identity: Optional[str] = None) -> None:

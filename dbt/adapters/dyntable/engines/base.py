@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from dbt.adapters.dyntable.delta_log import DeltaLog
+from dbt.adapters.dyntable.delta_log import DeltaLog, note_write
 from dbt.adapters.dyntable.vocabulary import quote, sql_string
 
 if TYPE_CHECKING:
@@ -148,6 +148,7 @@ class Engine(ABC):
     def execute(self, statement: str) -> "DataFrame":
         """Run one SQL statement (DDL, DML or a query) the way this engine needs it run."""
         self._admit()
+        note_write()  # it may write a table: logs this process holds are listed again
         if not _CHANGES_CATALOG.match(statement):
             return self._run(statement)
         self.forget_catalog()
@@ -161,6 +162,7 @@ class Engine(ABC):
         one commit whose ``commitInfo.userMetadata`` is ``user_metadata`` (a writer option: SQL's
         INSERT has no place for it)."""
         self._admit()
+        note_write()
         writer = self._query(query).writeTo(self._table_name(relation))
         if user_metadata is not None:
             writer = writer.option("userMetadata", user_metadata)

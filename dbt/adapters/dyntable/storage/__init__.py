@@ -123,10 +123,13 @@ def is_delta_table(location: str) -> bool:
 
 def write_delta(location: str, data: Any, **kwargs: Any) -> None:
     """``deltalake.write_deltalake`` to ``location`` with its storage's options."""
+    from dbt.adapters.dyntable.delta_log import note_write
+
     storage = of(str(location))
     write_deltalake(
         normalized(str(location)), data, storage_options=storage.delta_options() or None, **kwargs
     )
+    note_write()
 
 
 def create_delta(location: str, **kwargs: Any) -> DeltaTable:
