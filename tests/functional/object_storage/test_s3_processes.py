@@ -46,9 +46,9 @@ def project(tmp_path: Path, s3: S3Server, s3_warehouse: str) -> S3Project:
     return project
 
 
-@pytest.mark.parametrize(
-    "failpoint, recovered", [("after_apply", "SUCCEEDED"), ("after_intent", "CANCELLED")]
-)
+# After the DT's commit, before its frontier: the case only a lease that outlives its holder can
+# get wrong (every step is covered on local disk by tests/functional/dynamic_table/test_crash_recovery.py).
+@pytest.mark.parametrize("failpoint, recovered", [("after_apply", "SUCCEEDED")])
 def test_a_refresh_killed_mid_way_recovers(project: S3Project, failpoint: str, recovered: str) -> None:
     project.run(DBT, "run", "--profiles-dir", ".")
     project.write_source("orders", orders([4, 5]))
