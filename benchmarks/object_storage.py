@@ -309,11 +309,12 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--sizes", type=int, nargs="+", default=[1_000_000, 10_000_000])
-    parser.add_argument("--refreshes", type=int, default=1000)
+    parser.add_argument("--refreshes", type=int, help="one after another (default 200; --full: 1,000)")
     parser.add_argument("--dts", type=int, default=10)
     parser.add_argument("--latency-ms", type=float, default=20)
-    parser.add_argument("--full", action="store_true", help="the suite's full profile (the same here)")
+    parser.add_argument("--full", action="store_true", help="the suite's full profile: 1,000 refreshes")
     args = parser.parse_args()
+    args.refreshes = args.refreshes or (1000 if args.full else 200)
     with S3Server() as server:
         os.environ.update(server.credentials())
         goals, body = bench_in_process(server, args.sizes, args.refreshes)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import re
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import AbstractSet, Dict, Iterator, List, Optional, Set, Tuple, Union
@@ -37,6 +38,8 @@ from dbt.adapters.dyntable.vocabulary import DIALECT, first_line, quote, sql_str
 logger = logging.getLogger(__name__)
 
 VIEWS_DIR = ".views"
+#: Tables of an object-store warehouse whose logs are read at once when the engine starts.
+ATTACH_THREADS = 8
 DELTA_LOG = "_delta_log"
 DDL_PREFIXES = ("create", "drop")
 
@@ -221,6 +224,22 @@ class Warehouse:
             if not name.startswith(".") and self.storage.is_table(location):
                 yield PersistedTable(schema, name, location)
 
+    def _create_statements(self, schema: str) -> List[Tuple[PersistedTable, Union[str, Exception]]]:
+        """Each table of ``schema`` and the statement registering it (or why it cannot be made):
+        in an object store, where each table's log costs requests, read side by side."""
+
+        def statement(table: PersistedTable) -> Union[str, Exception]:
+            try:
+                return table.create_statement()
+            except Exception as exc:  # noqa: BLE001 - reported by attach, per table
+                return exc
+
+        tables = list(self.tables(schema))
+        if not self.remote or len(tables) < 2:
+            return [(table, statement(table)) for table in tables]
+        with ThreadPoolExecutor(ATTACH_THREADS) as pool:
+            return list(zip(tables, pool.map(statement, tables)))
+
     def views(self, schema: str) -> List[Tuple[str, str]]:
         folder = self.storage.join(schema.lower(), VIEWS_DIR)
         found = []
@@ -281,9 +300,11 @@ class Warehouse:
         pending_views: List[Tuple[str, str, str]] = []
         for schema in self.schemas():
             spark.sql(f"CREATE SCHEMA IF NOT EXISTS {quote(schema)}")
-            for table in self.tables(schema):
+            for table, statement in self._create_statements(schema):
                 try:
-                    spark.sql(table.create_statement())
+                    if isinstance(statement, Exception):
+                        raise statement
+                    spark.sql(statement)
                 except Exception as exc:  # noqa: BLE001 - one damaged table must not stop the engine
                     report.broken_tables.append((f"{schema}.{table.name}", first_line(exc)))
                     continue
