@@ -46,7 +46,7 @@ class ObjectStorage(Storage):
         """The object key of ``location`` (a URL in this store's bucket)."""
         url = normalized(location)
         bucket_root = StoreUrl(self.url.scheme, self.url.kind, self.url.bucket, "", self.url.host).url
-        if not url.startswith(bucket_root):
+        if url != bucket_root and not url.startswith(bucket_root + "/"):
             raise StorageError(f"{location} is not in {bucket_root}")
         return url[len(bucket_root) :].strip("/")
 
