@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from dbt.cli.main import dbtRunner
 
 from dbt.adapters.dyntable.dynamic_table.failpoints import ENV
 from dbt.adapters.dyntable.dynamic_table.locking import RefreshLock, RefreshLocked
@@ -50,13 +51,13 @@ def project(tmp_path: Path, s3: S3Server, s3_warehouse: str) -> S3Project:
 # get wrong (every step is covered on local disk by tests/functional/dynamic_table/test_crash_recovery.py).
 @pytest.mark.parametrize("failpoint, recovered", [("after_apply", "SUCCEEDED")])
 def test_a_refresh_killed_mid_way_recovers(project: S3Project, failpoint: str, recovered: str) -> None:
-    project.run(DBT, "run", "--profiles-dir", ".")
+    project.dbt("run")
     project.write_source("orders", orders([4, 5]))
     killed = project.run(DBT, "run", "--profiles-dir", ".", env={ENV: failpoint}, check=False)
     assert killed.returncode < 0 or killed.returncode == 137, killed.stdout[-2000:]
-    # The killed process's lease is still in the bucket: a process of this machine finds its
-    # holder gone and takes it over at once.
-    project.run(DBT, "run", "--profiles-dir", ".")
+    # The killed process's lease is still in the bucket: a process of this machine (this one,
+    # which read the warehouse before the kill) finds its holder gone and takes it over at once.
+    project.dbt("run")
     history = project.history("orders_dt")
     assert [r.state.value for r in history if r.refresh_trigger.value == "RECOVERY"] == [recovered]
     project.assert_matches("orders_dt")
@@ -68,9 +69,11 @@ def test_two_processes_never_refresh_one_table_at_once(project: S3Project, s3: S
     held = RefreshLock(lock_root, "app.orders_dt").acquire()
     try:
         project.write_source("orders", orders([6, 7]))
-        blocked = project.dyntable("refresh", "orders_dt", check=False)
-        assert blocked.returncode != 0
-        assert "being refreshed by process" in blocked.stdout + blocked.stderr
+        blocked = dbtRunner().invoke(
+            ["run", "--project-dir", str(project.root), "--profiles-dir", str(project.root)]
+        )
+        assert not blocked.success
+        assert "being refreshed by process" in str(blocked.result.results[0].message)
         with pytest.raises(RefreshLocked):
             RefreshLock(lock_root, "app.orders_dt").acquire()
     finally:
