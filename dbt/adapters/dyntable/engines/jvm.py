@@ -586,7 +586,7 @@ class JvmSparkEngine(Engine):
                     continue
                 self._spark.sql(
                     f"CREATE TABLE IF NOT EXISTS {quote(schema)}.{quote(table.name)} USING delta "
-                    f"LOCATION {sql_string(self.engine_location(table.location))}"
+                    f"LOCATION {sql_string(self.engine_location(str(table.location)))}"
                 )
                 registered += 1
         return registered

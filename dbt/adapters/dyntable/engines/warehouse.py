@@ -150,7 +150,7 @@ def with_location(create: exp.Create, location: str) -> str:
 class PersistedTable:
     schema: str
     name: str
-    location: str
+    location: Union[str, Path]
 
     def create_statement(self, location: Optional[str] = None) -> str:
         """`CREATE TABLE ... LOCATION` without a column list: Sail then reads the schema from the
@@ -160,11 +160,11 @@ class PersistedTable:
         table lists no columns in the session's catalog; the adapter lists them from its Delta log
         (docs/ARCHITECTURE.md, "Engines"). ``location``: as the engine names it, where that
         differs (JVM Spark's ``s3a://``)."""
-        partitions = storage.delta_table(self.location).metadata().partition_columns
+        partitions = storage.delta_table(str(self.location)).metadata().partition_columns
         partitioned = f" PARTITIONED BY ({', '.join(quote(c) for c in partitions)})" if partitions else ""
         return (
             f"CREATE TABLE IF NOT EXISTS {quote(self.schema)}.{quote(self.name)} "
-            f"USING delta{partitioned} LOCATION {sql_string(location or self.location)}"
+            f"USING delta{partitioned} LOCATION {sql_string(str(location or self.location))}"
         )
 
 
