@@ -8,7 +8,7 @@ libraries reach the files, each configured from here and nowhere else:
 * ``deltalake`` reads and writes Delta tables (:meth:`Storage.delta_options`);
 * Arrow reads Parquet files and the metadata tables' datasets (:meth:`Storage.arrow`);
 * ``obstore`` makes the requests Arrow has no call for: listing a log from a version on, and
-  conditional puts, which the object-store locks are made of (:mod:`.storage_lock`);
+  conditional puts, which the object-store locks are made of (``dynamic_table/leases.py``);
 * the embedded engine (Sail) takes its settings from the process's environment
   (:meth:`Storage.engine_environment`).
 
