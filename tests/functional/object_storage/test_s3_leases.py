@@ -69,3 +69,18 @@ def test_a_writer_mark_is_alive_while_held(s3: S3Server, s3_warehouse: str) -> N
     assert writer_alive(root, taken)
     mark.release()
     assert not writer_alive(root, taken)
+
+
+def test_the_server_refuses_a_request_without_credentials(s3: S3Server) -> None:
+    import urllib.error
+    import urllib.request
+
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(f"{s3.endpoint}/{s3.bucket}?list-type=2", timeout=30)
+    assert refused.value.code == 403
+    wrong = storage.ObjectStorage(
+        storage.parse_url(s3.url()),
+        {**s3.storage_options(), "secret_access_key": "wrong", "access_key_id": s3.access_key_id},
+    )
+    with pytest.raises(Exception, match="(?i)denied|forbidden|403|privileges"):
+        wrong.files(s3.url("anything"))
