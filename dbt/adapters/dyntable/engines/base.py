@@ -31,7 +31,9 @@ DATAFRAME_DEBUGGING = "spark.python.sql.dataFrameDebugging.enabled"
 
 #: Statements that may change what the catalog says of a table or view.
 _CHANGES_CATALOG = re.compile(
-    r"\s*(CREATE|DROP|ALTER|REPLACE|RESTORE|TRUNCATE|MSCK|REFRESH|USE)\b", re.IGNORECASE
+    # dbt starts each statement with its query comment (/* {"app": "dbt", ...} */)
+    r"(?:\s|/\*.*?\*/|--[^\n]*\n)*(CREATE|DROP|ALTER|REPLACE|RESTORE|TRUNCATE|MSCK|REFRESH|USE)\b",
+    re.IGNORECASE | re.DOTALL,
 )
 
 
