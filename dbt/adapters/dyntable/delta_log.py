@@ -488,6 +488,18 @@ class _Commit:
         return self.touches_files and not self.changes_data
 
 
+#: The operations of a ``CREATE OR REPLACE TABLE`` (dbt's `table` models on Delta): the table keeps
+#: its log, so an interval across one is read like an overwrite (docs/ARCHITECTURE.md, "Reading
+#: sources"), although delta-spark records a new table id.
+REPLACE_OPERATIONS = frozenset(
+    {
+        "CREATE OR REPLACE TABLE AS SELECT",
+        "REPLACE TABLE AS SELECT",
+        "CREATE OR REPLACE TABLE",
+        "REPLACE TABLE",
+    }
+)
+
 #: The operation metrics that count the rows an UPDATE, DELETE or MERGE changed.
 _CHANGED_ROW_METRICS = (
     "numUpdatedRows",
@@ -1328,12 +1340,16 @@ class DeltaLog:
                 "names in the data files, which file-set change extraction does not translate"
             )
         schema = without_comments(json.loads(before.schema_json))
+        table_id = before.table_id
         for commit in commits:
             meta = commit.metadata
             if meta is None:
                 continue
-            if meta.get("id") != before.table_id:
+            if meta.get("id") != table_id and commit.operation.upper() not in REPLACE_OPERATIONS:
                 return f"table was re-created at version {commit.version} (table id changed)"
+            # A REPLACE continues the table's log (delta-spark gives it a new id): its commit
+            # removes every file and adds the new ones, a file-set change like an overwrite's.
+            table_id = meta.get("id") or table_id
             changed = without_comments(json.loads(meta.get("schemaString") or "{}"))
             if changed != schema:
                 return f"schema changed at version {commit.version} ({schema_change(schema, changed)})"
