@@ -23,6 +23,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -114,11 +115,7 @@ def changes_dataframe(
     if not sides:
         return spark.createDataFrame([], _with_weight(schema))
     changes = reduce(lambda left, right: left.unionAll(right), sides)
-    if (
-        minimize
-        and interval.kind is IntervalKind.MIXED
-        and all(_groupable(f.dataType) for f in schema.fields)
-    ):
+    if minimize and interval.kind is IntervalKind.MIXED and all(groupable(f.dataType) for f in schema.fields):
         changes = minimized(changes, [f.name for f in schema.fields])
     return changes
 
@@ -149,6 +146,11 @@ def _of_versions(interval: Interval, v0: int, v1: int) -> Interval:
     if (interval.v0, interval.v1) != (v0, v1):
         raise ValueError(f"interval ({interval.v0}, {interval.v1}] is not ({v0}, {v1}]")
     return interval
+
+
+def inserts_only(changes: pa.Table) -> bool:
+    """Whether changes this process holds (columns plus the weight) only insert rows."""
+    return changes.num_rows == 0 or bool(pc.min(changes.column(WEIGHT)).as_py() > 0)
 
 
 def minimized(changes: DataFrame, columns: Sequence[str]) -> DataFrame:
@@ -318,14 +320,14 @@ def _with_weight(schema: StructType) -> StructType:
     return StructType(list(schema.fields) + [StructField(WEIGHT, IntegerType(), False)])
 
 
-def _groupable(data_type: DataType) -> bool:
-
+def groupable(data_type: DataType) -> bool:
+    """Whether Spark groups (and so consolidates) values of ``data_type``: not maps."""
     if isinstance(data_type, MapType):
         return False
     if isinstance(data_type, ArrayType):
-        return _groupable(data_type.elementType)
+        return groupable(data_type.elementType)
     if isinstance(data_type, StructType):
-        return all(_groupable(f.dataType) for f in data_type.fields)
+        return all(groupable(f.dataType) for f in data_type.fields)
     return True
 
 
@@ -486,7 +488,10 @@ class FileSetResolver:
     first use only, because many plans never need the changes of some inputs (an unchanged side
     of a join). With
     ``capabilities`` of an engine that has a change data feed, MIXED and REMOVED_ONLY intervals of
-    tables with the feed enabled are read from it. ``close()`` drops every view this created.
+    tables with the feed enabled are read from it. ``measured``, keyed the same, holds the
+    changes a refresh already brought to this process (a rewritten input's net change,
+    docs/ARCHITECTURE.md, "Rewritten inputs"), read from there instead. ``close()`` drops every
+    view this created.
     """
 
     def __init__(
@@ -498,12 +503,14 @@ class FileSetResolver:
         capabilities: Optional[Capabilities] = None,
         minimize: bool = True,
         names: Optional[ViewNames] = None,
+        measured: Optional[Mapping[str, pa.Table]] = None,
     ) -> None:
         self.spark = spark
         self.capabilities = capabilities
         self.minimize = minimize
         self._sources: Dict[str, Tuple[str, DeltaLog, int, int]] = {}
         self._intervals: Dict[str, Interval] = {}
+        self._measured = {table_name(name): rows for name, rows in (measured or {}).items()}
         for name, (log, v0, v1) in sources.items():
             key = table_name(name)
             relation = quoted_table(key)
@@ -552,10 +559,16 @@ class FileSetResolver:
         return reasons
 
     def is_unchanged(self, table: str) -> bool:
+        measured = self._measured.get(table_name(table))
+        if measured is not None:
+            return bool(measured.num_rows == 0)
         interval = self.interval(table)
         return interval.differentiable and interval.kind is IntervalKind.EMPTY
 
     def is_insert_only(self, table: str) -> bool:
+        measured = self._measured.get(table_name(table))
+        if measured is not None:
+            return inserts_only(measured)
         interval = self.interval(table)
         return interval.differentiable and interval.kind in (IntervalKind.EMPTY, IntervalKind.ADDED_ONLY)
 
@@ -568,7 +581,10 @@ class FileSetResolver:
         if interval.undifferentiable_reason is not None:
             raise UndifferentiableSource(relation, interval.undifferentiable_reason)
         view = f"{self._prefix}_{len(self._views)}"
-        if self._use_change_data_feed(log, interval):
+        measured = self._measured.get(key)
+        if measured is not None:
+            self.spark.createDataFrame(measured).createOrReplaceTempView(view)
+        elif self._use_change_data_feed(log, interval):
             assert self.capabilities is not None
             register_changes_from_cdf(self.spark, self.capabilities, log, v0, v1, view)
         else:

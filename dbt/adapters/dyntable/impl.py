@@ -390,6 +390,25 @@ class DyntableAdapter(SparkAdapter):
         )
         return False
 
+    @available.parse(lambda *args, **kwargs: False)
+    def seed_keeps_table(
+        self, relation: Optional[BaseRelation], agate_table: "agate.Table", column_types: Mapping[str, str]
+    ) -> bool:
+        """Whether a seed reloads into the Delta table it is, its rows replaced, rather than into
+        a table dropped and created again: the CSV's columns and types are the table's. Its
+        history then continues, and the dynamic tables reading it see the rows that changed
+        (docs/ARCHITECTURE.md, "Rewritten inputs")."""
+        if relation is None or not getattr(relation, "is_delta", False):
+            return False
+        loaded = [
+            (str(name).lower(), str(column_types.get(name) or self.convert_type(agate_table, index)).lower())
+            for index, name in enumerate(agate_table.column_names)
+        ]
+        held = [
+            (column.name.lower(), column.dtype.lower()) for column in self.get_columns_in_relation(relation)
+        ]
+        return loaded == held
+
     @available.parse(lambda *args, **kwargs: "")
     def explain_dynamic_table(self, dt: DynamicTable) -> str:
         """How ``dt`` refreshes: its plan, the rule at each node, its row key and the delta SQL,

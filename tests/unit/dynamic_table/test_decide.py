@@ -17,14 +17,13 @@ from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, RefreshRequest
 from dbt.adapters.dyntable.dynamic_table.metadata import Frontier, Intent, MetadataStore, SourceVersion
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable, RefreshError
 from dbt.adapters.dyntable.dynamic_table.refresh.decide import (
-    Observation,
     SourceNotReady,
-    SourceState,
     _version_read,
     creates_empty,
     decide,
     maintained_definition,
 )
+from dbt.adapters.dyntable.dynamic_table.refresh.facts import Observation, SourceState
 from dbt.adapters.dyntable.dynamic_table.refresh.plan import NotPlanned, OutputKey, PlannedQuery
 from dbt.adapters.dyntable.engines.base import Capabilities
 

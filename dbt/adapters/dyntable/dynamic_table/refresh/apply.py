@@ -51,6 +51,7 @@ from pyspark.sql.types import ArrayType, MapType, NullType, StructType
 from sqlglot import exp
 
 from dbt.adapters.dyntable import storage
+from dbt.adapters.dyntable.changes import groupable
 from dbt.adapters.dyntable.delta_log import (
     CHECKPOINT_INTERVAL,
     DEFAULT_CHECKPOINT_INTERVAL,
@@ -68,6 +69,8 @@ from dbt.adapters.dyntable.engines.base import Engine
 from dbt.adapters.dyntable.vocabulary import DIALECT, WEIGHT, null_safe_match, quote, sql_string
 
 OLD = "_dyn_old"
+#: Per row of a rebuild's difference: the copies of it the query computes (``difference``).
+NEW = "_dyn_new"
 KIND = "_dyn_kind"
 #: Per row key, computed by the engine (Arrow cannot group by arrays or structs): the most rows
 #: the DT holds under the key, the delta's summed weight for it, and the row's rank within it
@@ -281,14 +284,39 @@ class DeltaApplier:
     def overwrite(self, query: str) -> Tuple[int, int]:
         """Replace the DT's rows with the query's in one commit, its schema and partitioning too
         where they changed (docs/ARCHITECTURE.md, "Applying"); returns (inserted, deleted)."""
-        wanted = [(f.name.lower(), f.dataType) for f in self.engine.schema_of(query).fields]
-        current = [(f.name.lower(), f.dataType) for f in self._schema().fields]
         before = self.row_count()
-        if wanted == current and self._partitioning() == list(self.dt.config.partition_by):
+        if self.keeps_layout(query):
             self.engine.execute(f"INSERT OVERWRITE {self.dt.relation} SELECT * FROM ({query}) AS q")
         else:
             self.engine.replace_table(self.dt.schema, self.dt.identifier, query, self.dt.config.partition_by)
         return self.row_count(), before
+
+    def keeps_layout(self, query: str) -> bool:
+        """Whether the DT holds ``query``'s columns, types and the model's partitioning already."""
+        wanted = [(f.name.lower(), f.dataType) for f in self.engine.schema_of(query).fields]
+        current = [(f.name.lower(), f.dataType) for f in self._schema().fields]
+        return wanted == current and self._partitioning() == list(self.dt.config.partition_by)
+
+    def difference(self, query: str, limit: int) -> Optional[PreparedDelta]:
+        """What the DT must change to hold ``query``'s rows, staged as a delta matched on whole
+        rows (docs/ARCHITECTURE.md, "Rewritten inputs"): the query's rows and the DT's, counted
+        per distinct row, and each row whose counts differ, with its weight and the copies the
+        DT holds. One engine job, which reads the DT once. None where more than ``limit`` rows
+        differ (rewriting the DT costs as little then) or a column cannot be grouped (a map)."""
+        fields = self._schema().fields
+        if not all(groupable(f.dataType) for f in fields):
+            return None
+        columns = [f.name for f in fields]
+        names = ", ".join(quote(c) for c in columns)
+        new, held = quote(NEW), quote(PRESENT)
+        rows = self.engine.arrow(
+            f"SELECT {names}, CAST(sum({new}) - sum({held}) AS BIGINT) AS {quote(WEIGHT)}, "
+            f"CAST(1 AS BIGINT) AS {COPIES}, CAST(sum({held}) AS BIGINT) AS {OLD} FROM ("
+            f"SELECT {self._typed(columns)}, 1 AS {new}, 0 AS {held} FROM ({query}) AS q UNION ALL "
+            f"SELECT {names}, 0, 1 FROM {self.dt.relation}) AS u "
+            f"GROUP BY {names} HAVING sum({new}) <> sum({held}) LIMIT {limit + 1}"
+        )
+        return PreparedDelta(columns, rows) if rows.num_rows <= limit else None
 
     def _partitioning(self) -> List[str]:
         log = self._log()

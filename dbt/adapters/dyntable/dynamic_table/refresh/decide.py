@@ -12,11 +12,11 @@ unit-tested without an engine:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Callable, Dict, Mapping, Optional, Sequence, Set, Tuple
+from typing import Callable, Dict, Mapping, Optional, Set, Tuple
 
-from dbt.adapters.dyntable.delta_log import DeltaLog, Interval, IntervalKind
+from dbt.adapters.dyntable.delta_log import DeltaLog, IntervalKind
 from dbt.adapters.dyntable.differentiation import differentiate, top_one
 from dbt.adapters.dyntable.differentiation.explain import source_reads
 from dbt.adapters.dyntable.differentiation.plan import Filter, Node, Scan, Window
@@ -24,14 +24,15 @@ from dbt.adapters.dyntable.differentiation.views import base_tables
 from dbt.adapters.dyntable.dynamic_table.clock import query_clock
 from dbt.adapters.dyntable.dynamic_table.config import definition_hash
 from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, RefreshRequest, SourceRead, State, Trigger
-from dbt.adapters.dyntable.dynamic_table.metadata import Frontier, MetadataStore, Sources, SourceVersion
+from dbt.adapters.dyntable.dynamic_table.metadata import Frontier, MetadataStore
 from dbt.adapters.dyntable.dynamic_table.model import PLAIN_NAME, DynamicTable, RefreshError
 from dbt.adapters.dyntable.dynamic_table.pinning import boundary_tables, read_views
 from dbt.adapters.dyntable.dynamic_table.refresh.apply import DeltaApplier, InEngine, in_engine
+from dbt.adapters.dyntable.dynamic_table.refresh.facts import Decision, Definition, Observation, SourceState
 from dbt.adapters.dyntable.dynamic_table.refresh.guard import is_guarded
 from dbt.adapters.dyntable.dynamic_table.refresh.plan import NotPlanned, PlannedOrNot, PlannedQuery
 from dbt.adapters.dyntable.engines.base import Capabilities, Engine
-from dbt.adapters.dyntable.vocabulary import fingerprint, quoted_table
+from dbt.adapters.dyntable.vocabulary import quoted_table
 
 #: Reading the changes of an interval with rewritten files reads both versions of each and groups
 #: them by every column to cancel the unchanged rows: counted twice their bytes.
@@ -43,86 +44,8 @@ REWRITTEN_READ_COST = 2
 DELTA_BYTE_COST = {True: 1, False: 10}
 #: The rebuild reason of `--full-refresh`: the user asked for every row to be computed again.
 FULL_REFRESH = "--full-refresh"
-
-
-@dataclass(frozen=True)
-class Definition:
-    """The definition a refresh maintains, and what is known before its sources are read."""
-
-    sql: str
-    hash: str
-    rebuild_reason: Optional[str] = None
-    warnings: Tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class SourceState:
-    """A source as a refresh finds it: the version consumed at the frontier (``start``, None when
-    new to the DT or rebuilding), the version read at T (``end``) with its commit's identity and
-    how it was read, why the consumed version is no longer this table's history (``lost``), the
-    change between the two (``interval``, read only when they differ) and its size at ``end``."""
-
-    name: str
-    log: DeltaLog
-    start: Optional[int]
-    end: int
-    commit: str
-    read: SourceRead = SourceRead.AS_OF
-    lost: Optional[str] = None
-    interval: Optional[Interval] = None
-    size_bytes: int = 0
-
-    @property
-    def unchanged(self) -> bool:
-        return self.lost is None and self.start == self.end
-
-
-@dataclass(frozen=True)
-class Observation:
-    """What the logs say at T: every source's state, T itself (moved back to the data timestamp
-    of an upstream DT that has not reached it: delayed view semantics), and why the DT's own log
-    does not hold what its frontier recorded (``dt_changed``)."""
-
-    sources: Sequence[SourceState]
-    data_timestamp: datetime
-    #: Definitions of the views the query reads, transitively (``schema.view``).
-    views: Mapping[str, str] = field(default_factory=dict)
-    dt_changed: Optional[str] = None
-    #: The DT's size and rows (read where AUTO estimates costs; rows None without statistics).
-    dt_size_bytes: int = 0
-    dt_rows: Optional[int] = None
-    #: The clock function the query reads, if any: it is recomputed at each new T (``clock.py``).
-    clock: Optional[str] = None
-    #: The upstream DTs whose data timestamp held T back from the one requested.
-    held_by: Tuple[str, ...] = ()
-
-    @property
-    def versions(self) -> Dict[str, int]:
-        return {s.name: s.end for s in self.sources}
-
-    @property
-    def consumed(self) -> Sources:
-        """What a refresh at this observation consumes, as the frontier records it."""
-        return {s.name: SourceVersion(s.end, s.commit, s.read) for s in self.sources}
-
-    @property
-    def view_fingerprints(self) -> Dict[str, str]:
-        """The views the query reads, as the frontier records them: name → fingerprint."""
-        return {name: fingerprint(" ".join(text.split())) for name, text in self.views.items()}
-
-
-@dataclass(frozen=True)
-class Decision:
-    """The action a refresh takes and why; ``action`` None means the DT is only created empty."""
-
-    action: Optional[Action]
-    reason: str
-    state: State = State.SUCCEEDED
-    planned: Optional[PlannedQuery] = field(default=None, compare=False)
-
-    @property
-    def rebuilds(self) -> bool:
-        return self.action in (Action.FULL, Action.REINITIALIZE)
+#: The rebuild reason of a changed query.
+DEFINITION_CHANGED = "definition changed"
 
 
 def creates_empty(dt: DynamicTable, dt_exists: bool, request: RefreshRequest) -> bool:
@@ -164,7 +87,7 @@ def maintained_definition(
                     "is 'continue': keeping the previous definition until a --full-refresh.",
                 ),
             )
-        return Definition(dt.sql, digest, "definition changed")
+        return Definition(dt.sql, digest, DEFINITION_CHANGED)
     if frontier.refresh_mode != dt.config.refresh_mode:
         return Definition(
             dt.sql, digest, f"refresh mode changed from {frontier.refresh_mode} to {dt.config.refresh_mode}"
@@ -189,9 +112,9 @@ def decide(
         if rebuild is None:
             if observed.data_timestamp < frontier.data_timestamp:
                 return Decision(Action.NO_DATA, _ahead(observed, frontier), State.SKIPPED)
-            if all(s.unchanged for s in observed.sources) and observed.versions == frontier.source_versions:
+            if all(s.unchanged for s in observed.sources) and set(observed.versions) == set(frontier.sources):
                 if observed.clock is None or observed.data_timestamp == frontier.data_timestamp:
-                    return Decision(Action.NO_DATA, "no source changed" + _held_back(observed))
+                    return Decision(Action.NO_DATA, _no_change(observed) + _held_back(observed))
                 return Decision(
                     Action.FULL,
                     f"no source changed, but the query reads the clock ({observed.clock}): "
@@ -212,8 +135,30 @@ def decide(
     if dt.config.refresh_mode == "auto":
         cost = estimate(planned, observed, dt, capabilities)
         action = Action.FULL if cost.incremental > cost.full else Action.INCREMENTAL
-        return Decision(action, cost.reason(), planned=planned if action is Action.INCREMENTAL else None)
-    return Decision(Action.INCREMENTAL, "sources changed", planned=planned)
+        reason = _rewritten(observed) + cost.reason()
+        return Decision(action, reason, planned=planned if action is Action.INCREMENTAL else None)
+    return Decision(Action.INCREMENTAL, _rewritten(observed) + "sources changed", planned=planned)
+
+
+def _rewritten(observed: Observation) -> str:
+    """What the measured rewrites of sources changed, as the start of a reason."""
+    measured = [
+        f"{s.name} was rewritten (version {s.start} to {s.end}): {s.net.describe()}"
+        for s in observed.sources
+        if s.net is not None and not s.net.empty
+    ]
+    return "".join(f"{text}; " for text in measured)
+
+
+def _no_change(observed: Observation) -> str:
+    """Why no row of any source changed: no new version, or versions that rewrote the same rows
+    (docs/ARCHITECTURE.md, "Rewritten inputs")."""
+    rewritten = [
+        f"{s.name} was rewritten (version {s.start} to {s.end}) with the same rows"
+        for s in observed.sources
+        if s.start != s.end
+    ]
+    return f"no source changed its rows: {'; '.join(rewritten)}" if rewritten else "no source changed"
 
 
 def _held_back(observed: Observation) -> str:
@@ -320,10 +265,7 @@ def estimate(
     for (name, version), count in source_reads(applied).items():
         source = sources[name]
         if version == "changes":
-            interval = source.interval
-            assert interval is not None
-            weight = 1 if interval.kind is IntervalKind.ADDED_ONLY else REWRITTEN_READ_COST
-            parts[f"{name} changes"] = count * weight * (interval.added_bytes + interval.removed_bytes)
+            parts[f"{name} changes"] = count * _change_read_bytes(source)
         else:
             parts[f"{name} at {version}"] = count * source.size_bytes
     stored_reads = applied.count(stored) + (0 if delta.insert_only else 1)
@@ -336,11 +278,7 @@ def estimate(
     if stored_reads:
         parts["this table"] = stored_reads * observed.dt_size_bytes
     # The result's share of the DT: as large as the changed share of each changed source.
-    changed_share = sum(
-        (s.interval.added_bytes + s.interval.removed_bytes) / s.size_bytes
-        for s in observed.sources
-        if s.interval is not None and s.size_bytes
-    )
+    changed_share = sum(_changed_share(s) for s in observed.sources)
     delta_cost = DELTA_BYTE_COST[engine_alone is not None]
     parts["the delta"] = int(delta_cost * min(changed_share, 1.0) * observed.dt_size_bytes)
     scans = sum(s.size_bytes * _scans(planned.plan.root, s.name) for s in observed.sources)
@@ -354,6 +292,28 @@ def estimate(
     return Estimate(sum(parts.values()), scans + sorts + observed.dt_size_bytes, tuple(parts.items()), sorts)
 
 
+def _change_read_bytes(source: SourceState) -> int:
+    """What one read of ``source``'s changes costs: its measured net change, held in this
+    process; else its changed files, twice where files were rewritten (both versions are read
+    and grouped by every column to cancel the unchanged rows)."""
+    if source.net is not None and source.net.rows is not None:
+        return source.net.size_bytes
+    interval = source.interval
+    assert interval is not None
+    weight = 1 if interval.kind is IntervalKind.ADDED_ONLY else REWRITTEN_READ_COST
+    return weight * (interval.added_bytes + interval.removed_bytes)
+
+
+def _changed_share(source: SourceState) -> float:
+    """The share of ``source``'s rows its change holds: by its measured net change, else by its
+    changed files' bytes."""
+    if source.net is not None and source.net.row_count is not None and source.row_count:
+        return source.net.row_count / source.row_count
+    if source.interval is None or not source.size_bytes:
+        return 0.0
+    return (source.interval.added_bytes + source.interval.removed_bytes) / source.size_bytes
+
+
 def _touched_share(window: Window, root: Node, applied: Mapping[int, str], observed: Observation) -> float:
     """The share of a window's input its delta sorts again: the touched partitions' (the rules
     recompute those only). A DT that stores each partition's first row (``top_one``) holds one
@@ -361,18 +321,14 @@ def _touched_share(window: Window, root: Node, applied: Mapping[int, str], obser
     Elsewhere the partitions are not counted and the delta is taken to sort all of the input, as
     a recompute does, which leaves the choice to the other costs."""
     read = window.sources()
-    intervals = [
-        s.interval
-        for s in observed.sources
-        if s.name in read and s.interval is not None and s.interval.kind is not IntervalKind.EMPTY
-    ]
-    if not intervals:
+    changing = [s for s in observed.sources if s.name in read and not s.reads_no_change]
+    if not changing:
         return 0.0
     stores_first_rows = any(
         isinstance(n, Filter) and applied.get(id(n)) == top_one.RULE and _first_row_window(n) is window
         for n in root.walk()
     )
-    changed = [i.changed_rows for i in intervals]
+    changed = [s.changed_rows for s in changing]
     if not stores_first_rows or not observed.dt_rows or any(n is None for n in changed):
         return 1.0
     return min(1.0, sum(n for n in changed if n is not None) / observed.dt_rows)
@@ -400,11 +356,13 @@ class _SymbolicChanges:
         return quoted_table(f"{table}@changes")
 
     def is_unchanged(self, table: str) -> bool:
-        interval = self.sources[table].interval
-        return interval is None or interval.kind is IntervalKind.EMPTY
+        return self.sources[table].reads_no_change
 
     def is_insert_only(self, table: str) -> bool:
-        interval = self.sources[table].interval
+        source = self.sources[table]
+        if source.net is not None and source.net.rows is not None:
+            return source.net.inserts_only
+        interval = source.interval
         return interval is None or interval.kind in (IntervalKind.EMPTY, IntervalKind.ADDED_ONLY)
 
 
@@ -478,7 +436,9 @@ def observe(
     dt_log = engine.delta_log(dt.name, since=produced)
     dt_size, dt_rows = 0, None
     if dt.config.refresh_mode == "auto" and any(s.interval is not None for s in states):
-        states = [replace(s, size_bytes=s.log.size_bytes(s.end)) for s in states]
+        states = [
+            replace(s, size_bytes=s.log.size_bytes(s.end), row_count=s.log.num_records(s.end)) for s in states
+        ]
         if dt_log is not None:
             dt_size = dt_log.size_bytes(dt_log.latest_version())
             dt_rows = dt_log.num_records(dt_log.latest_version())

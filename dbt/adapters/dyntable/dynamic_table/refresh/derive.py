@@ -16,7 +16,7 @@ from dbt.adapters.dyntable.differentiation import DeltaQuery, differentiate
 from dbt.adapters.dyntable.differentiation.explain import SymbolicResolver, report
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
 from dbt.adapters.dyntable.dynamic_table.pinning import pin_query
-from dbt.adapters.dyntable.dynamic_table.refresh.decide import SourceState
+from dbt.adapters.dyntable.dynamic_table.refresh.facts import SourceState
 from dbt.adapters.dyntable.dynamic_table.refresh.plan import NotPlanned, PlannedQuery
 from dbt.adapters.dyntable.engines.base import Engine
 
@@ -37,6 +37,7 @@ def delta_query(
         intervals={s.name: s.interval for s in sources if s.interval is not None},
         capabilities=engine.capabilities,
         names=ViewNames.kept(dt.name),
+        measured={s.name: s.net.rows for s in sources if s.net is not None and s.net.rows is not None},
     )
     try:
         yield differentiate(planned.plan, resolver, stored=dt.relation)

@@ -43,16 +43,30 @@ from dbt.adapters.dyntable.dynamic_table.metadata import (
 )
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable, RefreshError
 from dbt.adapters.dyntable.dynamic_table.pinning import read_views
-from dbt.adapters.dyntable.dynamic_table.refresh import compact, decide, derive, guard, immutable, plan
+from dbt.adapters.dyntable.dynamic_table.refresh import (
+    compact,
+    decide,
+    derive,
+    guard,
+    immutable,
+    net_change,
+    plan,
+)
 from dbt.adapters.dyntable.dynamic_table.refresh.apply import (
     FULL_REFRESH_FIX,
     Carry,
     DeltaApplier,
     DeltaValidationError,
     InEngine,
+    PreparedDelta,
     in_engine,
 )
-from dbt.adapters.dyntable.dynamic_table.refresh.decide import Decision, Definition, Observation
+from dbt.adapters.dyntable.dynamic_table.refresh.facts import (
+    NET_CHANGE_MAX_ROWS,
+    Decision,
+    Definition,
+    Observation,
+)
 from dbt.adapters.dyntable.dynamic_table.refresh.record import Recorder, RefreshResult, carrying
 from dbt.adapters.dyntable.dynamic_table.table_features import TableFeatures, once
 from dbt.adapters.dyntable.dynamic_table.verify import DvsCheck, VerifyFailed, verify
@@ -61,6 +75,9 @@ from dbt.adapters.dyntable.vocabulary import first_line
 
 #: The reason of an INCREMENTAL refresh whose delta turned out empty: the DT was not written.
 UNCHANGED_RESULT = "sources changed; the query's result did not"
+#: A rebuild writes only the rows that differ from the DT's where they are at most this many, or
+#: half its rows (docs/ARCHITECTURE.md, "Rewritten inputs").
+DIFFERENCE_MIN_ROWS = 10_000
 #: What `dbt run --empty` does to a DT that exists, and to one that does not.
 EMPTY_KEPT = "dbt --empty: not refreshed; the table keeps its rows and data timestamp"
 EMPTY_CREATED = "dbt --empty: created empty with the query's columns; a run without --empty fills it"
@@ -298,6 +315,8 @@ class RefreshPipeline:
             observed = decide.observe(self.engine, self.metadata, dt, definition, frontier, request)
         except decide.SourceNotReady as waiting:
             return RefreshResult(dt.name, None, State.SKIPPED, str(waiting), request.data_timestamp)
+        if definition.rebuild_reason is None:
+            observed = net_change.measured(self.engine, dt.name, observed, dt_log)
         decision = decide.decide(
             dt,
             definition,
@@ -388,10 +407,9 @@ class RefreshPipeline:
                     f"The engine said: {first_line(exc)}. Fix the model's query for the new columns "
                     "and run it again (a --full-refresh alone will not help)."
                 ) from exc
+            difference = self._difference(refresh, applier, dt_log, pinned)
             if refresh.guarded:
-                held, computed = applier.row_count(), applier.rows_of(f"({pinned})")
-                change = guard.Change(held, max(computed - held, 0), max(held - computed, 0))
-                guard.check(dt, refresh.decision.action, change)
+                guard.check(dt, refresh.decision.action, _rebuilt_change(applier, pinned, difference))
             warnings: List[str] = []
             if dt_log is None:
                 warnings = applier.create_empty(pinned)
@@ -399,9 +417,46 @@ class RefreshPipeline:
                 assert dt_log is not None
                 self.recorder.forget(dt)
             current = self.metadata.frontier(dt.name)
-            result = self._commit(refresh, dt_log, current, lambda: applier.overwrite(pinned))
+            if difference is None:
+                result = self._commit(refresh, dt_log, current, lambda: applier.overwrite(pinned))
+            elif difference.is_empty:
+                result = self._unchanged(refresh, dt_log)
+                result.reason += "; its result did not change, so the table was not written"
+            else:
+                changes = difference
+                result = self._commit(
+                    refresh, dt_log, current, lambda: applier.apply(changes), carry=applier.carry
+                )
+                result.reason += f"; wrote only the {changes.rows.num_rows:,} row(s) that differ"
         result.warnings += warnings
         return result
+
+    def _difference(
+        self, refresh: _Refresh, applier: DeltaApplier, dt_log: Optional[DeltaLog], query: str
+    ) -> Optional[PreparedDelta]:
+        """What a rebuild the data caused (a source reloaded or re-created, AUTO's choice to
+        recompute, a query that cannot be differentiated) writes: the rows that differ from the
+        DT's, where they are few, so the tables reading the DT see a small change and stay
+        incremental (docs/ARCHITECTURE.md, "Rewritten inputs"). None, to overwrite it, where a
+        person asked for every row again (--full-refresh, a new definition), the DT's columns
+        or partitioning change, or most of its rows differ."""
+        reason = refresh.definition.rebuild_reason
+        if dt_log is None or reason in (decide.FULL_REFRESH, decide.DEFINITION_CHANGED):
+            return None
+        if not applier.keeps_layout(query):
+            return None
+        held = dt_log.row_count(dt_log.latest_version()) or 0
+        limit = min(NET_CHANGE_MAX_ROWS, max(DIFFERENCE_MIN_ROWS, held // 2))
+        return applier.difference(query, limit)
+
+    def _unchanged(self, refresh: _Refresh, dt_log: DeltaLog) -> RefreshResult:
+        """The result of a refresh that found nothing to write: the frontier moves to the
+        sources' versions, the DT stays at its version."""
+        version = dt_log.latest_version()
+        reached = self.recorder.commit(
+            refresh.dt, refresh.intent(version), version, dt_log.commit_id(version)
+        )
+        return refresh.result(reached)
 
     def _incremental(self, refresh: _Refresh, dt_log: DeltaLog) -> RefreshResult:
         dt, planned = refresh.dt, refresh.decision.planned
@@ -436,11 +491,7 @@ class RefreshPipeline:
                 change = guard.Change(applier.row_count(), staged.inserted, staged.deleted)
                 guard.check(dt, Action.INCREMENTAL, change)
             if staged.is_empty:
-                version = dt_log.latest_version()
-                reached = self.recorder.commit(
-                    dt, refresh.intent(version), version, dt_log.commit_id(version)
-                )
-                result = refresh.result(reached)
+                result = self._unchanged(refresh, dt_log)
                 result.reason = (
                     f"{UNCHANGED_RESULT} outside the immutable region" if ignored else UNCHANGED_RESULT
                 )
@@ -499,6 +550,16 @@ class RefreshPipeline:
 
     def _dt_log(self, dt: DynamicTable) -> Optional[DeltaLog]:
         return self.engine.delta_log(dt.name)
+
+
+def _rebuilt_change(applier: DeltaApplier, query: str, difference: Optional[PreparedDelta]) -> guard.Change:
+    """What a rebuild changes, for the change fuse: the difference's rows where it writes only
+    those, else the net change in row count (one more engine job counting the query's rows)."""
+    held = applier.row_count()
+    if difference is not None:
+        return guard.Change(held, difference.inserted, difference.deleted)
+    computed = applier.rows_of(f"({query})")
+    return guard.Change(held, max(computed - held, 0), max(held - computed, 0))
 
 
 def _columns_changed(refresh: _Refresh) -> str:

@@ -1,0 +1,89 @@
+"""Stage 1b, measure: the net change of a rewritten input (docs/ARCHITECTURE.md, "Rewritten
+inputs").
+
+A `table` model rebuilt by every `dbt run`, a seed reloaded, a DT that refreshed FULL, a big file
+rewritten by a copy-on-write UPDATE: the log shows every row of the rewritten files removed and
+added again, while the rows that differ are few or none. Left to the delta query, those rows would
+be read and cancelled inside it, as often as the query reads the source's changes, and AUTO would
+price the change at the rewritten files' size and recompute. So before deciding, a refresh reads
+such an input's net change once (the rewritten files of both versions, grouped by every column to
+cancel the copies: one engine job) and brings it to this process when it is small. The decision
+then knows the real change: none (the input counts as unchanged), inserts only, or a few rows,
+and the delta query reads those rows from memory instead of the rewritten files.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Optional
+
+from dbt.adapters.dyntable.changes import register_changes
+from dbt.adapters.dyntable.delta_log import DeltaLog, Interval, IntervalKind
+from dbt.adapters.dyntable.dynamic_table.refresh.facts import (
+    NET_CHANGE_MAX_ROWS,
+    NetChange,
+    Observation,
+    SourceState,
+)
+from dbt.adapters.dyntable.engines.base import Engine
+from dbt.adapters.dyntable.vocabulary import fingerprint
+
+#: A rewrite reads at least this many times more rows than its writers say they changed.
+REWRITE_AMPLIFICATION = 4
+
+
+def rewrites(interval: Optional[Interval]) -> bool:
+    """Whether ``interval`` rewrote files whose rows mostly did not change: it removed and added
+    files (MIXED), and they hold many more rows than its writers say they changed, or the writers
+    did not say (an overwrite, a REPLACE)."""
+    if interval is None or not interval.differentiable or interval.kind is not IntervalKind.MIXED:
+        return False
+    changed = interval.changed_rows
+    if changed is None:
+        return True
+    read = (interval.added_rows or 0) + (interval.removed_rows or 0)
+    return read >= REWRITE_AMPLIFICATION * max(changed, 1)
+
+
+def measured(engine: Engine, owner: str, observed: Observation, dt_log: Optional[DeltaLog]) -> Observation:
+    """``observed``, each source whose interval :func:`rewrites` files with its
+    :class:`NetChange`, where reading it (both versions of the rewritten files, grouped) costs no
+    more than recomputing the DT (reading every source, and the DT's rows to compare them with:
+    a rebuild writes only the rows that differ). ``owner`` (the DT) names the temp view it is
+    read through, which the DT's lock keeps to one refresh at a time."""
+    candidates = [s for s in observed.sources if rewrites(s.interval)]
+    if not candidates or observed.dt_changed or any(s.lost for s in observed.sources):
+        return observed  # nothing rewritten, or the DT rebuilds anyway
+    recompute = sum(s.log.size_bytes(s.end) for s in observed.sources)
+    recompute += dt_log.size_bytes(dt_log.latest_version()) if dt_log is not None else 0
+    # Both read and group about as many bytes: the rewritten files' two versions, against the
+    # sources and the DT.
+    recompute *= 2
+    sources = [
+        replace(s, net=_net_change(engine, owner, s))
+        if s in candidates and _rewritten_bytes(s.interval) <= recompute
+        else s
+        for s in observed.sources
+    ]
+    return replace(observed, sources=sources)
+
+
+def _rewritten_bytes(interval: Optional[Interval]) -> int:
+    assert interval is not None
+    return interval.added_bytes + interval.removed_bytes
+
+
+def _net_change(engine: Engine, owner: str, source: SourceState) -> NetChange:
+    assert source.interval is not None
+    view = f"_dyn_net_change_{fingerprint(owner)[:12]}"
+    register_changes(
+        engine.spark,
+        source.log,
+        source.interval.v0,
+        source.interval.v1,
+        view,
+        interval=source.interval,
+        capabilities=engine.capabilities,
+    )
+    rows = engine.arrow(f"SELECT * FROM {view} LIMIT {NET_CHANGE_MAX_ROWS + 1}")
+    return NetChange(rows if rows.num_rows <= NET_CHANGE_MAX_ROWS else None)
