@@ -242,11 +242,13 @@ def _read_rows(
     match, so the file is read here, through Arrow (no frame when no row is left): the
     snapshot's columns only, in plain Arrow types."""
     filesystem, path = storage.arrow(data_file.uri)
-    rows = pq.read_table(path, filesystem=filesystem, columns=_file_schema(snapshot).names)
-    rows = rows.cast(pa.schema([f.with_type(_plain(f.type)) for f in rows.schema]))
+    columns = _file_schema(snapshot).names
     if keep:
-        rows = rows.take(pa.array(positions, pa.int64()))
+        rows = _rows_at(filesystem, path, columns, positions)
     else:
+        rows = pq.read_table(path, filesystem=filesystem, columns=columns)
+    rows = rows.cast(pa.schema([f.with_type(_plain(f.type)) for f in rows.schema]))
+    if not keep:
         kept = np.ones(rows.num_rows, dtype=bool)
         kept[positions[positions < rows.num_rows]] = False
         rows = rows.filter(pa.array(kept))
@@ -254,6 +256,24 @@ def _read_rows(
         return []
     frame = spark.createDataFrame(rows)
     return [_with_partitions(frame, snapshot, dict(data_file.partition_values), weight)]
+
+
+def _rows_at(
+    filesystem: pafs.FileSystem, path: str, columns: Sequence[str], positions: "np.ndarray[Any, Any]"
+) -> pa.Table:
+    """The rows at ``positions`` of a Parquet file, in that order, reading only the row groups
+    that hold them: one row updated in a file of millions reads one row group, not the file."""
+    with filesystem.open_input_file(path) as source:
+        parquet = pq.ParquetFile(source)
+        sizes = [parquet.metadata.row_group(g).num_rows for g in range(parquet.num_row_groups)]
+        starts = np.cumsum([0, *sizes])
+        group = np.searchsorted(starts, positions, side="right") - 1
+        wanted = np.unique(group)
+        rows = parquet.read_row_groups([int(g) for g in wanted], columns=list(columns))
+    # Where each wanted group starts among the rows read.
+    read_from = np.concatenate([[0], np.cumsum(starts[wanted + 1] - starts[wanted])[:-1]])
+    at = read_from[np.searchsorted(wanted, group)] + positions - starts[group]
+    return rows.take(pa.array(at, pa.int64()))
 
 
 def _plain(data_type: pa.DataType) -> pa.DataType:
