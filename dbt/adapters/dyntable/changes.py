@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import re
 import urllib.parse
 import uuid
 from dataclasses import dataclass
@@ -399,6 +400,38 @@ def register_changes_from_cdf(
 
 
 @dataclass(frozen=True)
+class SourceReads:
+    """Rows and data files of its sources a refresh reads, by the Delta logs' statistics (the
+    refresh history's ``source_rows_read`` and ``source_files_read``)."""
+
+    rows: int = 0
+    files: int = 0
+
+    def __add__(self, other: "SourceReads") -> "SourceReads":
+        return SourceReads(self.rows + other.rows, self.files + other.files)
+
+    def __mul__(self, times: int) -> "SourceReads":
+        return SourceReads(self.rows * times, self.files * times)
+
+
+def version_reads(log: DeltaLog, version: int) -> SourceReads:
+    """What a scan of ``log``'s table at ``version`` reads."""
+    files = log.files_at(version)
+    return SourceReads(sum(f.num_records or 0 for f in files), len(files))
+
+
+def interval_reads(interval: Interval) -> SourceReads:
+    """What reading ``interval``'s changes from its files reads: the added and removed files,
+    and of each file whose deletion vector grew, its newly masked rows."""
+    rows = _total(f.num_records for f in interval.added + interval.removed) + interval.masked_rows
+    return SourceReads(rows, len(interval.added) + len(interval.removed) + len(interval.masked))
+
+
+def _total(counts: Iterable[Optional[int]]) -> int:
+    return sum(c or 0 for c in counts)
+
+
+@dataclass(frozen=True)
 class ViewNames:
     """How the temp views a reader registers are named, and what becomes of them after it.
 
@@ -478,7 +511,7 @@ class VersionedRelations:
             return False
         snapshot = log.snapshot(version)
         return (
-            snapshot.min_reader_version == 1
+            snapshot.rows_are_files_rows
             and len(snapshot.files) <= capabilities.versions_from_files
             # Spark looks up each file named to it, one by one: a request each on an object store.
             and all(f.uri.startswith("file:") for f in snapshot.files.values())
@@ -539,6 +572,7 @@ class FileSetResolver:
             if known is not None:
                 self._intervals[key] = _of_versions(known, v0, v1)
         self._views: Dict[str, str] = {}
+        self._costs: Dict[str, SourceReads] = {}
         self._names = names or ViewNames.unique()
         self._prefix = f"_dyn_changes_{self._names.prefix}"
         self._versions = VersionedRelations(spark, capabilities, names=self._names)
@@ -553,11 +587,25 @@ class FileSetResolver:
 
     def before(self, table: str) -> str:
         _, relation, log, v0, _ = self._source(table)
-        return self._versions.relation(relation, log, v0)
+        return self._handed(self._versions.relation(relation, log, v0), version_reads(log, v0))
 
     def after(self, table: str) -> str:
         _, relation, log, _, v1 = self._source(table)
-        return self._versions.relation(relation, log, v1)
+        return self._handed(self._versions.relation(relation, log, v1), version_reads(log, v1))
+
+    def _handed(self, text: str, cost: SourceReads) -> str:
+        """``text``, a relation this resolver hands to the delta query, remembered with what
+        one read of it reads of the source (:meth:`reads`)."""
+        self._costs[text] = cost
+        return text
+
+    def reads(self, sql: str) -> SourceReads:
+        """What ``sql``, built from this resolver's relations, reads of the sources: each
+        relation as often as it appears (the changes this process measured read nothing more)."""
+        total = SourceReads()
+        for text, cost in self._costs.items():
+            total += cost * len(re.findall(re.escape(text) + r"(?!\w)", sql))
+        return total
 
     def interval(self, table: str) -> Interval:
         return self._interval(self._source(table)[0])
@@ -619,7 +667,7 @@ class FileSetResolver:
                 capabilities=self.capabilities,
             )
         self._views[key] = view
-        return view
+        return self._handed(view, SourceReads() if measured is not None else interval_reads(interval))
 
     def _use_change_data_feed(self, log: DeltaLog, interval: Interval) -> bool:
         """The feed pays off where files were rewritten; appends read the same added files."""

@@ -69,6 +69,11 @@ COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
 #: Classic, multi-part (`.checkpoint.0000000001.0000000003.parquet`) and V2 (`.checkpoint.<uuid>.json`).
 CHECKPOINT_FILE = re.compile(r"^(\d{20})\.checkpoint(?:\.[^.]+|\.\d{10}\.\d{10})?\.(?:parquet|json)$")
 COLUMN_MAPPING_MODE = "delta.columnMapping.mode"
+#: The table setting that has MERGE, DELETE and UPDATE mark removed rows in deletion vectors.
+DELETION_VECTORS = "delta.enableDeletionVectors"
+#: The writer features a table carries once deletion vectors are enabled on it (the other two come
+#: with the writer protocol 7 that table features need).
+DELETION_VECTOR_FEATURES = frozenset({"deletionVectors", "appendOnly", "invariants"})
 CHANGE_DATA_FEED = "delta.enableChangeDataFeed"
 CHECKPOINT_INTERVAL = "delta.checkpointInterval"
 #: Delta's default checkpoint interval, which delta-spark and Sail follow (deltalake's is 100).
@@ -283,6 +288,18 @@ class Snapshot:
     def column_mapping_mode(self) -> str:
         return (self.configuration.get(COLUMN_MAPPING_MODE) or "none").lower()
 
+    @property
+    def rows_are_files_rows(self) -> bool:
+        """Its rows are its data files' rows: reader protocol 1, or deletion vectors enabled (the
+        reader feature of a dynamic table) where no file has one yet."""
+        if self.min_reader_version == 1:
+            return True
+        return (
+            self.column_mapping_mode == "none"
+            and set(self.writer_features) <= DELETION_VECTOR_FEATURES
+            and not self.deleted_rows
+        )
+
 
 @dataclass(frozen=True)
 class Interval:
@@ -304,6 +321,8 @@ class Interval:
     changed_rows: Optional[int] = None
     """The rows the interval's commits removed or added, by their writers' metrics
     (:attr:`_Commit.changed_rows`); None when a commit did not record them."""
+    masked_rows: int = 0
+    """The rows the deletion vectors of :attr:`masked` newly mask."""
 
     @property
     def kind(self) -> IntervalKind:
@@ -340,6 +359,15 @@ class Interval:
 
 def _total_rows(files: Tuple[DataFile, ...]) -> Optional[int]:
     return _known_sum(f.num_records for f in files)
+
+
+def _newly_masked(before: Snapshot, after: Snapshot, path: str) -> int:
+    """How many rows of file ``path`` the deletion vector at ``after`` masks that it did not at
+    ``before``."""
+    masked = after.deleted_rows.get(path)
+    if masked is None:
+        return 0
+    return len(np.setdiff1d(masked, before.deleted_rows.get(path, np.empty(0, np.int64))))
 
 
 def _known_sum(counts: Iterable[Optional[int]]) -> Optional[int]:
@@ -1291,7 +1319,8 @@ class DeltaLog:
             reason = f"the deletion vector of {unread[0]} at version {v1} cannot be read"
         reason = reason or self._file_reason(added, removed + masked)
         changed = _known_sum(c.changed_rows for c in commits)
-        return Interval(v0, v1, added, removed, reason, masked, changed)
+        newly = sum(_newly_masked(before, after, f.path) for f in masked)
+        return Interval(v0, v1, added, removed, reason, masked, changed, newly)
 
     def _changed_files(
         self, before: Snapshot, after: Snapshot, compactions: List[int], vectored: Set[str]

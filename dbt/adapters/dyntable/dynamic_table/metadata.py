@@ -91,6 +91,8 @@ SCHEMAS: Dict[str, pa.Schema] = {
             ("dt_commit", pa.string()),
             ("immutable_rows_ignored", pa.int64()),
             ("verified", pa.string()),
+            ("source_rows_read", pa.int64()),
+            ("source_files_read", pa.int64()),
         ]
     ),
     GRAPH_HISTORY: pa.schema(
@@ -364,6 +366,10 @@ class HistoryRow(_Row):
     #: How the refreshed DT compared with its query: ``equal (...)``, ``MISMATCH (...): ...``,
     #: ``not verified: ...``; None when not checked (docs/ARCHITECTURE.md, "Verifying").
     verified: Optional[str] = None
+    #: Rows and data files of its sources the refresh read, by the Delta logs' statistics; None
+    #: in rows written before they were recorded (docs/ARCHITECTURE.md, "Rewritten inputs").
+    source_rows_read: Optional[int] = None
+    source_files_read: Optional[int] = None
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import threading
 from typing import Dict, List, Mapping, Optional, Sequence, Set, Tuple
 from weakref import WeakKeyDictionary
 
-from dbt.adapters.dyntable.delta_log import DeltaLog
+from dbt.adapters.dyntable.delta_log import DELETION_VECTORS, DeltaLog
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
 from dbt.adapters.dyntable.engines.base import Engine
 from dbt.adapters.dyntable.vocabulary import first_line, quote, sql_string
@@ -116,6 +116,10 @@ class TableFeatures:
                 warnings = self._unclustered(said)
         if dt.docs.table:
             clauses += f" COMMENT {sql_string(dt.docs.table)}"
+        if self.engine.capabilities.deletion_vectors:
+            # Its readers then read the rows a refresh changes, not the files holding them
+            # (docs/ARCHITECTURE.md, "Rewritten inputs").
+            clauses += f" TBLPROPERTIES ({sql_string(DELETION_VECTORS)} = 'true')"
         return clauses, warnings
 
     # -- keeping them ----------------------------------------------------------------------------

@@ -117,6 +117,11 @@ class Capabilities:
     dictionaries), and the ``deltalake`` package writes an UPDATE's files with view types, its
     appends without. Files are then read one scan per declared schema (docs/ARCHITECTURE.md,
     "Reading sources"). JVM Spark reads Parquet's own types and ignores the Arrow schema."""
+    deletion_vectors: bool = False
+    """A MERGE, DELETE or UPDATE of a table with ``delta.enableDeletionVectors`` marks the rows
+    it removes in a deletion vector instead of rewriting their files (delta-spark 3.1 and later,
+    Sail 0.7): dynamic tables are created with it, so that a refresh changing a few rows of a
+    large one leaves its readers a few rows to read (docs/ARCHITECTURE.md, "Rewritten inputs")."""
     escaped_table_paths: bool = True
     """A table whose name needs escaping in a path (a space, a non-ASCII letter) keeps its log
     where its catalog entry says. Sail 0.7 escapes such a location once for the log and twice for

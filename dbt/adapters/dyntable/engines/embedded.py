@@ -94,6 +94,7 @@ class EmbeddedEngine(Engine):
         merge_in_process=True,
         refolds_small_tables=True,
         escaped_table_paths=False,
+        deletion_vectors=True,
     )
 
     #: Settings the engine makes itself: the generated SQL and the warehouse layout rely on them.

@@ -368,6 +368,7 @@ class JvmSparkEngine(Engine):
         # .threshold); more start a listing job, which the Delta scan avoids.
         versions_from_files=32,
         parquet_scan_merges_file_types=False,
+        deletion_vectors=True,
     )
 
     def __init__(

@@ -55,6 +55,8 @@ from dbt.adapters.dyntable.changes import groupable
 from dbt.adapters.dyntable.delta_log import (
     CHECKPOINT_INTERVAL,
     DEFAULT_CHECKPOINT_INTERVAL,
+    DELETION_VECTOR_FEATURES,
+    DELETION_VECTORS,
     DataFile,
     DeltaLog,
     Snapshot,
@@ -102,13 +104,21 @@ def _fail(code: str, as_type: Optional[str] = None) -> str:
     return f"CAST({failing} AS {as_type})" if as_type else failing
 
 
+#: A DT at least this large, with deletion vectors, has the engine delete its rows (marking them
+#: in deletion vectors) rather than deltalake rewrite the files holding them: its readers then
+#: read the rows a refresh changed, not those files (docs/ARCHITECTURE.md, "Rewritten inputs").
+MASKED_BYTES = 32 << 20
+
+
 def _writable_in_process(snapshot: Snapshot) -> bool:
     """The DT uses nothing deltalake's writer might not keep (table features, whether listed or
     implied by a writer version 3-6: CHECK constraints, a change data feed, generated or identity
-    columns, column mapping) and only atomic columns (DataFusion compares nested values otherwise
-    than Spark's ``<=>``), so this process may write it (``Capabilities.merge_in_process``)."""
+    columns, column mapping; deletion vectors it keeps: it writes none, but reads through the
+    ones a table holds and rewrites their files whole) and only atomic columns (DataFusion
+    compares nested values otherwise than Spark's ``<=>``), so this process may write it
+    (``Capabilities.merge_in_process``)."""
     return (
-        not snapshot.writer_features
+        set(snapshot.writer_features) <= DELETION_VECTOR_FEATURES
         and snapshot.min_writer_version in (1, 2, 7)
         and snapshot.column_mapping_mode == "none"
         and not any(k.startswith("delta.constraints.") for k in snapshot.configuration)
@@ -606,6 +616,24 @@ class DeltaApplier:
             return False
         return _writable_in_process(log.snapshot(log.latest_version()))
 
+    def carry_in_apply(self, delta: PreparedDelta) -> Carry:
+        """How the commit :meth:`apply` makes of ``delta`` carries the refresh's intent: where
+        this process writes it (:meth:`carry`)."""
+        return lambda user_metadata: not self._masked_by_engine(delta) and self.carry(user_metadata)
+
+    def _masked_by_engine(self, delta: PreparedDelta) -> bool:
+        """Whether the engine deletes the rows ``delta`` deletes, in deletion vectors: the DT has
+        them and is large (:data:`MASKED_BYTES`)."""
+        if _deletes(delta).num_rows == 0:
+            return False
+        log = self._log()
+        if log is None or not self.engine.capabilities.deletion_vectors:
+            return False
+        snapshot = log.snapshot(log.latest_version())
+        return (snapshot.configuration.get(DELETION_VECTORS) or "").lower() == "true" and sum(
+            f.size_bytes for f in snapshot.files.values()
+        ) >= MASKED_BYTES
+
     def _in_process(self) -> Optional[DeltaTable]:
         """The DT, opened for this process to write rows it holds (:meth:`_writes_in_process`);
         else None."""
@@ -752,20 +780,11 @@ class DeltaApplier:
         every copy of each touched tuple and inserts back old + weight copies; with a row key, it
         deletes the row stored under each key the delta deletes and inserts the delta's inserts."""
         rows, columns = delta.rows, self._spelled(delta.columns)
-        weights = rows.column(WEIGHT)
-        if delta.key is None:
-            copies = pc.add(rows.column(OLD), weights)
-            deletes = rows.filter(pc.greater(rows.column(OLD), 0))
-        else:
-            copies = weights
-            # One delete per key: the stored row under it (deletes rank first within a key).
-            first = pc.equal(rows.column(KEY_RANK), 1)
-            held = pc.and_(pc.less(weights, 0), pc.greater(rows.column(OLD), 0))
-            deletes = rows.filter(pc.and_(first, held))
-        deletes = deletes.select(delta.columns).rename_columns(columns)
+        copies = pc.add(rows.column(OLD), rows.column(WEIGHT)) if delta.key is None else rows.column(WEIGHT)
+        deletes = _deletes(delta).select(delta.columns).rename_columns(columns)
         inserts = _repeated(rows, copies).select(delta.columns).rename_columns(columns)
         names = ", ".join(quote(c) for c in columns)
-        writer = self._in_process()
+        writer = None if self._masked_by_engine(delta) else self._in_process()
         if deletes.num_rows == 0:
             if writer is not None:
                 schema = pa.schema(writer.schema().to_arrow())
@@ -912,6 +931,18 @@ def _merge_rows(
     inserted = {datafusion_sql(quote(c)): datafusion_sql(f"s.{quote(c)}") for c in columns}
     merge = merge.when_not_matched_insert(inserted, datafusion_sql(insert_when) if insert_when else None)
     return {name: int(value) for name, value in merge.execute().items()}
+
+
+def _deletes(delta: PreparedDelta) -> pa.Table:
+    """The DT's rows :meth:`DeltaApplier.apply` deletes: every copy of each touched tuple the DT
+    holds, or with a row key, the row stored under each key the delta deletes."""
+    rows = delta.rows
+    if delta.key is None:
+        return rows.filter(pc.greater(rows.column(OLD), 0))
+    # One delete per key: the stored row under it (deletes rank first within a key).
+    first = pc.equal(rows.column(KEY_RANK), 1)
+    held = pc.and_(pc.less(rows.column(WEIGHT), 0), pc.greater(rows.column(OLD), 0))
+    return rows.filter(pc.and_(first, held))
 
 
 def _repeated(rows: pa.Table, copies: pa.ChunkedArray) -> pa.Table:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Iterator, Mapping, Sequence, Union
+from typing import Callable, Iterator, Mapping, NamedTuple, Sequence, Union
 
-from dbt.adapters.dyntable.changes import FileSetResolver, VersionedRelations, ViewNames
+from dbt.adapters.dyntable.changes import FileSetResolver, SourceReads, VersionedRelations, ViewNames
 from dbt.adapters.dyntable.differentiation import DeltaQuery, differentiate
 from dbt.adapters.dyntable.differentiation.explain import SymbolicResolver, report
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
@@ -21,10 +21,17 @@ from dbt.adapters.dyntable.dynamic_table.refresh.plan import NotPlanned, Planned
 from dbt.adapters.dyntable.engines.base import Engine
 
 
+class Derived(NamedTuple):
+    """A refresh's delta query, and what SQL built from it reads of the sources."""
+
+    query: DeltaQuery
+    reads: Callable[[str], SourceReads]
+
+
 @contextmanager
 def delta_query(
     engine: Engine, dt: DynamicTable, planned: PlannedQuery, sources: Sequence[SourceState]
-) -> Iterator[DeltaQuery]:
+) -> Iterator[Derived]:
     """The delta of ``planned`` over each source's interval, valid inside the ``with``. Called
     under the DT's refresh lock: the views it reads keep their names (:class:`ViewNames`)."""
     versions = {}
@@ -40,7 +47,7 @@ def delta_query(
         measured={s.name: s.net.rows for s in sources if s.net is not None and s.net.rows is not None},
     )
     try:
-        yield differentiate(planned.plan, resolver, stored=dt.relation)
+        yield Derived(differentiate(planned.plan, resolver, stored=dt.relation), resolver.reads)
     finally:
         resolver.close()
 

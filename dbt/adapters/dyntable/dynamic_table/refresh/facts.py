@@ -12,7 +12,7 @@ from typing import Dict, Mapping, Optional, Sequence, Tuple
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dbt.adapters.dyntable.changes import inserts_only
+from dbt.adapters.dyntable.changes import SourceReads, inserts_only
 from dbt.adapters.dyntable.delta_log import DeltaLog, Interval, IntervalKind
 from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, SourceRead, State
 from dbt.adapters.dyntable.dynamic_table.metadata import Sources, SourceVersion
@@ -31,6 +31,8 @@ class NetChange:
     rewrite made cancelled. ``rows`` is None when it holds more than :data:`NET_CHANGE_MAX_ROWS`."""
 
     rows: Optional[pa.Table]
+    #: What measuring it read of the source: the rewritten files of both versions.
+    read: SourceReads = SourceReads()
 
     @property
     def empty(self) -> bool:
@@ -138,6 +140,14 @@ class Observation:
     def consumed(self) -> Sources:
         """What a refresh at this observation consumes, as the frontier records it."""
         return {s.name: SourceVersion(s.end, s.commit, s.read) for s in self.sources}
+
+    @property
+    def measured_reads(self) -> SourceReads:
+        """What measuring the net changes of rewritten sources read of them."""
+        total = SourceReads()
+        for source in self.sources:
+            total += source.net.read if source.net is not None else SourceReads()
+        return total
 
     @property
     def view_fingerprints(self) -> Dict[str, str]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Optional
 
-from dbt.adapters.dyntable.changes import register_changes
+from dbt.adapters.dyntable.changes import interval_reads, register_changes
 from dbt.adapters.dyntable.delta_log import DeltaLog, Interval, IntervalKind
 from dbt.adapters.dyntable.dynamic_table.refresh.facts import (
     NET_CHANGE_MAX_ROWS,
@@ -86,4 +86,4 @@ def _net_change(engine: Engine, owner: str, source: SourceState) -> NetChange:
         capabilities=engine.capabilities,
     )
     rows = engine.arrow(f"SELECT * FROM {view} LIMIT {NET_CHANGE_MAX_ROWS + 1}")
-    return NetChange(rows if rows.num_rows <= NET_CHANGE_MAX_ROWS else None)
+    return NetChange(rows if rows.num_rows <= NET_CHANGE_MAX_ROWS else None, interval_reads(source.interval))

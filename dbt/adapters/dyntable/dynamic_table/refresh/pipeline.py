@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, List, Optional, Sequence, Tuple, Union
 
+from dbt.adapters.dyntable.changes import SourceReads, version_reads
 from dbt.adapters.dyntable.delta_log import DeltaLog
 from dbt.adapters.dyntable.dynamic_table.failpoints import failpoint
 from dbt.adapters.dyntable.dynamic_table.lifecycle import (
@@ -112,7 +113,8 @@ class _Refresh:
         )
 
     def result(self, reached: Frontier, inserted: int = 0, deleted: int = 0) -> RefreshResult:
-        """The result of a refresh that left the DT where frontier ``reached`` says."""
+        """The result of a refresh that left the DT where frontier ``reached`` says; what it read
+        of its sources so far: the rewrites it measured."""
         return RefreshResult(
             self.dt.name,
             self.decision.action,
@@ -125,6 +127,7 @@ class _Refresh:
             source_versions=self.observed.versions,
             warnings=list(self.definition.warnings),
             dt_commit=reached.dt_commit,
+            source_reads=self.observed.measured_reads,
         )
 
 
@@ -425,10 +428,16 @@ class RefreshPipeline:
             else:
                 changes = difference
                 result = self._commit(
-                    refresh, dt_log, current, lambda: applier.apply(changes), carry=applier.carry
+                    refresh,
+                    dt_log,
+                    current,
+                    lambda: applier.apply(changes),
+                    carry=applier.carry_in_apply(changes),
                 )
                 result.reason += f"; wrote only the {changes.rows.num_rows:,} row(s) that differ"
         result.warnings += warnings
+        for source in observed.sources:
+            result.source_reads += version_reads(source.log, source.end)
         return result
 
     def _difference(
@@ -462,7 +471,7 @@ class RefreshPipeline:
         dt, planned = refresh.dt, refresh.decision.planned
         assert planned is not None
         with (
-            derive.delta_query(self.engine, dt, planned, refresh.observed.sources) as delta,
+            derive.delta_query(self.engine, dt, planned, refresh.observed.sources) as (delta, reads),
             immutable.mutable_delta(self.engine, dt, delta.sql, refresh.observed.data_timestamp) as (
                 delta_sql,
                 ignored,
@@ -473,18 +482,29 @@ class RefreshPipeline:
             how = in_engine(dt, refresh.guarded, delta, key.columns, key.declared_by)
             if how is InEngine.APPEND:
                 return self._in_engine(
-                    refresh, dt_log, lambda: applier.append(delta_sql, columns), carry=applier.carry_in_append
+                    refresh,
+                    dt_log,
+                    lambda: applier.append(delta_sql, columns),
+                    reads(delta_sql),
+                    carry=applier.carry_in_append,
                 )
             accumulation = delta.accumulation
             if how is InEngine.ACCUMULATE and accumulation is not None:
                 return self._in_engine(
-                    refresh, dt_log, lambda: applier.accumulate(accumulation), carry=applier.carry
+                    refresh,
+                    dt_log,
+                    lambda: applier.accumulate(accumulation),
+                    reads(accumulation.sql),
+                    carry=applier.carry,
                 )
             if how is InEngine.MERGE:
                 assert key.columns is not None
                 proven = key.columns
                 return self._in_engine(
-                    refresh, dt_log, lambda: applier.merge_on_key(delta_sql, columns, proven)
+                    refresh,
+                    dt_log,
+                    lambda: applier.merge_on_key(delta_sql, columns, proven),
+                    reads(delta_sql),
                 )
             staged = applier.prepare(delta_sql, columns, key.columns, key.declared_by, delta.insert_only)
             if refresh.guarded:
@@ -497,10 +517,15 @@ class RefreshPipeline:
                 )
             else:
                 result = self._commit(
-                    refresh, dt_log, refresh.frontier, lambda: applier.apply(staged), carry=applier.carry
+                    refresh,
+                    dt_log,
+                    refresh.frontier,
+                    lambda: applier.apply(staged),
+                    carry=applier.carry_in_apply(staged),
                 )
         result.warnings += [staged.warning] if staged.warning else []
         result.immutable_rows_ignored = ignored
+        result.source_reads += reads(delta_sql)
         return result
 
     def _in_engine(
@@ -508,11 +533,13 @@ class RefreshPipeline:
         refresh: _Refresh,
         dt_log: DeltaLog,
         apply: Callable[[], Tuple[int, int]],
+        read: SourceReads,
         carry: Optional[Carry] = None,
     ) -> RefreshResult:
         result = self._commit(refresh, dt_log, refresh.frontier, apply, carry)
         if result.rows_inserted == result.rows_deleted == 0:
             result.reason = UNCHANGED_RESULT
+        result.source_reads += read
         return result
 
     def _commit(

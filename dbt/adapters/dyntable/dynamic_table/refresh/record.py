@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
+from dbt.adapters.dyntable.changes import SourceReads
 from dbt.adapters.dyntable.delta_log import DeltaLog, HistoryUnavailable
 from dbt.adapters.dyntable.dynamic_table.config import definition_hash
 from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, SchedulingState, State, Trigger
@@ -75,6 +76,8 @@ class RefreshResult:
     immutable_rows_ignored: int = 0
     #: The verification's outcome, as history records it (docs/ARCHITECTURE.md, "Verifying").
     verified: Optional[str] = None
+    #: What it read of its sources (docs/ARCHITECTURE.md, "Rewritten inputs").
+    source_reads: SourceReads = field(default_factory=SourceReads)
 
     @property
     def summary(self) -> str:
@@ -244,6 +247,8 @@ class Recorder:
                 dt_commit=result.dt_commit,
                 immutable_rows_ignored=result.immutable_rows_ignored,
                 verified=result.verified,
+                source_rows_read=result.source_reads.rows,
+                source_files_read=result.source_reads.files,
             )
         )
         if result.state not in (State.FAILED, State.CANCELLED):
