@@ -180,6 +180,13 @@ def test_sigkill_at_each_step_recovers(engine, project, mode, failpoint, recover
 
     store = project.store()
     recovery = [h for h in store.history(project.dt) if h.refresh_trigger == "RECOVERY"]
+    if mode == "full" and recovered_state != "SUCCEEDED":
+        # A rebuild writes the rows that differ by a commit of this process's that carries its
+        # intent (docs/ARCHITECTURE.md, "Exactly once"): killed before that commit landed, it left
+        # nothing to resolve.
+        assert len(recovery) <= (1 if recovered_state is None else 0), store.history(project.dt)
+        assert all(h.state == "SUCCEEDED" for h in recovery), recovery
+        return
     assert len(recovery) == 1, store.history(project.dt)
     if recovered_state:
         assert recovery[0].state == recovered_state

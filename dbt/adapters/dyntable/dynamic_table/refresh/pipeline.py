@@ -274,7 +274,7 @@ class RefreshPipeline:
             )
             return
         if compacted is not None:
-            result.message = compacted
+            result.message = f"{result.message}; {compacted}" if result.message else compacted
 
     def _row_key(self, dt: DynamicTable) -> Optional[Sequence[str]]:
         """The row key of the definition ``dt``'s frontier maintains, planned over its sources'
@@ -424,7 +424,7 @@ class RefreshPipeline:
                 result = self._commit(refresh, dt_log, current, lambda: applier.overwrite(pinned))
             elif difference.is_empty:
                 result = self._unchanged(refresh, dt_log)
-                result.reason += "; its result did not change, so the table was not written"
+                result.message = "recomputed: its result did not change, so the table was not written"
             else:
                 changes = difference
                 result = self._commit(
@@ -434,7 +434,7 @@ class RefreshPipeline:
                     lambda: applier.apply(changes),
                     carry=applier.carry_in_apply(changes),
                 )
-                result.reason += f"; wrote only the {changes.rows.num_rows:,} row(s) that differ"
+                result.message = "recomputed: wrote only the rows that differ, not the whole table"
         result.warnings += warnings
         for source in observed.sources:
             result.source_reads += version_reads(source.log, source.end)
