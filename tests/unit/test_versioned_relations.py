@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Optional
 
+import numpy as np
 import pytest
 
 from dbt.adapters.dyntable.changes import VersionedRelations
@@ -26,6 +27,9 @@ class Log:
     checkpoint: Optional[int] = None
     min_reader_version: int = 1
     root: str = "file:///t"
+    reader_features: tuple = ()
+    #: Files whose deletion vector masks a row.
+    masked: int = 0
 
     def latest_checkpoint(self) -> Optional[int]:
         return self.checkpoint
@@ -44,7 +48,9 @@ class Log:
             (),
             {},
             files,
+            deleted_rows={f"part-{i}.parquet": np.array([0]) for i in range(self.masked)},
             min_reader_version=self.min_reader_version,
+            reader_features=self.reader_features,
         )
 
 
@@ -67,6 +73,20 @@ class Log:
             3,
             False,
             id="reader_features",  # deletion vectors, column mapping: the files are not the rows
+        ),
+        pytest.param(
+            replace(CAPABILITIES, versions_from_files=32),
+            Log(files=2, min_reader_version=3, reader_features=("deletionVectors",)),
+            3,
+            True,
+            id="deletion_vectors_enabled_none_written",  # a dynamic table's: its files are its rows
+        ),
+        pytest.param(
+            replace(CAPABILITIES, versions_from_files=32),
+            Log(files=2, min_reader_version=3, reader_features=("deletionVectors",), masked=1),
+            3,
+            False,
+            id="a_deletion_vector_written",
         ),
         pytest.param(
             replace(CAPABILITIES, time_travel_behind_checkpoint=False),

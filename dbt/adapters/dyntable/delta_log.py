@@ -279,6 +279,8 @@ class Snapshot:
     min_reader_version: int = 1
     """The protocol's reader version: above 1 a reader needs more than the data files (column
     mapping, deletion vectors, other reader features)."""
+    reader_features: Tuple[str, ...] = ()
+    """The protocol's reader table features (``deletionVectors``, ...), at reader version 3."""
 
     @property
     def schema(self) -> StructType:
@@ -295,8 +297,8 @@ class Snapshot:
         if self.min_reader_version == 1:
             return True
         return (
-            self.column_mapping_mode == "none"
-            and set(self.writer_features) <= DELETION_VECTOR_FEATURES
+            set(self.reader_features) == {"deletionVectors"}
+            and self.column_mapping_mode == "none"
             and not self.deleted_rows
         )
 
@@ -1050,6 +1052,7 @@ class DeltaLog:
             writer_features=tuple(protocol.writer_features or ()),
             min_writer_version=protocol.min_writer_version,
             min_reader_version=protocol.min_reader_version,
+            reader_features=tuple(protocol.reader_features or ()),
         )
 
     @staticmethod
