@@ -249,8 +249,7 @@ def _read_rows(
         rows = _rows_at(filesystem, path, columns, positions)
     else:
         rows = pq.read_table(path, filesystem=filesystem, columns=columns)
-    rows = rows.cast(pa.schema([f.with_type(_plain(f.type)) for f in rows.schema]))
-    if not keep:
+        rows = rows.cast(pa.schema([f.with_type(_plain(f.type)) for f in rows.schema]))
         kept = np.ones(rows.num_rows, dtype=bool)
         kept[positions[positions < rows.num_rows]] = False
         rows = rows.filter(pa.array(kept))
@@ -263,8 +262,9 @@ def _read_rows(
 def _rows_at(
     filesystem: pafs.FileSystem, path: str, columns: Sequence[str], positions: "np.ndarray[Any, Any]"
 ) -> pa.Table:
-    """The rows at ``positions`` of a Parquet file, in that order, reading only the row groups
-    that hold them: one row updated in a file of millions reads one row group, not the file."""
+    """The rows at ``positions`` of a Parquet file, in that order and in plain Arrow types,
+    reading only the row groups that hold them: one row updated in a file of millions reads one
+    row group, not the file."""
     with filesystem.open_input_file(path) as source:
         parquet = pq.ParquetFile(source)
         sizes = [parquet.metadata.row_group(g).num_rows for g in range(parquet.num_row_groups)]
@@ -272,6 +272,7 @@ def _rows_at(
         group = np.searchsorted(starts, positions, side="right") - 1
         wanted = np.unique(group)
         rows = parquet.read_row_groups([int(g) for g in wanted], columns=list(columns))
+    rows = rows.cast(pa.schema([f.with_type(_plain(f.type)) for f in rows.schema]))  # take needs them
     # Where each wanted group starts among the rows read.
     read_from = np.concatenate([[0], np.cumsum(starts[wanted + 1] - starts[wanted])[:-1]])
     at = read_from[np.searchsorted(wanted, group)] + positions - starts[group]
