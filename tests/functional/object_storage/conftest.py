@@ -6,6 +6,10 @@ AWS_REGION), as a user's would, and each project's profile gives the endpoint in
 `storage_options`. Object storage is the embedded engine's here: JVM Spark would need the
 `hadoop-aws` module, which no registry this project installs from has (docs/ARCHITECTURE.md,
 "Object storage").
+
+These tests run dbt in this process (``dbtRunner``) on warehouses of their own, beside the
+session's engine that the other functional tests share; :func:`dbt_adapters_restored` keeps the
+adapter such a run registers from serving the tests that come after.
 """
 
 from __future__ import annotations
@@ -15,8 +19,26 @@ import uuid
 from typing import Dict, Iterator
 
 import pytest
+from dbt.adapters.factory import FACTORY
 
 from dbt.adapters.dyntable.testing.s3_server import S3Server
+
+
+@pytest.fixture(autouse=True)
+def dbt_adapters_restored() -> Iterator[None]:
+    """dbt's adapter registry as it was before the test. dbt run in this process (dbtRunner)
+    resets the registry when it starts and leaves its adapter registered when it returns; dbt's
+    `adapter` fixture keeps an adapter already registered for its type rather than its own. So
+    the next test class's `project.run_sql` ran on this test's S3 warehouse, and its `dbt run`,
+    back on the session's warehouse, found no such tables."""
+    before = dict(FACTORY.adapters)
+    yield
+    with FACTORY.lock:
+        left = [adapter for name, adapter in FACTORY.adapters.items() if before.get(name) is not adapter]
+        FACTORY.adapters.clear()
+        FACTORY.adapters.update(before)
+    for adapter in left:
+        adapter.cleanup_connections()
 
 
 @pytest.fixture(scope="session")
