@@ -8,6 +8,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
+import pyarrow as pa
 import pytest
 
 from dbt.adapters.dyntable.delta_log import DataFile, DeltaLog, Interval
@@ -16,6 +17,7 @@ from dbt.adapters.dyntable.dynamic_table.config import definition_hash
 from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, RefreshRequest, SourceRead, State, Trigger
 from dbt.adapters.dyntable.dynamic_table.metadata import Frontier, Intent, MetadataStore, SourceVersion
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable, RefreshError
+from dbt.adapters.dyntable.dynamic_table.refresh import net_change
 from dbt.adapters.dyntable.dynamic_table.refresh.decide import (
     SourceNotReady,
     _version_read,
@@ -23,9 +25,15 @@ from dbt.adapters.dyntable.dynamic_table.refresh.decide import (
     decide,
     maintained_definition,
 )
-from dbt.adapters.dyntable.dynamic_table.refresh.facts import Observation, SourceState
+from dbt.adapters.dyntable.dynamic_table.refresh.facts import (
+    NET_CHANGE_MAX_ROWS,
+    NetChange,
+    Observation,
+    SourceState,
+)
 from dbt.adapters.dyntable.dynamic_table.refresh.plan import NotPlanned, OutputKey, PlannedQuery
 from dbt.adapters.dyntable.engines.base import Capabilities
+from dbt.adapters.dyntable.vocabulary import WEIGHT
 
 T = datetime(2026, 11, 23, 12, 0, tzinfo=timezone.utc)
 SQL = "select k, sum(v) as total from s.t group by k"
@@ -454,3 +462,70 @@ def test_auto_counts_a_windows_sort_over_the_partitions_a_change_touches() -> No
     # and the delta is taken to sort as much
     assert decision.reason.startswith("recomputing reads, sorts and writes about 2.1 kB"), decision.reason
     assert "sorting touched partitions 1.0 kB" in decision.reason
+
+
+def net(rows: int, weight: int = 1) -> NetChange:
+    """A measured net change of ``rows`` rows of weight ``weight`` (docs/ARCHITECTURE.md,
+    "Rewritten inputs")."""
+    return NetChange(pa.table({"k": list(range(rows)), WEIGHT: [weight] * rows}))
+
+
+def test_a_rewrite_of_the_same_rows_is_no_data_naming_it() -> None:
+    dt = model()
+    rewritten = replace(source(5, 7, added=1000, removed=1000), net=net(0))
+    decision, planner = run(dt, frontier(dt, {"s.t": 5}), [rewritten])
+    assert (decision.action, decision.state) == (Action.NO_DATA, State.SUCCEEDED)
+    assert (
+        decision.reason == "no source changed its rows: s.t was rewritten (version 5 to 7) with the same rows"
+    )
+    assert planner.calls == 0
+
+
+def test_a_rewrite_of_a_few_rows_is_priced_by_them_and_named() -> None:
+    """Without its net change a rewrite of every file costs both versions (AUTO recomputes, as
+    the test above it shows); measured, it costs its rows."""
+    dt = model()
+    files = source(5, 6, added=1000, removed=1000, size=1000)
+    unmeasured = run(dt, frontier(dt, {"s.t": 5}), [files], dt_size=100)[0]
+    assert unmeasured.action is Action.FULL
+    measured = run(dt, frontier(dt, {"s.t": 5}), [replace(files, net=net(2), row_count=1000)], dt_size=100)[0]
+    assert measured.action is Action.INCREMENTAL
+    assert measured.reason.startswith("s.t was rewritten (version 5 to 6): 2 row(s) added and 0 removed; ")
+    too_big = run(dt, frontier(dt, {"s.t": 5}), [replace(files, net=NetChange(None))], dt_size=100)[0]
+    assert f"more than {NET_CHANGE_MAX_ROWS:,} rows changed" in too_big.reason
+
+
+def test_a_measured_rewrite_that_only_inserts_is_read_as_inserts() -> None:
+    sql = "select k, count(*) as n from s.t group by k"
+    dt = model(sql)
+    planner = Planner(PlannedQuery(plan_query(sql), OutputKey(["k"])))
+    inserts = replace(source(5, 6, added=1000, removed=1000), net=net(3), row_count=1000)
+    decision, _ = run(dt, frontier(dt, {"s.t": 5}), [inserts], planner, dt_size=100)
+    # inserts under a count fold into the stored groups: the source is never read again
+    assert decision.action is Action.INCREMENTAL and "s.t changes 48 B" in decision.reason
+    assert "s.t at v" not in decision.reason, decision.reason
+    # deletes recompute the touched groups from the source's rows at the new version
+    deletes = replace(inserts, net=net(3, weight=-1))
+    decision, _ = run(dt, frontier(dt, {"s.t": 5}), [deletes], planner, dt_size=100)
+    assert "s.t at v1 1.0 kB" in decision.reason, decision.reason
+
+
+@pytest.mark.parametrize(
+    "added, removed, changed, rewrites",
+    [
+        (100, 100, None, True),  # an overwrite or a REPLACE: its writer did not count
+        (100, 100, 2, True),  # an UPDATE of one row copied the other 99 of its file
+        (100, 100, 60, False),  # most rows changed
+        (100, 0, 100, False),  # an append
+        (0, 0, None, False),
+    ],
+)
+def test_which_intervals_rewrite_files(added, removed, changed, rewrites) -> None:
+    interval = Interval(
+        5,
+        6,
+        tuple([DataFile("a", "file:///a", 10, added, {}, False)] if added else []),
+        tuple([DataFile("r", "file:///r", 10, removed, {}, False)] if removed else []),
+        changed_rows=changed,
+    )
+    assert net_change.rewrites(interval) is rewrites
