@@ -3,6 +3,7 @@ library (and JVM Spark) is given (docs/ARCHITECTURE.md, "Object storage")."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -90,3 +91,24 @@ def test_a_jvm_session_on_object_storage_is_configured_for_s3a() -> None:
     assert conf["spark.sql.warehouse.dir"] == "s3a://bucket/wh"
     assert conf["spark.hadoop.fs.s3a.endpoint"] == "http://127.0.0.1:9000"
     assert str(Path.home() / ".dyntable" / "metastore") in conf["spark.driver.extraJavaOptions"]
+
+
+def test_a_second_object_store_in_one_process_is_refused_not_mixed_up(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Sail reads an object store's settings once per process: an engine for a warehouse with
+    other settings would read and write the first one's store."""
+    from dbt.adapters.dyntable.engines.base import EngineError
+    from dbt.adapters.dyntable.engines.embedded import EmbeddedEngine
+
+    monkeypatch.setattr(EmbeddedEngine, "_object_store_environment", None)
+    monkeypatch.setattr(os, "environ", dict(os.environ))  # what the engines set stays in the test
+
+    def engine(endpoint: str) -> EmbeddedEngine:
+        options = {"endpoint": endpoint, "region": "us-east-1", "allow_http": "true"}
+        return EmbeddedEngine(storage.warehouse_storage("s3://bucket/wh", options))
+
+    engine("http://127.0.0.1:9001")._apply_object_store_environment()
+    engine("http://127.0.0.1:9001")._apply_object_store_environment()  # the same settings: fine
+    with pytest.raises(EngineError, match="a process of its own"):
+        engine("http://127.0.0.1:9002")._apply_object_store_environment()

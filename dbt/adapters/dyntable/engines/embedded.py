@@ -84,6 +84,8 @@ class EmbeddedEngine(Engine):
     """Sail in-process, on 127.0.0.1, with its catalog persisted in a warehouse directory."""
 
     name: ClassVar[str] = "embedded"
+    #: The object-store settings this process's Sail was given (``_apply_object_store_environment``).
+    _object_store_environment: ClassVar[Optional[Dict[str, str]]] = None
     capabilities: ClassVar[Capabilities] = Capabilities(
         change_data_feed=False,
         truncate=False,
@@ -134,9 +136,7 @@ class EmbeddedEngine(Engine):
                 "engine pick one."
             )
         os.environ.setdefault(SESSION_TIMEOUT_ENV, str(DEFAULT_SESSION_TIMEOUT_SECS))
-        # Sail reads an object store's settings from the environment (docs/ARCHITECTURE.md,
-        # "Object storage"): the profile's `storage_options`, for this process.
-        os.environ.update(self.warehouse.storage.engine_environment())
+        self._apply_object_store_environment()
         # Sail logs every session at INFO otherwise, and warns of the tasks it aborts at every stop.
         os.environ.setdefault("RUST_LOG", "warn,sail_common::actor=error")
         try:
@@ -187,6 +187,26 @@ class EmbeddedEngine(Engine):
         self._log_attached(report)
         sigint.restore()
         return self
+
+    def _apply_object_store_environment(self) -> None:
+        """Give Sail the warehouse's object-store settings, from the environment it reads them
+        from (docs/ARCHITECTURE.md, "Object storage"). Sail reads them once per process, at its
+        first request to a store, so a second warehouse with other settings in this process
+        would read and write the first one's store: refused, with the way out."""
+        wanted = self.warehouse.storage.engine_environment()
+        if not wanted:
+            return
+        given = EmbeddedEngine._object_store_environment
+        if given is not None and given != wanted:
+            raise EngineError(
+                f"The embedded engine for warehouse {self.warehouse.root} needs other object-store "
+                "settings (endpoint, region or credentials) than the one this process already started, "
+                "and Sail keeps the first ones for the life of the process: it would read and write the "
+                "other store. Run each of these targets in a process of its own (one dbt or dyntable "
+                "command per target)."
+            )
+        EmbeddedEngine._object_store_environment = dict(wanted)
+        os.environ.update(wanted)
 
     def _log_attached(self, report: AttachReport) -> None:
         for view, error in report.broken_views or []:
