@@ -104,6 +104,20 @@ class DyntableAdapter(SparkAdapter):
     def type(cls) -> str:
         return "dyntable"
 
+    def pre_model_hook(self, config: Any) -> Any:
+        """A model, seed or snapshot without `file_format` is built as `file_format: delta`.
+
+        Both engines store it as Delta anyway (`spark.sql.sources.default`), but dbt-spark's
+        materializations read the config: without it a `table` model was dropped and created
+        again at every run, so every dynamic table reading it rebuilt (a new table, its history
+        gone), and an incremental model could not `merge` (docs/ARCHITECTURE.md, "Rewritten
+        inputs"). A format set by the project is left as it is.
+        """
+        node_config = getattr(getattr(config, "model", None), "config", None)
+        if node_config is not None and node_config.get("file_format") is None:
+            node_config["file_format"] = "delta"
+        return super().pre_model_hook(config)
+
     def _get_relation_information(self, row: "agate.Row") -> Any:
         """`SHOW TABLE EXTENDED` information with the provider lower-cased and SQL type names.
 

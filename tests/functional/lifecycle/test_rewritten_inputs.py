@@ -243,3 +243,30 @@ class TestRewrittenInputs:
         row = assert_refreshed(project, dyntable_warehouse, "busy_scores", "INCREMENTAL")
         # The masked row and the row added: not the files holding them.
         assert (row.source_rows_read, row.source_files_read) == (2, 2)
+
+
+class TestTableModelsWithoutFileFormat:
+    """A project that sets no `file_format` (dbt-spark's materializations then dropped a `table`
+    model and created it anew at every run, and every DT reading it rebuilt)."""
+
+    @pytest.fixture(scope="class")
+    def seeds(self):
+        return {"devices.csv": DEVICES}
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {
+            "dim_devices.sql": DIM_DEVICES,
+            "enriched.sql": ENRICHED,
+            "sources.yml": raw_sources("readings"),
+        }
+
+    def test_a_table_model_is_replaced_in_place(self, project, raw, dyntable_warehouse):
+        run_dbt(["build"])
+        assert_refreshed(project, dyntable_warehouse, "enriched", "REINITIALIZE")
+        dim_devices = location(project, f"{project.test_schema}.dim_devices")
+        first = commits(dim_devices)[0].read_bytes()
+        run_dbt(["build"])  # the seed reloaded, the table model rebuilt: the same rows
+        assert commits(dim_devices)[0].read_bytes() == first  # the same table, its log goes on
+        assert len(commits(dim_devices)) > 1
+        assert_refreshed(project, dyntable_warehouse, "enriched", "NO_DATA", "dim_devices was rewritten")
