@@ -65,7 +65,7 @@ def engine_profile_target(dyntable_profile: str, dyntable_warehouse: Path) -> Di
         jars = spark_jars_folder()
         if jars is not None:
             from dbt.adapters.dyntable.engines.base import EngineError
-            from dbt.adapters.dyntable.engines.jvm import delta_jars
+            from dbt.adapters.dyntable.engines.jvm_launch import delta_jars
 
             try:
                 delta_jars(jars)

@@ -24,7 +24,8 @@ from dbt.adapters.dyntable.engines import start_engine
 from dbt.adapters.dyntable.engines.base import EngineError
 from dbt.adapters.dyntable.engines.connect import ConnectEngine
 from dbt.adapters.dyntable.engines.embedded import EmbeddedEngine
-from dbt.adapters.dyntable.engines.jvm import CONNECT_MODE_VARIABLES, JvmSparkEngine, delta_version
+from dbt.adapters.dyntable.engines.jvm import JvmSparkEngine
+from dbt.adapters.dyntable.engines.jvm_launch import CONNECT_MODE_VARIABLES, delta_version
 from tests.functional.profiles import spark_jars_folder
 
 pytestmark = pytest.mark.jvm_ci

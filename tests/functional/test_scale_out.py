@@ -247,7 +247,7 @@ def connect_server(
     its URL, process and warehouse."""
     require_jvm_profile(request)
     request.getfixturevalue("engine")
-    from dbt.adapters.dyntable.engines.jvm import DELTA_CONF, delta_jars, delta_version
+    from dbt.adapters.dyntable.engines.jvm_launch import DELTA_CONF, delta_jars, delta_version
 
     root = tmp_path_factory.mktemp("connect")
     warehouse = root / "warehouse"

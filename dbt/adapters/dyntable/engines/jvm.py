@@ -1,27 +1,18 @@
 """The JVM engine: Apache Spark (classic PySpark, local or on a cluster) with Delta Lake.
 
-This is the production engine. Delta Lake's JVM jars come either from Maven (delta-spark's own
-``configure_spark_with_delta_pip``) or, where Maven cannot be reached, from a local folder given as
-``spark_jars``.
+This is the production engine. Its driver is launched by :mod:`.jvm_launch` (Java, Delta Lake's
+jars from Maven or ``spark_jars``, a start bounded by ``start_timeout``); this module configures
+the session and runs its statements.
 
 The catalog: a master on this machine (``local[*]``, or a standalone cluster on 127.0.0.1) gets
-Hive support with an embedded Derby metastore in ``<warehouse>/.metastore``, so tables and views
-outlive the process and no re-attach is needed. Embedded Derby serves one process at a time: a
-second process on the same warehouse fails to start with an error saying so. Hive's Derby schema
-keeps a view's text in LONG VARCHAR columns (32,700 characters at most); the engine widens them to
-CLOB once, so views of any length can be created. Other masters use whatever metastore the
-cluster configures (its ``hive-site.xml`` or ``spark_conf``). A ``spark_conf`` that sets
-``spark.sql.catalogImplementation=in-memory`` gives up that persistence; the capabilities below
-then overstate it.
+the warehouse's own embedded Derby metastore (:mod:`.jvm_metastore`). Other masters use whatever
+metastore the cluster configures (its ``hive-site.xml`` or ``spark_conf``). A ``spark_conf`` that
+sets ``spark.sql.catalogImplementation=in-memory`` gives up that persistence; the capabilities
+below then overstate it.
 
 The warehouse's layout is the embedded engine's (see :mod:`.warehouse`): a schema's tables live in
 ``<warehouse>/<schema>/<table>``, and Delta tables found there that the catalog does not know
 (written outside Spark, e.g. by the `deltalake` package) are registered when the engine starts.
-
-Starting the JVM is bounded: PySpark's own launcher waits without limit for the driver, and Maven
-resolution over a network that drops packets can take many minutes before it fails. This module
-launches the driver itself, so it can stop it after ``start_timeout`` seconds, read its output to
-say why it failed, and end the JVM when the engine stops (PySpark keeps it until Python exits).
 """
 
 from __future__ import annotations
@@ -30,23 +21,35 @@ import hashlib
 import logging
 import os
 import re
-import shlex
-import shutil
 import subprocess
 import sys
-import tempfile
-import threading
-import time
-from collections import deque
 from dataclasses import replace
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, ClassVar, Deque, Dict, List, Mapping, Optional
+from typing import TYPE_CHECKING, Any, ClassVar, Dict, Mapping, Optional
 from urllib.parse import urlparse
 
 from sqlglot import exp
 
 from dbt.adapters.dyntable import storage
 from dbt.adapters.dyntable.engines.base import DATAFRAME_DEBUGGING, Capabilities, Engine, EngineError
+from dbt.adapters.dyntable.engines.jvm_launch import (
+    DELTA_CONF,
+    DriverOutput,
+    delta_classpath,
+    end_driver,
+    find_java,
+    launch_driver,
+    local_cores,
+    refuse_other_sessions,
+)
+from dbt.adapters.dyntable.engines.jvm_metastore import (
+    JDO_URL,
+    METASTORE_DIR,
+    check_catalog,
+    derby_url,
+    local_metastore_conf,
+    widen_view_text_columns,
+)
 from dbt.adapters.dyntable.engines.warehouse import Warehouse, ddl_kind, parse_ddl, with_location
 from dbt.adapters.dyntable.vocabulary import quote, sql_string
 
@@ -56,229 +59,10 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 logger = logging.getLogger(__name__)
-driver_logger = logging.getLogger(__name__ + ".driver")
 
-DELTA_CONF = {
-    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
-    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
-}
-#: Spark 4 is built for Scala 2.13; Delta's jars must match it.
-SCALA_VERSION = "2.13"
-MIN_JAVA = 17
 DEFAULT_START_TIMEOUT_SECS = 90.0
-METASTORE_DIR = ".metastore"
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
-JDO_URL = "spark.hadoop.javax.jdo.option.ConnectionURL"
 STALENESS_LIMIT = "spark.databricks.delta.stalenessLimit"
-#: Hive's Derby schema keeps view text in these LONG VARCHAR (at most 32,700 characters) columns.
-VIEW_TEXT_COLUMNS = ("VIEW_EXPANDED_TEXT", "VIEW_ORIGINAL_TEXT")
-#: How many lines of driver output to keep for error messages.
-OUTPUT_TAIL_LINES = 200
-#: Set by PySpark once a Spark Connect session exists in a process, and inherited by its children.
-CONNECT_MODE_VARIABLES = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE")
-MAVEN_FAILURE_MARKERS = ("unresolved dependency", "UNRESOLVED DEPENDENCIES", "resolveMavenCoordinates")
-
-
-def delta_version() -> str:
-    """The installed delta-spark Python package's version: the jars must match it."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("delta-spark")
-    except PackageNotFoundError as exc:
-        raise EngineError(
-            "The session engine needs the delta-spark package. Install dbt-dyntable[spark]."
-        ) from exc
-
-
-def jars_hint() -> str:
-    ver = delta_version()
-    return (
-        f"set `spark_jars` in your profile to a folder containing delta-spark_{SCALA_VERSION}-{ver}.jar "
-        f"and delta-storage-{ver}.jar"
-    )
-
-
-def find_java() -> Path:
-    """The java Spark's launcher will run (JAVA_HOME first, then PATH), checked to be 17 or newer."""
-    java_home = os.environ.get("JAVA_HOME")
-    if java_home:
-        java = Path(java_home) / "bin" / "java"
-        if not os.access(java, os.X_OK):
-            raise EngineError(
-                f"JAVA_HOME is set to {java_home}, which has no bin/java. Install Java {MIN_JAVA} "
-                "and set JAVA_HOME to it (or unset JAVA_HOME to use the java on PATH)."
-            )
-    else:
-        found = shutil.which("java")
-        if found is None:
-            raise EngineError(
-                f"The session engine needs Java {MIN_JAVA} or newer, and there is no `java` on PATH "
-                f"and no JAVA_HOME. Install Java {MIN_JAVA} or set JAVA_HOME to a Java installation."
-            )
-        java = Path(found)
-    try:
-        banner = subprocess.run([str(java), "-version"], capture_output=True, text=True, timeout=30).stderr
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise EngineError(
-            f"{java} could not be run ({exc}). Install Java {MIN_JAVA} or set JAVA_HOME."
-        ) from exc
-    match = re.search(r'version "(\d+)(?:\.(\d+))?', banner)
-    if match:
-        # Java 8 and older report "1.8.0_x".
-        major = int(match.group(2) or 0) if match.group(1) == "1" else int(match.group(1))
-        if major < MIN_JAVA:
-            raise EngineError(
-                f"{java} is Java {major}; Spark 4 needs Java {MIN_JAVA} or newer. Install Java "
-                f"{MIN_JAVA} and set JAVA_HOME to it."
-            )
-    return java
-
-
-def delta_jars(folder: Path) -> List[Path]:
-    """All jars in `folder`, checked to include Delta's two jars for this Scala version."""
-    if not folder.is_dir():
-        raise EngineError(f"`spark_jars` is {folder}, which is not a folder. {jars_hint().capitalize()}.")
-    jars = sorted(folder.glob("*.jar"))
-    names = [jar.name for jar in jars]
-    missing = [
-        wanted
-        for wanted, pattern in (
-            (
-                f"delta-spark_{SCALA_VERSION}-<version>.jar",
-                rf"delta-spark_{re.escape(SCALA_VERSION)}-.+\.jar$",
-            ),
-            ("delta-storage-<version>.jar", r"delta-storage-.+\.jar$"),
-        )
-        if not any(re.search(pattern, name) for name in names)
-    ]
-    if missing:
-        raise EngineError(
-            f"`spark_jars` folder {folder} lacks {' and '.join(missing)}"
-            f" (it holds {len(jars)} jar{'s' if len(jars) != 1 else ''}). {jars_hint().capitalize()}."
-        )
-    return jars
-
-
-class _DriverOutput:
-    """Forwards the driver's stdout/stderr to logging and keeps the last lines for errors.
-
-    The driver's output must not reach dbt's own stdout (it may be structured logs).
-    """
-
-    def __init__(self, stream: IO[bytes]) -> None:
-        self.lines: Deque[str] = deque(maxlen=OUTPUT_TAIL_LINES)
-        self._thread = threading.Thread(target=self._pump, args=(stream,), daemon=True)
-        self._thread.start()
-
-    def _pump(self, stream: IO[bytes]) -> None:
-        for raw in iter(stream.readline, b""):
-            line = raw.decode("utf-8", "replace").rstrip()
-            self.lines.append(line)
-            driver_logger.debug("%s", line)
-
-    def drained(self, timeout: float = 5.0) -> str:
-        self._thread.join(timeout)
-        return "\n".join(self.lines)
-
-
-def launch_driver(
-    conf: "SparkConf", timeout: float
-) -> "tuple[subprocess.Popen[bytes], JavaGateway, _DriverOutput]":
-    """Start the Spark driver JVM as PySpark does, but bounded by `timeout` seconds."""
-    from pyspark.find_spark_home import _find_spark_home
-    from pyspark.java_gateway import launch_gateway
-    from pyspark.serializers import UTF8Deserializer, read_int
-
-    command = [os.path.join(_find_spark_home(), "bin", "spark-submit")]
-    for key, value in conf.getAll():
-        command += ["--conf", f"{key}={value}"]
-    command += shlex.split(os.environ.get("PYSPARK_SUBMIT_ARGS", "pyspark-shell"))
-
-    info_dir = tempfile.mkdtemp(prefix="dyntable-driver-")
-    info_file = os.path.join(info_dir, "conn-info")
-    env = dict(os.environ, SPARK_CONNECT_MODE="0", _PYSPARK_DRIVER_CONN_INFO_PATH=info_file)
-    try:
-        # stdin stays open: the driver exits when it closes (that is how stop() ends it).
-        proc = subprocess.Popen(
-            command,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
-        )
-        assert proc.stdout is not None  # stdout=PIPE
-        output = _DriverOutput(proc.stdout)
-        deadline = time.monotonic() + timeout
-        while proc.poll() is None and not os.path.isfile(info_file) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if not os.path.isfile(info_file):
-            timed_out = proc.poll() is None
-            # Still resolving or starting: it does not read stdin yet, so only a kill ends it.
-            _end(proc, grace=0)
-            raise _launch_error(output.drained(), timed_out, timeout)
-        with open(info_file, "rb") as info:
-            port = read_int(info)
-            secret = UTF8Deserializer().loads(info)
-    finally:
-        shutil.rmtree(info_dir, ignore_errors=True)
-    # PySpark connects to an already running driver when told its port and secret.
-    saved = {k: os.environ.get(k) for k in ("PYSPARK_GATEWAY_PORT", "PYSPARK_GATEWAY_SECRET")}
-    os.environ["PYSPARK_GATEWAY_PORT"], os.environ["PYSPARK_GATEWAY_SECRET"] = str(port), secret
-    try:
-        gateway = launch_gateway()
-    except Exception:
-        _end(proc)
-        raise
-    finally:
-        for key, saved_value in saved.items():
-            if saved_value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = saved_value
-    return proc, gateway, output
-
-
-def _end(proc: "subprocess.Popen[bytes]", grace: float = 10.0) -> None:
-    """End the driver: closing its stdin makes a running one exit; kill it after `grace` s."""
-    if proc.poll() is not None:
-        return
-    if proc.stdin is not None:
-        proc.stdin.close()
-    try:
-        proc.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-
-
-def _launch_error(output: str, timed_out: bool, timeout: float) -> EngineError:
-    tail = "\n".join(output.splitlines()[-15:])
-    if any(marker in output for marker in MAVEN_FAILURE_MARKERS):
-        return EngineError(
-            "Delta Lake's jars could not be resolved from Maven (is there network access to Maven?). "
-            f"To run without Maven, {jars_hint()}.\nSpark said:\n{tail}"
-        )
-    if timed_out:
-        return EngineError(
-            f"Spark's driver did not start within {timeout:.0f} s and was stopped. If it was still "
-            f"resolving Delta Lake's jars from Maven, the network is too slow or blocked: {jars_hint()}."
-            f"\nLast output:\n{tail}"
-        )
-    return EngineError(
-        f"Spark's driver exited while starting. Check `master` and `spark_conf`.\nSpark said:\n{tail}"
-    )
-
-
-def _local_cores(master: str) -> int:
-    """The cores a ``local``, ``local[n]`` or ``local[*]`` master runs tasks on."""
-    match = re.match(r"local(?:\[(\d+|\*)(?:,\s*\d+)?\])?$", master.strip())
-    if match and match.group(1) and match.group(1) != "*":
-        return max(1, int(match.group(1)))
-    if match and match.group(1) is None:
-        return 1
-    return max(1, os.cpu_count() or 1)
 
 
 def repair_unformattable_error(error: BaseException) -> Optional[Exception]:
@@ -322,16 +106,6 @@ def repair_unformattable_error(error: BaseException) -> Optional[Exception]:
     return UnknownException(desc=message, stackTrace=trace)
 
 
-def _connect_session_open() -> bool:
-    """Whether this process holds a Spark Connect session (an embedded or connect engine)."""
-    try:
-        from pyspark.sql.connect.session import SparkSession as ConnectSession
-    except ImportError:  # Spark Connect's dependencies are not installed: no session can exist
-        return False
-    active = getattr(ConnectSession._active_session, "session", None)
-    return ConnectSession._default_session is not None or active is not None
-
-
 #: What Spark says when asked to format an error class it does not know (Delta's, for one).
 UNFORMATTABLE = "Cannot find main error class"
 
@@ -348,6 +122,19 @@ def reads_may_be_stale(limit: Optional[str]) -> bool:
     ``stalenessLimit``, a duration) instead of reading the log afresh, as it does at 0, the
     default."""
     return limit is not None and re.fullmatch(r"0*(\.0*)?\s*[a-z]*", limit.strip().lower()) is None
+
+
+def warehouse_path(location: Optional[str]) -> Optional[str]:
+    """A catalog's location as the warehouse names it (a local path, or ``s3://`` for
+    Spark's ``s3a://``); None for another kind."""
+    if not location:
+        return None
+    if location.startswith("file:"):
+        location = location.removeprefix("file:")
+        location = "/" + location.lstrip("/")
+    if storage.is_url(location):
+        return storage.normalized(location)
+    return location if location.startswith("/") else None
 
 
 class JvmSparkEngine(Engine):
@@ -387,7 +174,7 @@ class JvmSparkEngine(Engine):
         self._spark: Optional["SparkSession"] = None
         self._proc: Optional["subprocess.Popen[bytes]"] = None
         self._gateway: Optional["JavaGateway"] = None
-        self._output: Optional[_DriverOutput] = None
+        self._output: Optional[DriverOutput] = None
         self._catalog: Optional[Any] = None  # the session catalog and the classes to ask it
 
     @property
@@ -420,34 +207,13 @@ class JvmSparkEngine(Engine):
             **DELTA_CONF,
         }
         if self.local:
-            # A driver whose executors run here listens on this machine only; a remote
-            # cluster's executors must reach it.
-            conf["spark.driver.bindAddress"] = "127.0.0.1"
-            conf["spark.driver.host"] = "127.0.0.1"
-            metastore = self.metastore_folder
-            conf[JDO_URL] = self._derby_url(create=True)
-            # Derby writes derby.log into its home, which defaults to the working directory.
-            conf["spark.driver.extraJavaOptions"] = f"-Dderby.system.home={metastore}"
+            conf.update(local_metastore_conf(self.metastore_folder))
         if self.master.startswith("local"):
             # Delta rebuilds a table version's file list with a Spark job of this many tasks,
             # at every version a refresh reads; its default (50) is sized for clusters. Sized to
             # the local cores, an incremental refresh of a two-table join ran 77 tasks, not 413.
-            conf["spark.databricks.delta.snapshotPartitions"] = str(_local_cores(self.master))
-        if self.spark_jars is not None:
-            conf["spark.jars"] = ",".join(str(jar) for jar in delta_jars(self.spark_jars.expanduser()))
-        else:
-            from pyspark.sql import SparkSession
-
-            try:
-                from delta import configure_spark_with_delta_pip
-            except ImportError as exc:
-                raise EngineError(
-                    f"The session engine needs the delta-spark package ({exc}). Install "
-                    "dbt-dyntable[spark], or set `spark_jars` to a folder of Delta's jars."
-                ) from exc
-            # delta-spark's own helper names the Maven coordinates matching its version; its
-            # builder only collects options, which go to the driver launched below.
-            conf.update(configure_spark_with_delta_pip(SparkSession.builder)._options)
+            conf["spark.databricks.delta.snapshotPartitions"] = str(local_cores(self.master))
+        conf.update(delta_classpath(self.spark_jars))
         user = dict(self.spark_conf)
         if "spark.driver.extraJavaOptions" in user and "spark.driver.extraJavaOptions" in conf:
             user["spark.driver.extraJavaOptions"] = (
@@ -457,52 +223,16 @@ class JvmSparkEngine(Engine):
         return conf
 
     def start(self) -> "JvmSparkEngine":
-        from pyspark import SparkConf, SparkContext
-        from pyspark.sql import SparkSession
-        from pyspark.sql.utils import is_remote
+        from pyspark import SparkConf
 
         find_java()
         conf = self.conf()
-        if is_remote() and not _connect_session_open():
-            # Spark Connect mode inherited with the environment of a process that used it: this
-            # one has no Connect session, so it may run the classic one.
-            for variable in CONNECT_MODE_VARIABLES:
-                os.environ.pop(variable, None)
-        elif is_remote():
-            # PySpark switches the whole process to Spark Connect once a remote session exists
-            # (its functions then build Connect columns), and refuses a classic SparkContext.
-            raise EngineError(
-                "This process already opened a Spark Connect session (the embedded or connect "
-                "engine), and PySpark cannot run a classic JVM session beside it. Run the session "
-                "engine in a process of its own (one `method` per dbt invocation)."
-            )
-        if SparkContext._gateway is not None:
-            raise EngineError(
-                "A JVM Spark session already runs in this process; stop it before starting the "
-                "session engine (one JVM driver per process)."
-            )
+        refuse_other_sessions()
         spark_conf = SparkConf(loadDefaults=False).setAll(list(conf.items()))
         # The driver starts before the warehouse is made, so a failed start leaves nothing behind.
         self._proc, self._gateway, self._output = launch_driver(spark_conf, self.start_timeout)
         try:
-            self.warehouse.ensure_writable()
-            if self.local:
-                self.metastore_folder.mkdir(parents=True, exist_ok=True)
-            context = SparkContext(conf=spark_conf, gateway=self._gateway)
-            if self.local and "PYSPARK_PYTHON" not in os.environ:
-                # Python UDFs run in worker processes Spark starts with `python3` from PATH, not
-                # the interpreter running dbt: a UDF needing the project's packages failed to
-                # unpickle there. On this machine the workers can run this very interpreter.
-                context.pythonExec = conf.get("spark.pyspark.python", sys.executable)
-            self._spark = SparkSession(context)
-            if reads_may_be_stale(self._spark.conf.get(STALENESS_LIMIT, None)):
-                # A commit this process makes could go unseen by the next statement: Spark's own
-                # statements write the DTs instead (docs/ARCHITECTURE.md, "Applying").
-                self.capabilities = replace(self.capabilities, merge_in_process=False)  # type: ignore[misc]
-            self._check_catalog()
-            if self.local and conf.get(JDO_URL) == self._derby_url(create=True):
-                self._widen_view_text_columns()
-            registered = self._register_found_tables()
+            registered = self._open_session(spark_conf)
         except EngineError:
             self.stop()
             raise
@@ -523,46 +253,30 @@ class JvmSparkEngine(Engine):
         )
         return self
 
-    def _derby_url(self, create: bool = False) -> str:
-        database = self.metastore_folder / "metastore_db"
-        return f"jdbc:derby:;databaseName={database}" + (";create=true" if create else "")
+    def _open_session(self, spark_conf: "SparkConf") -> int:
+        """The session over the launched driver, its catalog checked; returns how many tables
+        found in the warehouse it registered."""
+        from pyspark import SparkContext
+        from pyspark.sql import SparkSession
 
-    def _widen_view_text_columns(self) -> None:
-        """Let the local metastore hold views of any length.
-
-        Hive's metastore schema for Derby (as DataNucleus creates it) stores a view's SQL in two
-        LONG VARCHAR columns of TBLS, which Derby caps at 32,700 characters: a longer view (dbt
-        compiles some to well over that) failed with "A truncation error was encountered trying
-        to shrink LONG VARCHAR ... to length 32700". Derby cannot change a column's type in
-        place, so each becomes a CLOB column with the same name and contents, in one
-        transaction, once per metastore. The metastore reads and writes them as strings still.
-        """
-        assert self._spark is not None
-        self._spark.sql("SHOW TABLES IN default").collect()  # DataNucleus creates TBLS on first use
-        jvm: Any = self._spark._jvm
-        connection = jvm.java.sql.DriverManager.getConnection(self._derby_url())
-        try:
-            columns = connection.getMetaData().getColumns(None, "APP", "TBLS", None)
-            types = {}
-            while columns.next():
-                types[columns.getString("COLUMN_NAME")] = columns.getString("TYPE_NAME")
-            narrow = [c for c in VIEW_TEXT_COLUMNS if types.get(c) == "LONG VARCHAR"]
-            if not narrow:
-                return
-            connection.setAutoCommit(False)
-            statement = connection.createStatement()
-            for column in narrow:
-                for sql in (
-                    f"ALTER TABLE APP.TBLS ADD COLUMN {column}_CLOB CLOB",
-                    f"UPDATE APP.TBLS SET {column}_CLOB = CAST({column} AS CLOB)",
-                    f"ALTER TABLE APP.TBLS DROP COLUMN {column}",
-                    f"RENAME COLUMN APP.TBLS.{column}_CLOB TO {column}",
-                ):
-                    statement.executeUpdate(sql)
-            connection.commit()
-            logger.debug("dyntable: widened the local metastore's view text columns %s to CLOB", narrow)
-        finally:
-            connection.close()
+        self.warehouse.ensure_writable()
+        if self.local:
+            self.metastore_folder.mkdir(parents=True, exist_ok=True)
+        context = SparkContext(conf=spark_conf, gateway=self._gateway)
+        if self.local and "PYSPARK_PYTHON" not in os.environ:
+            # Python UDFs run in worker processes Spark starts with `python3` from PATH, not
+            # the interpreter running dbt: a UDF needing the project's packages failed to
+            # unpickle there. On this machine the workers can run this very interpreter.
+            context.pythonExec = spark_conf.get("spark.pyspark.python", sys.executable)
+        self._spark = SparkSession(context)
+        if reads_may_be_stale(self._spark.conf.get(STALENESS_LIMIT, None)):
+            # A commit this process makes could go unseen by the next statement: Spark's own
+            # statements write the DTs instead (docs/ARCHITECTURE.md, "Applying").
+            self.capabilities = replace(self.capabilities, merge_in_process=False)  # type: ignore[misc]
+        check_catalog(self._spark, self.metastore_folder)
+        if self.local and spark_conf.get(JDO_URL) == derby_url(self.metastore_folder, create=True):
+            widen_view_text_columns(self._spark, self.metastore_folder)
+        return self._register_found_tables()
 
     def _register_found_tables(self) -> int:
         """Register the Delta tables under the warehouse that the catalog does not know.
@@ -615,7 +329,7 @@ class JvmSparkEngine(Engine):
             schema = target.db or self.spark.catalog.currentDatabase()
             entry = self.catalog_entry(schema, target.name)
             result = self._sql(statement)
-            location = self._local_path(entry.get("Location"))
+            location = warehouse_path(entry.get("Location"))
             if entry.get("Type") == "EXTERNAL" and location is not None and self.warehouse.contains(location):
                 self.warehouse.drop_table(location)
             return result
@@ -663,19 +377,6 @@ class JvmSparkEngine(Engine):
         repaired = repair_unformattable_error(error)
         return str(repaired if repaired is not None else error).strip()
 
-    @staticmethod
-    def _local_path(location: Optional[str]) -> Optional[str]:
-        """A catalog's location as the warehouse names it (a local path, or ``s3://`` for
-        Spark's ``s3a://``); None for another kind."""
-        if not location:
-            return None
-        if location.startswith("file:"):
-            location = location.removeprefix("file:")
-            location = "/" + location.lstrip("/")
-        if storage.is_url(location):
-            return storage.normalized(location)
-        return location if location.startswith("/") else None
-
     @property
     def metastore_folder(self) -> Path:
         """The local Derby metastore's folder: in the warehouse, or, for a warehouse in an object
@@ -688,32 +389,6 @@ class JvmSparkEngine(Engine):
 
     def engine_location(self, location: str) -> str:
         return storage.spark_location(location)
-
-    def _check_catalog(self) -> None:
-        """Touch the catalog now, so Delta and metastore problems surface at start, not mid-run."""
-        assert self._spark is not None
-        try:
-            self._spark.sql("SHOW DATABASES").collect()
-        except Exception as exc:  # noqa: BLE001 - translated into the setting to fix
-            text = str(exc)
-            delta_lines = [
-                line.strip()
-                for line in text.splitlines()
-                if "io.delta" in line or "org.apache.spark.sql.delta" in line
-            ]
-            if delta_lines:
-                raise EngineError(
-                    f"Spark started but Delta Lake's classes are not on its classpath ({delta_lines[0]}). "
-                    f"The jars given do not provide Delta: {jars_hint()}, matching delta-spark "
-                    f"{delta_version()}."
-                ) from exc
-            if "Another instance of Derby" in text or "Failed to start database" in text:
-                raise EngineError(
-                    f"The local metastore in {self.metastore_folder} is in use by another "
-                    "process (embedded Derby serves one at a time). Stop the other process, use a "
-                    "different `warehouse`, or configure a shared Hive metastore in `spark_conf`."
-                ) from exc
-            raise
 
     @property
     def spark(self) -> "SparkSession":
@@ -749,4 +424,4 @@ class JvmSparkEngine(Engine):
                 SparkContext._gateway = None
                 SparkContext._jvm = None
         if proc is not None:
-            _end(proc)
+            end_driver(proc)
