@@ -153,6 +153,21 @@ class TickPlan:
     def tick_ms(self) -> int:
         return to_ms(self.data_timestamp)
 
+    def outcome(
+        self,
+        name: str,
+        model: str,
+        state: State,
+        message: str,
+        seconds: float = 0.0,
+        action: Optional[Action] = None,
+        suspended: bool = False,
+    ) -> Outcome:
+        """What DT ``name`` did in this tick, where no refresh result says it."""
+        return Outcome(
+            name, model, state, self.data_timestamp, action, message, seconds, suspended, self.trigger
+        )
+
 
 def to_ms(moment: datetime) -> int:
     return int(round(moment.timestamp() * 1000))
@@ -294,19 +309,13 @@ class Scheduler:
                 state, message = plan.not_run[name]
                 stalled[name] = state
                 if state is State.SKIPPED:
-                    self.backend.record_not_refreshed(
-                        node.dt, plan.data_timestamp, plan.trigger, state, message
-                    )
-                    emit(
-                        Outcome(
-                            name, node.model, state, plan.data_timestamp, None, message, trigger=plan.trigger
-                        )
-                    )
+                    emit(self._not_refreshed(plan, name, state, message))
                 continue
             try:
                 blockers = sorted(u for u in node.upstream if u in stalled)
                 if self.stopping.is_set():
-                    outcome = self._not_started(plan, name)
+                    message = "the runner was stopping: not refreshed at this data timestamp"
+                    outcome = self._not_refreshed(plan, name, State.SKIPPED, message)
                 elif blockers:
                     outcome = self._blocked(plan, name, blockers, stalled)
                 else:
@@ -320,13 +329,15 @@ class Scheduler:
             emit(outcome)
         return outcomes
 
-    def _not_started(self, plan: TickPlan, name: str) -> Outcome:
+    def _not_refreshed(
+        self, plan: TickPlan, name: str, state: State, message: str, started: Optional[float] = None
+    ) -> Outcome:
+        """Record that ``name`` did not refresh at the tick's data timestamp, and why; ``started``
+        is when its refresh was attempted, if it was."""
         node = self.graph.nodes[name]
-        message = "the runner was stopping: not refreshed at this data timestamp"
-        self.backend.record_not_refreshed(node.dt, plan.data_timestamp, plan.trigger, State.SKIPPED, message)
-        return Outcome(
-            name, node.model, State.SKIPPED, plan.data_timestamp, None, message, trigger=plan.trigger
-        )
+        self.backend.record_not_refreshed(node.dt, plan.data_timestamp, plan.trigger, state, message)
+        seconds = time.monotonic() - started if started is not None else 0.0
+        return plan.outcome(name, node.model, state, message, seconds)
 
     def _blocked(
         self,
@@ -335,7 +346,6 @@ class Scheduler:
         blockers: List[str],
         stalled: Mapping[str, Union[State, SchedulingState]],
     ) -> Outcome:
-        node = self.graph.nodes[name]
         failed = [u for u in blockers if stalled[u] in (State.FAILED, State.UPSTREAM_FAILED)]
 
         def models(names: List[str]) -> str:
@@ -347,8 +357,7 @@ class Scheduler:
         else:
             state = State.SKIPPED
             message = f"upstream {models(blockers)} did not refresh at this data timestamp"
-        self.backend.record_not_refreshed(node.dt, plan.data_timestamp, plan.trigger, state, message)
-        return Outcome(name, node.model, state, plan.data_timestamp, None, message, trigger=plan.trigger)
+        return self._not_refreshed(plan, name, state, message)
 
     def _refresh(self, plan: TickPlan, name: str) -> Outcome:
         node = self.graph.nodes[name]
@@ -357,57 +366,9 @@ class Scheduler:
             result = self.backend.refresh(node.dt, plan.data_timestamp, plan.trigger)
         except RefreshLocked as exc:
             # Another runner (or dbt run) is refreshing it: that refresh covers this tick.
-            message = str(exc)
-            self.backend.record_not_refreshed(
-                node.dt, plan.data_timestamp, plan.trigger, State.SKIPPED, message
-            )
-            return Outcome(
-                name,
-                node.model,
-                State.SKIPPED,
-                plan.data_timestamp,
-                None,
-                message,
-                time.monotonic() - started,
-                trigger=plan.trigger,
-            )
+            return self._not_refreshed(plan, name, State.SKIPPED, str(exc), started)
         except Exception as exc:  # noqa: BLE001 - a failed refresh is an outcome, not a crash
-            if self.backend.interrupted:
-                # A stop cancelled its statements: the pipeline recorded it CANCELLED, and it
-                # counts as no failure of the DT's (docs/ARCHITECTURE.md, "Interrupting a run").
-                return Outcome(
-                    name,
-                    node.model,
-                    State.CANCELLED,
-                    plan.data_timestamp,
-                    getattr(exc, "action", None),
-                    "cancelled: the runner was stopping",
-                    time.monotonic() - started,
-                    trigger=plan.trigger,
-                )
-            failures = self.backend.record_failure(node.dt)
-            message = first_line(exc)
-            state = plan.states.get(name)
-            suspend = failures >= self.max_failures and (
-                state is None or state.scheduling_state != SchedulingState.SUSPENDED
-            )
-            if suspend:
-                self.backend.suspend(node.dt)
-                message += (
-                    f" [suspended after {failures} consecutive failures: fix the cause, then "
-                    f"`dyntable resume {node.model}`]"
-                )
-            return Outcome(
-                name,
-                node.model,
-                State.FAILED,
-                plan.data_timestamp,
-                None,
-                message,
-                time.monotonic() - started,
-                suspended=suspend,
-                trigger=plan.trigger,
-            )
+            return self._failed(plan, name, exc, started)
         return Outcome(
             name,
             node.model,
@@ -421,6 +382,33 @@ class Scheduler:
             rows_deleted=result.rows_deleted,
             reason=result.reason,
         )
+
+    def _failed(self, plan: TickPlan, name: str, exc: Exception, started: float) -> Outcome:
+        """The outcome of a refresh that raised: CANCELLED by a stopping runner, else FAILED,
+        suspending the DT at its ``max_failures``-th consecutive failure."""
+        node = self.graph.nodes[name]
+        if self.backend.interrupted:
+            # A stop cancelled its statements: the pipeline recorded it CANCELLED, and it
+            # counts as no failure of the DT's (docs/ARCHITECTURE.md, "Interrupting a run").
+            message = "cancelled: the runner was stopping"
+            action = getattr(exc, "action", None)
+            return plan.outcome(
+                name, node.model, State.CANCELLED, message, time.monotonic() - started, action
+            )
+        failures = self.backend.record_failure(node.dt)
+        message = first_line(exc)
+        state = plan.states.get(name)
+        suspend = failures >= self.max_failures and (
+            state is None or state.scheduling_state != SchedulingState.SUSPENDED
+        )
+        if suspend:
+            self.backend.suspend(node.dt)
+            message += (
+                f" [suspended after {failures} consecutive failures: fix the cause, then "
+                f"`dyntable resume {node.model}`]"
+            )
+        seconds = time.monotonic() - started
+        return plan.outcome(name, node.model, State.FAILED, message, seconds, suspended=suspend)
 
     # -- the loop --------------------------------------------------------------------------------
 
