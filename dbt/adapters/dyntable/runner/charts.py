@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Set, Tuple
 
 from dbt.adapters.dyntable.dynamic_table.lifecycle import State
 from dbt.adapters.dyntable.dynamic_table.metadata import HistoryRow
@@ -284,63 +284,70 @@ def graph_figure(snapshot: Snapshot) -> Figure:
     edges, boundary = lineage_edges(graph)
     at = layered_layout(graph.nodes, edges | boundary)
     annotations = [_arrow(at[src], at[dst], EDGE) for src, dst in sorted(edges)]
-    data: List[Dict[str, Any]] = []
-    for src, dst in sorted(boundary):
-        (x0, y0), (x1, y1) = at[src], at[dst]
-        data.append(
-            {
-                "type": "scatter",
-                "mode": "lines",
-                "x": [x0, x1],
-                "y": [y0, y1],
-                "line": {"color": BOUNDARY, "dash": "dot", "width": 1.5},
-                "hoverinfo": "skip",
-                "showlegend": False,
-            }
-        )
-        annotations.append(_arrow(at[src], at[dst], BOUNDARY))
-    inputs = sorted(n for n in at if n not in graph.nodes)
-    data.append(
-        {
-            "type": "scatter",
-            "mode": "markers+text",
-            "name": "source or model",
-            "x": [at[n][0] for n in inputs],
-            "y": [at[n][1] for n in inputs],
-            "text": inputs,
-            "textposition": "bottom center",
-            "customdata": [[n, "input", n] for n in inputs],
-            "marker": {"symbol": "circle", "size": 14, "color": "white", "line": {"color": EDGE, "width": 2}},
-            "hovertemplate": "%{text}<extra>read by dynamic tables</extra>",
-        }
-    )
-    for status, colour in STATUS_COLOURS.items():
-        views = [v for v in snapshot.dts.values() if v.status is status]
-        data.append(
-            {
-                "type": "scatter",
-                "mode": "markers+text",
-                "name": str(status),
-                "x": [at[v.name][0] for v in views],
-                "y": [at[v.name][1] for v in views],
-                "text": [v.model for v in views],
-                "textposition": "bottom center",
-                "customdata": [[v.name, "dt", v.model] for v in views],
-                "hovertext": [_hover(v.model, v.lag_seconds, v.target_lag, str(status)) for v in views],
-                "hovertemplate": "%{hovertext}<extra></extra>",
-                "marker": {
-                    "symbol": "square",
-                    "size": 22,
-                    "color": colour,
-                    "line": {
-                        "color": [REFRESHING if v.refreshing else "#1a202c" for v in views],
-                        "width": [4 if v.refreshing else 1 for v in views],
-                    },
-                },
-                "visible": True if views else "legendonly",
-            }
-        )
+    annotations += [_arrow(at[src], at[dst], BOUNDARY) for src, dst in sorted(boundary)]
+    data = [_boundary_line(at[src], at[dst]) for src, dst in sorted(boundary)]
+    data.append(_inputs_trace(at, sorted(n for n in at if n not in graph.nodes)))
+    data += [_status_trace(snapshot, at, status, colour) for status, colour in STATUS_COLOURS.items()]
     return {"data": data, "layout": _graph_layout(at, annotations)}
+
+
+def _boundary_line(start: Tuple[float, float], end: Tuple[float, float]) -> Dict[str, Any]:
+    """A dotted line across a refresh boundary (its arrowhead is an annotation)."""
+    (x0, y0), (x1, y1) = start, end
+    return {
+        "type": "scatter",
+        "mode": "lines",
+        "x": [x0, x1],
+        "y": [y0, y1],
+        "line": {"color": BOUNDARY, "dash": "dot", "width": 1.5},
+        "hoverinfo": "skip",
+        "showlegend": False,
+    }
+
+
+def _inputs_trace(at: Mapping[str, Tuple[float, float]], inputs: List[str]) -> Dict[str, Any]:
+    """The sources and models the DTs read, as hollow circles."""
+    return {
+        "type": "scatter",
+        "mode": "markers+text",
+        "name": "source or model",
+        "x": [at[n][0] for n in inputs],
+        "y": [at[n][1] for n in inputs],
+        "text": inputs,
+        "textposition": "bottom center",
+        "customdata": [[n, "input", n] for n in inputs],
+        "marker": {"symbol": "circle", "size": 14, "color": "white", "line": {"color": EDGE, "width": 2}},
+        "hovertemplate": "%{text}<extra>read by dynamic tables</extra>",
+    }
+
+
+def _status_trace(
+    snapshot: Snapshot, at: Mapping[str, Tuple[float, float]], status: DtStatus, colour: str
+) -> Dict[str, Any]:
+    """The DTs in ``status``, as squares of its colour (a legend entry even when there are none)."""
+    views = [v for v in snapshot.dts.values() if v.status is status]
+    return {
+        "type": "scatter",
+        "mode": "markers+text",
+        "name": str(status),
+        "x": [at[v.name][0] for v in views],
+        "y": [at[v.name][1] for v in views],
+        "text": [v.model for v in views],
+        "textposition": "bottom center",
+        "customdata": [[v.name, "dt", v.model] for v in views],
+        "hovertext": [_hover(v.model, v.lag_seconds, v.target_lag, str(status)) for v in views],
+        "hovertemplate": "%{hovertext}<extra></extra>",
+        "marker": {
+            "symbol": "square",
+            "size": 22,
+            "color": colour,
+            "line": {
+                "color": [REFRESHING if v.refreshing else "#1a202c" for v in views],
+                "width": [4 if v.refreshing else 1 for v in views],
+            },
+        },
+        "visible": True if views else "legendonly",
+    }
 
 
 def _hover(model: str, lag: Optional[float], target: str, status: str) -> str:

@@ -15,13 +15,14 @@ from typing import Any, List
 from dbt.adapters.dyntable.runner.charts import (
     ACTION_COLOURS,
     Figure,
+    LagSeries,
     duration_figure,
     graph_figure,
     lag_figure,
     lag_series,
     seconds_text,
 )
-from dbt.adapters.dyntable.runner.live import Snapshot
+from dbt.adapters.dyntable.runner.live import DtView, Snapshot
 
 PLOTLY_CONFIG = {"displaylogo": False, "responsive": True}
 
@@ -44,6 +45,20 @@ def _chart(element_id: str, figure: Figure) -> str:
     )
 
 
+#: The summary table's columns, one cell each in :func:`_summary_row`.
+SUMMARY_HEADERS = (
+    "dynamic table",
+    "status",
+    "target lag",
+    "lag now",
+    "refreshes",
+    "failures",
+    "skips",
+    "max lag",
+    "time within target",
+)
+
+
 def render_report(snapshot: Snapshot, title: str = "dyntable report") -> str:
     """The HTML page for every DT of the snapshot's graph, from the history it holds."""
     summary: List[str] = []
@@ -52,43 +67,11 @@ def render_report(snapshot: Snapshot, title: str = "dyntable report") -> str:
         series = lag_series(
             view.name, snapshot.history.get(view.name, []), view.target_lag_seconds, snapshot.taken_at
         )
-        within = series.share_within_target()
-        cells = (
-            view.model,
-            str(view.status),
-            view.target_lag,
-            seconds_text(view.lag_seconds) if view.lag_seconds is not None else "-",
-            series.refreshes,
-            series.failures,
-            series.skips,
-            seconds_text(series.max_lag) if series.max_lag is not None else "-",
-            f"{within:.0%}" if within is not None else "-",
-        )
-        summary.append("<tr>" + "".join(f"<td>{html.escape(str(cell))}</td>" for cell in cells) + "</tr>")
-        lag = _chart(f"lag-{index}", lag_figure(series)) if series.points else ""
-        durations = _chart(f"durations-{index}", duration_figure(series)) if series.durations else ""
-        sections.append(
-            f'<section><h2 id="{html.escape(view.name)}">{html.escape(view.model)} '
-            f"<small>{html.escape(view.name)}</small></h2><h3>Lag over time</h3>"
-            f"{lag or '<p class=empty>No successful refresh recorded yet.</p>'}"
-            f"<h3>Refresh durations</h3>{durations or '<p class=empty>No refresh ran yet.</p>'}</section>"
-        )
+        summary.append(_summary_row(view, series))
+        sections.append(_section(index, view, series))
     generated = datetime.fromtimestamp(snapshot.taken_at, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
     legend = ", ".join(f'<span style="color:{c}">●</span> {a}' for a, c in ACTION_COLOURS.items())
-    headers = "".join(
-        f"<th>{h}</th>"
-        for h in (
-            "dynamic table",
-            "status",
-            "target lag",
-            "lag now",
-            "refreshes",
-            "failures",
-            "skips",
-            "max lag",
-            "time within target",
-        )
-    )
+    headers = "".join(f"<th>{h}</th>" for h in SUMMARY_HEADERS)
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
 <script>{plotly_js().decode()}</script>
@@ -108,3 +91,32 @@ second per second and drops when a refresh commits. Refresh durations are colour
 {"".join(sections) or '<p class="empty">This project has no dynamic tables.</p>'}
 </body></html>
 """
+
+
+def _summary_row(view: DtView, series: LagSeries) -> str:
+    """A DT's row of the summary table."""
+    within = series.share_within_target()
+    cells = (
+        view.model,
+        str(view.status),
+        view.target_lag,
+        seconds_text(view.lag_seconds) if view.lag_seconds is not None else "-",
+        series.refreshes,
+        series.failures,
+        series.skips,
+        seconds_text(series.max_lag) if series.max_lag is not None else "-",
+        f"{within:.0%}" if within is not None else "-",
+    )
+    return "<tr>" + "".join(f"<td>{html.escape(str(cell))}</td>" for cell in cells) + "</tr>"
+
+
+def _section(index: int, view: DtView, series: LagSeries) -> str:
+    """A DT's section: its lag over time and its refresh durations (charts numbered ``index``)."""
+    lag = _chart(f"lag-{index}", lag_figure(series)) if series.points else ""
+    durations = _chart(f"durations-{index}", duration_figure(series)) if series.durations else ""
+    return (
+        f'<section><h2 id="{html.escape(view.name)}">{html.escape(view.model)} '
+        f"<small>{html.escape(view.name)}</small></h2><h3>Lag over time</h3>"
+        f"{lag or '<p class=empty>No successful refresh recorded yet.</p>'}"
+        f"<h3>Refresh durations</h3>{durations or '<p class=empty>No refresh ran yet.</p>'}</section>"
+    )
