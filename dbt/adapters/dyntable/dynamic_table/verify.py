@@ -143,16 +143,7 @@ def verify(
                 f"query's ({_columns_text(query_fields)})",
                 frontier,
             )
-        where, scope = _mutable(immutable_where, frontier), "full"
-        if mode == "sample":
-            bucket = zlib.crc32(frontier.data_timestamp.isoformat().encode()) % SAMPLE_BUCKETS
-            named = {f.name.lower(): f for f in fields}
-            keyed = [named[k.lower()] for k in key or () if k.lower() in named] or list(fields)
-            sampled = f"pmod(xxhash64({_hashed(keyed)}), {SAMPLE_BUCKETS}) = {bucket}"
-            where = f"{where} AND {sampled}" if where else f" WHERE {sampled}"
-            scope = f"sample: bucket {bucket} of {SAMPLE_BUCKETS} by {_columns_text(keyed, types=False)}"
-        if immutable_where is not None:
-            scope += ", mutable rows"
+        where, scope = _compared_rows(fields, frontier, mode, key, immutable_where)
         row_hash = f"CAST(xxhash64({_hashed(fields)}) AS DECIMAL(38, 0))"
 
         def digest(sql: str) -> str:
@@ -177,6 +168,28 @@ def verify(
         f"MISMATCH ({scope}): the table holds {rows:,} rows, its query {query_rows:,} ({differ})",
         frontier,
     )
+
+
+def _compared_rows(
+    fields: Sequence[StructField],
+    frontier: Frontier,
+    mode: str,
+    key: Optional[Sequence[str]],
+    immutable_where: Optional[str],
+) -> Tuple[str, str]:
+    """The `` WHERE`` of the rows :func:`verify` compares (nothing for all of them) and how its
+    detail names them."""
+    where, scope = _mutable(immutable_where, frontier), "full"
+    if mode == "sample":
+        bucket = zlib.crc32(frontier.data_timestamp.isoformat().encode()) % SAMPLE_BUCKETS
+        named = {f.name.lower(): f for f in fields}
+        keyed = [named[k.lower()] for k in key or () if k.lower() in named] or list(fields)
+        sampled = f"pmod(xxhash64({_hashed(keyed)}), {SAMPLE_BUCKETS}) = {bucket}"
+        where = f"{where} AND {sampled}" if where else f" WHERE {sampled}"
+        scope = f"sample: bucket {bucket} of {SAMPLE_BUCKETS} by {_columns_text(keyed, types=False)}"
+    if immutable_where is not None:
+        scope += ", mutable rows"
+    return where, scope
 
 
 def _mutable(immutable_where: Optional[str], frontier: Frontier) -> str:
