@@ -18,6 +18,9 @@ if TYPE_CHECKING:
 
 
 def contains_aggregate(expression: exp.Expression) -> bool:
+    """Whether ``expression`` aggregates rows of its own SELECT (an aggregate inside a window
+    or a subquery does not)."""
+
     def visit(node: exp.Expression) -> bool:
         if isinstance(node, (exp.Window, exp.Subquery, exp.Select)):
             return False
