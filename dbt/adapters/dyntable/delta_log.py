@@ -347,8 +347,10 @@ class Interval:
 
     @property
     def removed_rows(self) -> Optional[int]:
-        """Rows of removed files, and of files whose deletion vector grew (each is read whole)."""
-        return _total_rows(self.removed + self.masked)
+        """Rows of removed files, and the rows deletion vectors newly mask: those are read from
+        the row groups holding them, not with their whole files (``changes.changes_dataframe``)."""
+        removed = _total_rows(self.removed)
+        return None if removed is None else removed + self.masked_rows
 
     @property
     def added_bytes(self) -> int:
@@ -356,7 +358,12 @@ class Interval:
 
     @property
     def removed_bytes(self) -> int:
-        return sum(f.size_bytes for f in self.removed + self.masked)
+        """Bytes of removed files, and the newly masked rows' share of their files' bytes."""
+        masked_bytes = sum(f.size_bytes for f in self.masked)
+        masked_files_rows = _total_rows(self.masked)
+        if masked_files_rows:
+            masked_bytes = masked_bytes * min(self.masked_rows, masked_files_rows) // masked_files_rows
+        return sum(f.size_bytes for f in self.removed) + masked_bytes
 
 
 def _total_rows(files: Tuple[DataFile, ...]) -> Optional[int]:

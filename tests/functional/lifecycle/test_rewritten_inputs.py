@@ -17,6 +17,7 @@ from deltalake import DeltaTable, write_deltalake
 
 from dbt.adapters.dyntable.dynamic_table.refresh import apply
 from tests.functional.adapter.delta import delta_project
+from tests.functional.dynamic_table.dvs import project_engine
 from tests.functional.lifecycle.helpers import assert_refreshed, commits, location
 from tests.functional.sources import raw_sources
 
@@ -65,6 +66,12 @@ select site, readings from {{ ref('site_totals') }} where readings >= 10
 BUSY_SCORES = """
 {{ config(materialized='dynamic_table', target_lag='1 minute', refresh_mode='incremental') }}
 select site, readings * 10 as score from {{ ref('busy_sites') }}
+"""
+
+# A projection of a source with deletion vectors.
+WARM_READINGS = """
+{{{{ config(materialized='dynamic_table', target_lag='1 minute', refresh_mode='{mode}') }}}}
+select reading_id, device_id, temp * 2 as temp2 from {{{{ source('raw', 'readings') }}}} where temp > 0
 """
 
 MODELS = ("enriched", "site_totals", "devices_by_region", "busy_sites", "busy_scores")
@@ -270,3 +277,57 @@ class TestTableModelsWithoutFileFormat:
         assert commits(dim_devices)[0].read_bytes() == first  # the same table, its log goes on
         assert len(commits(dim_devices)) > 1
         assert_refreshed(project, dyntable_warehouse, "enriched", "NO_DATA", "dim_devices was rewritten")
+
+
+class TestUpdatesMarkedByDeletionVectors:
+    """A source with deletion vectors, in files of thousands of rows: the engine's UPDATE of one
+    row masks it in its file and writes the new row to a file of its own."""
+
+    @pytest.fixture(scope="class")
+    def project_config_update(self):
+        return delta_project()
+
+    @pytest.fixture(scope="class")
+    def dv_raw(self, project):
+        schema = f"{project.test_schema}_raw"
+        project.run_sql(f"create schema if not exists {schema}")
+        project.run_sql(
+            f"create table {schema}.readings (reading_id bigint, device_id bigint, temp double) using delta "
+            "tblproperties ('delta.enableDeletionVectors' = 'true')"
+        )
+        project.run_sql(
+            f"insert into {schema}.readings select id, id % 6 + 1, cast(id % 7 as double) from range(20000)"
+        )
+        yield schema
+        project.run_sql(f"drop schema if exists {schema} cascade")
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {
+            "sources.yml": raw_sources("readings"),
+            "warm_readings.sql": WARM_READINGS.format(mode="incremental"),
+            "warm_readings_auto.sql": WARM_READINGS.format(mode="auto"),
+        }
+
+    def test_one_row_updated_is_read_as_two_rows_and_refreshed_incrementally(
+        self, project, dv_raw, dyntable_warehouse
+    ):
+        run_dbt(["run"])
+        readings = location(project, f"{dv_raw}.readings")
+        project.run_sql(f"update {dv_raw}.readings set temp = 99.0 where reading_id = 8")
+        masked = [
+            json.loads(line)["add"]
+            for line in commits(readings)[-1].read_text().splitlines()
+            if '"add"' in line and "deletionVector" in line
+        ]
+        assert masked, "the engine's UPDATE wrote no deletion vector"
+        run_dbt(["run"])
+        row = assert_refreshed(project, dyntable_warehouse, "warm_readings", "INCREMENTAL")
+        assert (row.rows_inserted, row.rows_deleted) == (1, 1)
+        assert row.source_rows_read == 2, row  # the masked row and the new one
+        # Neither measured as a rewrite of the file: AUTO prices the change at its two rows
+        # (on JVM Spark a table this small still recomputes, below the cost of staging a delta).
+        auto = ("INCREMENTAL",) if project_engine(project).name == "embedded" else ("INCREMENTAL", "FULL")
+        for model, actions in (("warm_readings", ("INCREMENTAL",)), ("warm_readings_auto", auto)):
+            row = assert_refreshed(project, dyntable_warehouse, model, actions)
+            assert "was rewritten" not in (row.reason or ""), row

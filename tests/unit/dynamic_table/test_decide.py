@@ -529,3 +529,21 @@ def test_which_intervals_rewrite_files(added, removed, changed, rewrites) -> Non
         changed_rows=changed,
     )
     assert net_change.rewrites(interval) is rewrites
+
+
+def test_an_update_marked_by_a_deletion_vector_is_not_a_rewrite() -> None:
+    """One row updated in a file of a million: its deletion vector masks the old row and a new
+    file holds the new one. The masked row is read from the row group holding it, so the change
+    is two rows, priced as such, not the file twice (docs/ARCHITECTURE.md, "Rewritten inputs")."""
+    big = DataFile("big", "file:///big", 8_000_000, 1_000_000, {}, True)
+    interval = Interval(
+        5,
+        6,
+        (DataFile("new", "file:///new", 800, 1, {}, False),),
+        masked=(big,),
+        changed_rows=2,
+        masked_rows=1,
+    )
+    assert not net_change.rewrites(interval)
+    assert interval.removed_rows == 1
+    assert interval.removed_bytes == 8
