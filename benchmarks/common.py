@@ -7,6 +7,7 @@ command and when it ran, which ``benchmarks/run.py`` gathers into ``results/SUMM
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -16,7 +17,13 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterator, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Tuple
+
+from rich.console import Console
+
+if TYPE_CHECKING:
+    from dbt.adapters.dyntable.engines.embedded import EmbeddedEngine
+    from dbt.adapters.dyntable.engines.jvm import JvmSparkEngine
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -55,7 +62,7 @@ def timed() -> Iterator[Timing]:
 
 
 @contextmanager
-def embedded_engine() -> Iterator[tuple]:
+def embedded_engine() -> Iterator[Tuple["EmbeddedEngine", Path]]:
     """A fresh warehouse in a temp folder and the embedded engine on it: ``(engine, warehouse)``."""
     from dbt.adapters.dyntable.engines.embedded import EmbeddedEngine
 
@@ -115,14 +122,14 @@ def write_goals(
     name: str, title: str, command: str, produced: str, goals: List[Goal], load: Optional[float] = None
 ) -> None:
     """``results/<name>.goals.json``: what SUMMARY.md gathers of a benchmark's run."""
-    record = {"title": title, "command": command, "produced": produced}
+    record: Dict[str, Any] = {"title": title, "command": command, "produced": produced}
     if load is not None:
         record["load"] = round(load, 2)
     record["goals"] = [asdict(g) for g in goals]
     (RESULTS / f"{name}.goals.json").write_text(json.dumps(record, indent=1) + "\n")
 
 
-def pyplot():
+def pyplot() -> Any:
     """matplotlib's pyplot on the Agg backend (files only, no display)."""
     import matplotlib
 
@@ -139,3 +146,59 @@ def seconds(value: float) -> str:
 def percent(fraction: float) -> str:
     """A change fraction as the tables print it (0.001% at 100M rows stays readable)."""
     return f"{fraction:.3%}" if fraction < 0.0001 else f"{fraction:.2%}"
+
+
+def ms(value: Optional[float]) -> str:
+    """A duration as the reports print it: milliseconds under a second, else seconds; – not measured."""
+    return "–" if value is None else f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"
+
+
+def millions(rows: int) -> str:
+    """A row count as the reports name a size: 1M, 0.1M, 100M."""
+    return f"{rows / 1e6:g}M"
+
+
+def docstring_paragraphs(doc: Optional[str], *indexes: int) -> List[str]:
+    """Paragraphs of a benchmark's docstring, each on one line: a report's introduction says how it
+    was measured in the words of the module that measures it."""
+    paragraphs = (doc or "").split("\n\n")
+    return [" ".join(paragraphs[i].split()) for i in indexes]
+
+
+def say(console: Console, text: str) -> None:
+    """A progress line, its time first: a benchmark's phases take minutes."""
+    console.print(f"[dim]{time.strftime('%H:%M:%S')}[/] {text}")
+
+
+def add_spark_jars_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--spark-jars",
+        type=Path,
+        default=os.environ.get("DYNTABLE_SPARK_JARS") or None,
+        help="a folder of Delta's jars (the profile's `spark_jars`)",
+    )
+
+
+@contextmanager
+def jvm_engine(
+    spark_jars: Optional[Path], start_timeout: float, prefix: str
+) -> Iterator[Tuple[Optional["JvmSparkEngine"], Path, str]]:
+    """JVM Spark with Delta on a fresh warehouse in a temp folder: ``(engine, warehouse, "")``, or
+    ``(None, warehouse, why)`` where it cannot start (Delta's jars unresolved, no Java), Spark's
+    own output left out of why. The engine stopped and the folder removed after."""
+    from dbt.adapters.dyntable.engines.base import EngineError
+    from dbt.adapters.dyntable.engines.jvm import JvmSparkEngine
+
+    warehouse = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        try:
+            engine = JvmSparkEngine(warehouse, spark_jars=spark_jars, start_timeout=start_timeout).start()
+        except EngineError as exc:
+            yield None, warehouse, str(exc).split("\nSpark said:")[0].strip()
+            return
+        try:
+            yield engine, warehouse, ""
+        finally:
+            engine.stop()
+    finally:
+        shutil.rmtree(warehouse, ignore_errors=True)

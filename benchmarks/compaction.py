@@ -2,7 +2,7 @@
 what compacting them costs, and what a source compacted by its owner costs, through `dbt run`, side
 by side in one run on the embedded engine.
 
-A dbt project (user_cost.Project, run through the venv's executables) over the fact of data.py: the
+A dbt project (fact_project.FactProject, run through the venv's executables) over the fact of data.py: the
 filter/project DT twice, compacted as every DT is by default (`auto_compact`) and never
 (`auto_compact=false`), and over each a group-by DT reading it (downstream).
 
@@ -45,18 +45,17 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from rich.console import Console
 
-from benchmarks.common import RESULTS, Goal, markdown_table, pyplot, write_results
-from benchmarks.data import SHAPES, Fact
-from benchmarks.user_cost import FactWriter, Project, with_sources
+from benchmarks.common import RESULTS, Goal, markdown_table, ms, pyplot, say, write_results
+from benchmarks.data import SHAPES
+from benchmarks.dbt_project import META_SCHEMA, RunnerTicks, in_process_service
+from benchmarks.fact_project import DT_SCHEMA, FactProject, FactWriter, with_sources
 
 NAME = "compaction"
 TITLE = "Compaction: a DT's small files, its compactions, and a source compacted by its owner"
-META_SCHEMA = "dyntable_meta"
-DT_SCHEMA = "analytics"
 COMPACTED, UNCOMPACTED = "dt_appended_compacted", "dt_appended_uncompacted"
 TWINS = {COMPACTED: "true", UNCOMPACTED: "false"}
 DOWNSTREAM = {COMPACTED: "dt_by_customer_compacted", UNCOMPACTED: "dt_by_customer_uncompacted"}
@@ -69,6 +68,7 @@ WITHIN = 1.2
 #: The history phase's first and last ticks compared: what a refresh costs as the DTs' logs and
 #: the fact's grow by a commit a tick.
 TREND_TICKS = 50
+AFTER_INSERT, AFTER_COMPACTION = "after a source insert", "after a source compaction"
 
 
 def models() -> Dict[str, str]:
@@ -118,31 +118,25 @@ class Bench:
         self.console, self.results = console, Results(rows, appends)
 
     def say(self, text: str) -> None:
-        self.console.print(f"[dim]{time.strftime('%H:%M:%S')}[/] {text}")
+        say(self.console, text)
 
-    def dbt_run(self, project: Project, run: Optional[str], *args: str, expect: str) -> None:
+    def dbt_run(self, project: FactProject, run: Optional[str], *args: str, expect: str) -> None:
         """`dbt run`; each model's execution time recorded under ``run`` (None: not recorded)."""
-        wall, _, results = project.dbt("run", *args)
+        command, results = project.dbt("run", *args)
         if not results:
             raise RuntimeError(f"dbt run {' '.join(args)} ran no model")
         for result in results:
-            model = result["unique_id"].split(".")[-1]
-            message = (result.get("adapter_response") or {}).get("_message") or ""
-            if result["status"] != "success" or not message.startswith(expect):
-                raise RuntimeError(f"{model}: {result['status']} {message!r}, expected {expect}")
+            if result.status != "success" or not result.adapter_message.startswith(expect):
+                raise RuntimeError(
+                    f"{result.model}: {result.status} {result.adapter_message!r}, expected {expect}"
+                )
             if run is not None:
-                self.results.dbt.setdefault((run, model), []).append(result["execution_time"])
-        self.say(f"dbt run {' '.join(args)}: {wall:.1f} s")
+                self.results.dbt.setdefault((run, result.model), []).append(result.execution_time)
+        self.say(f"dbt run {' '.join(args)}: {command.wall:.1f} s")
 
     def run(self, root: Path) -> Results:
-        from dbt.adapters.dyntable.engines.embedded import EmbeddedEngine
-
-        project = Project(root, "embedded", self.results.rows, None, models())
-        engine = EmbeddedEngine(project.warehouse).start()
-        try:
-            Fact(engine).load(self.results.rows)
-        finally:
-            engine.stop()
+        project = FactProject(root, "embedded", self.results.rows, None, models())
+        project.load_embedded()
         writer = FactWriter(project.fact_location(), self.results.rows)
         self.dbt_run(project, None, expect="REINITIALIZE")
         self.history(project, writer)
@@ -160,39 +154,29 @@ class Bench:
         self.source_compactions(project, writer)
         return self.results
 
-    def history(self, project: Project, writer: FactWriter) -> None:
-        from deltalake import DeltaTable
-
-        from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
-        from dbt.adapters.dyntable.engines.embedded import EmbeddedEngine
-        from dbt.adapters.dyntable.runner.backend import ServiceBackend
-        from dbt.adapters.dyntable.runner.graph import build_graph
-        from dbt.adapters.dyntable.runner.project import ProjectOptions, load_project
-        from dbt.adapters.dyntable.runner.scheduler import Scheduler
-
-        loaded = load_project(ProjectOptions(project.root, project.root, project.engine))
-        if loaded.problems:
-            raise RuntimeError(f"the project does not load: {loaded.problems}")
-        engine = EmbeddedEngine(project.warehouse).start()
-        try:
-            service = DynamicTableService(engine, project.warehouse, META_SCHEMA)
-            graph = build_graph(list(loaded.nodes))
-            scheduler = Scheduler(graph, ServiceBackend(service))
-            ticks = self.results.tick_seconds
+    def history(self, project: FactProject, writer: FactWriter) -> None:
+        """Phase 1: a runner tick after each append, then the twins' files and bytes."""
+        with in_process_service(project) as (loaded, service):
+            ticks = RunnerTicks(service, loaded.nodes)
             for tick in range(self.results.appends):
                 writer.insert(COMMIT_ROWS)
-                outcomes = scheduler.execute(scheduler.dispatch(int(time.time() * 1000), roots=graph.order))
+                outcomes = ticks.tick()
                 bad = [o for o in outcomes if str(o.state) != "SUCCEEDED" or str(o.action) != "INCREMENTAL"]
                 if bad:
                     raise RuntimeError(
                         f"tick {tick}: {[(o.model, o.action, o.state, o.message) for o in bad]}"
                     )
                 for outcome in outcomes:
-                    ticks.setdefault(outcome.model, []).append(outcome.seconds)
+                    self.results.tick_seconds.setdefault(outcome.model, []).append(outcome.seconds)
                 if tick % 100 == 99:
                     self.say(f"history: {tick + 1} ticks")
-        finally:
-            engine.stop()
+        self.count_files(project)
+
+    def count_files(self, project: FactProject) -> None:
+        """The twins' live files and compactions after the history phase; the bytes the compacted
+        twin's log says were built, appended and rewritten."""
+        from deltalake import DeltaTable
+
         for twin in TWINS:
             messages = history_column(project, twin, "state_message")
             self.results.compactions[twin] = sum(1 for m in messages if (m or "").startswith("compacted"))
@@ -241,10 +225,10 @@ class Bench:
                 shutil.rmtree(copy)
         self.say(f"one compaction: {self.results.one_compaction}")
 
-    def source_compactions(self, project: Project, writer: FactWriter) -> None:
+    def source_compactions(self, project: FactProject, writer: FactWriter) -> None:
+        """Phase 3: rounds of small appends, every other one compacted by the fact's owner before
+        the measured run; what each measured refresh read of the fact."""
         from deltalake import DeltaTable
-
-        from dbt.adapters.dyntable.delta_log import DeltaLog
 
         fact = project.fact_location()
         for round_ in range(2 * DBT_RUNS):
@@ -255,23 +239,28 @@ class Bench:
             if compacted:
                 DeltaTable(str(fact)).optimize.compact(target_size=writer.loaded_file_bytes)
             writer.insert(INSERTED)
-            run = "after a source compaction" if compacted else "after a source insert"
             before = source_version(project, COMPACTED)
-            self.dbt_run(project, run, "--select", *TWINS, expect="INCREMENTAL")
-            after = source_version(project, COMPACTED)
-            log = DeltaLog(fact)
-            read = log.interval(before, after)
-            old, new = log.snapshot(before).files, log.snapshot(after).files
-            difference = [f for p, f in new.items() if p not in old] + [
-                f for p, f in old.items() if p not in new
-            ]
-            self.results.source_reads.append(
-                (
-                    compacted,
-                    (read.added_rows or 0) + (read.removed_rows or 0),
-                    sum(f.num_records or 0 for f in difference),
-                )
+            self.dbt_run(
+                project,
+                AFTER_COMPACTION if compacted else AFTER_INSERT,
+                "--select",
+                *TWINS,
+                expect="INCREMENTAL",
             )
+            after = source_version(project, COMPACTED)
+            self.results.source_reads.append((compacted, *rows_read(fact, before, after)))
+
+
+def rows_read(fact: Path, before: int, after: int) -> Tuple[int, int]:
+    """The rows an interval of ``fact`` reads, and the rows of its end snapshots' file-set
+    difference (what a reader that does not take compactions out of an interval reads)."""
+    from dbt.adapters.dyntable.delta_log import DeltaLog
+
+    log = DeltaLog(fact)
+    read = log.interval(before, after)
+    old, new = log.snapshot(before).files, log.snapshot(after).files
+    difference = [f for p, f in new.items() if p not in old] + [f for p, f in old.items() if p not in new]
+    return (read.added_rows or 0) + (read.removed_rows or 0), sum(f.num_records or 0 for f in difference)
 
 
 def written_bytes(table: Path) -> Tuple[int, int, int]:
@@ -292,15 +281,12 @@ def written_bytes(table: Path) -> Tuple[int, int, int]:
     return built, appended, rewritten
 
 
-def history_column(project: Project, model: str, column: str) -> list:
-    from deltalake import DeltaTable
-
-    table = DeltaTable(str(project.warehouse / META_SCHEMA / "dynamic_table_refresh_history"))
-    rows = table.to_pyarrow_table(columns=["name", column]).to_pylist()
+def history_column(project: FactProject, model: str, column: str) -> List[Any]:
+    rows = project.refresh_history(columns=["name", column])
     return [r[column] for r in rows if r["name"] == f"{DT_SCHEMA}.{model}"]
 
 
-def source_version(project: Project, model: str) -> int:
+def source_version(project: FactProject, model: str) -> int:
     """The fact's version the model's frontier consumed."""
     from dbt.adapters.dyntable.dynamic_table.metadata import MetadataStore
 
@@ -312,10 +298,6 @@ def source_version(project: Project, model: str) -> int:
 # -- the report --------------------------------------------------------------------------------------
 
 
-def ms(value: float) -> str:
-    return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"
-
-
 def mb(size: int) -> str:
     return f"{size / 1e6:,.1f} MB"
 
@@ -325,30 +307,47 @@ def trend(seconds: List[float]) -> str:
     return f"{ms(statistics.median(first))} → {ms(statistics.median(last))}"
 
 
-def report(results: Results, command: str) -> Path:
-    ticks = results.tick_seconds
-    mean = {twin: statistics.mean(ticks[twin]) for twin in TWINS}
-    tick_ratio = mean[COMPACTED] / mean[UNCOMPACTED]
-    rebuild = {twin: results.median("rebuild", DOWNSTREAM[twin]) for twin in TWINS}
-    rebuild_ratio = rebuild[COMPACTED] / rebuild[UNCOMPACTED]
-    incremental = {m: results.median("incremental", m) for twin in TWINS for m in (twin, DOWNSTREAM[twin])}
-    source = {
-        run: statistics.median([t for twin in TWINS for t in results.dbt[(run, twin)]])
-        for run in ("after a source insert", "after a source compaction")
-    }
-    source_ratio = source["after a source compaction"] / source["after a source insert"]
+@dataclass
+class Figures:
+    """What the goals and the tables compare, from the results."""
+
+    #: Per twin, its mean refresh in the history phase.
+    mean: Dict[str, float]
+    #: Per twin, the median `--full-refresh` of the DT downstream of it.
+    rebuild: Dict[str, float]
+    #: Per twin and downstream DT, its median INCREMENTAL through dbt.
+    incremental: Dict[str, float]
+    #: Per phase-3 run, the twins' median INCREMENTAL.
+    source: Dict[str, float]
+    #: Per way of compacting, its median time.
+    compaction: Dict[str, float]
+
+    @classmethod
+    def of(cls, results: Results) -> "Figures":
+        return cls(
+            {twin: statistics.mean(results.tick_seconds[twin]) for twin in TWINS},
+            {twin: results.median("rebuild", DOWNSTREAM[twin]) for twin in TWINS},
+            {m: results.median("incremental", m) for twin in TWINS for m in (twin, DOWNSTREAM[twin])},
+            {
+                run: statistics.median([t for twin in TWINS for t in results.dbt[(run, twin)]])
+                for run in (AFTER_INSERT, AFTER_COMPACTION)
+            },
+            {way: statistics.median(t for t, _ in rounds) for way, rounds in results.one_compaction.items()},
+        )
+
+
+def goals(results: Results, f: Figures) -> List[Goal]:
+    tick_ratio = f.mean[COMPACTED] / f.mean[UNCOMPACTED]
+    rebuild_ratio = f.rebuild[COMPACTED] / f.rebuild[UNCOMPACTED]
+    source_ratio = f.source[AFTER_COMPACTION] / f.source[AFTER_INSERT]
+    compaction_ratio = f.compaction["size tier"] / f.compaction["every small file"]
     compacted_reads = [(read, diff) for was, read, diff in results.source_reads if was]
     tier_bound = math.log2(max(results.compactions[COMPACTED], 1)) + 1
-    compaction = {
-        way: statistics.median(t for t, _ in rounds) for way, rounds in results.one_compaction.items()
-    }
-    compaction_ratio = compaction["size tier"] / compaction["every small file"]
-    read_only_changes = all(read == INSERTED for read, _ in compacted_reads)
-    goals = [
+    return [
         Goal(
             f"an append-only DT compacting its small files refreshes within {WITHIN}× of one that never "
             "does, its compactions included (mean refresh)",
-            f"{tick_ratio:.2f}× ({ms(mean[COMPACTED])} vs {ms(mean[UNCOMPACTED])}, "
+            f"{tick_ratio:.2f}× ({ms(f.mean[COMPACTED])} vs {ms(f.mean[UNCOMPACTED])}, "
             f"{results.compactions[COMPACTED]} compactions in {results.appends} refreshes)",
             tick_ratio <= WITHIN,
         ),
@@ -363,19 +362,18 @@ def report(results: Results, command: str) -> Path:
         Goal(
             "one compaction of the same DT (its first build and the files appended since) takes "
             "less than half the time of deltalake's optimize.compact, which merges every small file",
-            f"{compaction_ratio:.2f}× ({ms(compaction['size tier'])} vs {ms(compaction['every small file'])})",
+            f"{compaction_ratio:.2f}× ({ms(f.compaction['size tier'])} vs {ms(f.compaction['every small file'])})",
             compaction_ratio < 0.5,
         ),
         Goal(
             "a rebuild of a DT downstream of it costs less than over the uncompacted twin",
-            f"{rebuild_ratio:.2f}× ({ms(rebuild[COMPACTED])} vs {ms(rebuild[UNCOMPACTED])}; upstream "
+            f"{rebuild_ratio:.2f}× ({ms(f.rebuild[COMPACTED])} vs {ms(f.rebuild[UNCOMPACTED])}; upstream "
             f"{results.files[COMPACTED]} vs {results.files[UNCOMPACTED]} files)",
             rebuild_ratio < 1,
         ),
         Goal(
             f"a refresh after its source was compacted costs within {WITHIN}× of one after an insert alone",
-            f"{source_ratio:.2f}× ({ms(source['after a source compaction'])} vs "
-            f"{ms(source['after a source insert'])})",
+            f"{source_ratio:.2f}× ({ms(f.source[AFTER_COMPACTION])} vs {ms(f.source[AFTER_INSERT])})",
             source_ratio <= WITHIN,
         ),
         Goal(
@@ -383,93 +381,83 @@ def report(results: Results, command: str) -> Path:
             ", ".join(
                 f"{read:,} rows read (file-set difference: {diff:,})" for read, diff in compacted_reads
             ),
-            read_only_changes,
+            all(read == INSERTED for read, _ in compacted_reads),
         ),
     ]
-    body = ["## History phase", ""]
-    body += markdown_table(
-        [
-            "DT",
-            "auto_compact",
-            "files after",
-            "compactions",
-            "median refresh",
-            "mean refresh",
-            "max refresh",
-            f"median, first → last {TREND_TICKS} ticks",
-        ],
-        [
-            (
-                twin,
-                TWINS[twin],
-                results.files[twin],
-                results.compactions[twin],
-                ms(statistics.median(ticks[twin])),
-                ms(mean[twin]),
-                ms(max(ticks[twin])),
-                trend(ticks[twin]),
-            )
-            for twin in TWINS
-        ]
-        + [
-            (
-                DOWNSTREAM[twin],
-                "true",
-                "–",
-                "–",
-                ms(statistics.median(ticks[DOWNSTREAM[twin]])),
-                ms(statistics.mean(ticks[DOWNSTREAM[twin]])),
-                ms(max(ticks[DOWNSTREAM[twin]])),
-                trend(ticks[DOWNSTREAM[twin]]),
-            )
-            for twin in TWINS
-        ],
+
+
+def history_table(results: Results, f: Figures) -> List[str]:
+    ticks = results.tick_seconds
+
+    def row(model: str, auto_compact: str, files: object, compactions: object) -> Tuple[object, ...]:
+        seconds = ticks[model]
+        return (
+            model,
+            auto_compact,
+            files,
+            compactions,
+            ms(statistics.median(seconds)),
+            ms(statistics.mean(seconds)),
+            ms(max(seconds)),
+            trend(seconds),
+        )
+
+    header = ["DT", "auto_compact", "files after", "compactions", "median refresh", "mean refresh"]
+    header += ["max refresh", f"median, first → last {TREND_TICKS} ticks"]
+    rows = [row(twin, TWINS[twin], results.files[twin], results.compactions[twin]) for twin in TWINS]
+    rows += [row(DOWNSTREAM[twin], "true", "–", "–") for twin in TWINS]
+    return ["## History phase", ""] + markdown_table(header, rows)
+
+
+def dbt_table(f: Figures) -> List[str]:
+    def row(run: str, figures: Dict[str, float], compacted: str, uncompacted: str) -> Tuple[str, ...]:
+        return (
+            run,
+            ms(figures[compacted]),
+            ms(figures[uncompacted]),
+            f"{figures[compacted] / figures[uncompacted]:.2f}×",
+        )
+
+    rows = [
+        row("INCREMENTAL of the twin", f.incremental, COMPACTED, UNCOMPACTED),
+        row(
+            "INCREMENTAL of its downstream DT", f.incremental, DOWNSTREAM[COMPACTED], DOWNSTREAM[UNCOMPACTED]
+        ),
+        row("`--full-refresh` of its downstream DT", f.rebuild, COMPACTED, UNCOMPACTED),
+    ]
+    return ["", "## Through `dbt run` (median model execution time)", ""] + markdown_table(
+        ["run", "over the compacted DT", "over the uncompacted DT", "ratio"], rows
     )
-    body += ["", "## Through `dbt run` (median model execution time)", ""]
-    body += markdown_table(
-        ["run", "over the compacted DT", "over the uncompacted DT", "ratio"],
-        [
-            (
-                "INCREMENTAL of the twin",
-                ms(incremental[COMPACTED]),
-                ms(incremental[UNCOMPACTED]),
-                f"{incremental[COMPACTED] / incremental[UNCOMPACTED]:.2f}×",
-            ),
-            (
-                "INCREMENTAL of its downstream DT",
-                ms(incremental[DOWNSTREAM[COMPACTED]]),
-                ms(incremental[DOWNSTREAM[UNCOMPACTED]]),
-                f"{incremental[DOWNSTREAM[COMPACTED]] / incremental[DOWNSTREAM[UNCOMPACTED]]:.2f}×",
-            ),
-            (
-                "`--full-refresh` of its downstream DT",
-                ms(rebuild[COMPACTED]),
-                ms(rebuild[UNCOMPACTED]),
-                f"{rebuild_ratio:.2f}×",
-            ),
-        ],
-    )
-    body += ["", f"## One compaction, two ways (copies of {UNCOMPACTED}, median of {COMPACTION_ROUNDS})", ""]
-    body += markdown_table(
+
+
+def compaction_tables(results: Results, f: Figures) -> List[str]:
+    """Phase 4's one compaction two ways, and phase 3's source compacted by its owner."""
+    lines = ["", f"## One compaction, two ways (copies of {UNCOMPACTED}, median of {COMPACTION_ROUNDS})", ""]
+    lines += markdown_table(
         ["compaction", "time", "bytes rewritten"],
         [
-            (way, ms(compaction[way]), mb(int(statistics.median(b for _, b in rounds))))
+            (way, ms(f.compaction[way]), mb(int(statistics.median(b for _, b in rounds))))
             for way, rounds in results.one_compaction.items()
         ],
     )
-    body += ["", "## A source compacted by its owner", ""]
-    body += markdown_table(
+    lines += ["", "## A source compacted by its owner", ""]
+    return lines + markdown_table(
         ["run", "median INCREMENTAL (both twins)", "fact rows read, per run", "file-set difference rows"],
         [
             (
                 run,
-                ms(source[run]),
+                ms(f.source[run]),
                 ", ".join(f"{read:,}" for was, read, _ in results.source_reads if was == compacted),
                 ", ".join(f"{diff:,}" for was, _, diff in results.source_reads if was == compacted),
             )
-            for run, compacted in (("after a source insert", False), ("after a source compaction", True))
+            for run, compacted in ((AFTER_INSERT, False), (AFTER_COMPACTION, True))
         ],
     )
+
+
+def report(results: Results, command: str) -> Path:
+    f = Figures.of(results)
+    body = history_table(results, f) + dbt_table(f) + compaction_tables(results, f)
     plot(results)
     body += ["", "![refresh times of the history phase](compaction.png)"]
     intro = (
@@ -477,7 +465,7 @@ def report(results: Results, command: str) -> Path:
         f"{COMMIT_ROWS} appended rows each; dbt runs after {INSERTED:,} inserted rows, "
         f"{DBT_RUNS} per figure. How it is measured: the module docstring of benchmarks/compaction.py."
     )
-    return write_results(NAME, TITLE, command, intro, goals, body)
+    return write_results(NAME, TITLE, command, intro, goals(results, f), body)
 
 
 def plot(results: Results) -> None:
@@ -498,7 +486,7 @@ def plot(results: Results) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--appends", type=int, default=500)
     args = parser.parse_args()

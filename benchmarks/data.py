@@ -8,7 +8,10 @@ rewrite half the table.
 
 from __future__ import annotations
 
-from typing import Dict
+from typing import TYPE_CHECKING, Any, Dict
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 SCHEMA = "bench"
 CUSTOMERS = 100_000
@@ -62,7 +65,7 @@ def fact_rows(start: int, end: int) -> str:
     )
 
 
-def fact_arrow(start: int, end: int):
+def fact_arrow(start: int, end: int) -> "pa.Table":
     """The rows ``fact_rows(start, end)`` selects, as an Arrow table: for writers outside the engine
     (an ingest job appending with the ``deltalake`` package)."""
     import numpy as np
@@ -85,7 +88,9 @@ def fact_arrow(start: int, end: int):
 class Fact:
     """The bench schema on an engine, and the changes made to its fact."""
 
-    def __init__(self, engine) -> None:
+    def __init__(self, engine: Any) -> None:
+        # Any engine's execute(...).collect(): the embedded engine, JVM Spark, or a recorder of the
+        # statements (a dbt macro runs them on JVM Spark).
         self.engine = engine
         self.next_id = 0
 
