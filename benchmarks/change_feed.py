@@ -16,27 +16,44 @@ cannot start, the result file says why and nothing is measured.
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
-import tempfile
 from collections import Counter
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 from rich.console import Console
 
-from benchmarks.common import Goal, markdown_table, percent, seconds, timed, write_results
+from benchmarks.common import (
+    Goal,
+    add_spark_jars_option,
+    docstring_paragraphs,
+    jvm_engine,
+    markdown_table,
+    percent,
+    seconds,
+    timed,
+    write_results,
+)
+
+if TYPE_CHECKING:
+    from dbt.adapters.dyntable.delta_log import DeltaLog
+    from dbt.adapters.dyntable.engines.jvm import JvmSparkEngine
 
 NAME = "change_feed"
 TITLE = "Benchmark 6: change data feed vs file-set diff for scattered updates and deletes (JVM Spark)"
 FILES = 40
 REPEATS = 3
+#: (rows, changed fraction, changed rows net, files rewritten, rows in rewritten files, feed s,
+#: file sets s)
+Point = Tuple[int, float, int, int, int, float, float]
 
 
-def extract(engine, table: str, log, v0: int, v1: int, feed: bool) -> Tuple[float, dict]:
+def extract(
+    engine: "JvmSparkEngine", table: str, log: "DeltaLog", v0: int, v1: int, feed: bool
+) -> Tuple[float, Dict[Tuple[Any, ...], int]]:
     """Seconds to materialise the changes of (v0, v1] (best of REPEATS), and their net delta."""
-    from dbt.adapters.dyntable.changes import WEIGHT, FileSetResolver
+    from dbt.adapters.dyntable.changes import FileSetResolver
     from dbt.adapters.dyntable.engines.base import Capabilities
+    from dbt.adapters.dyntable.vocabulary import WEIGHT
 
     capabilities = (
         engine.capabilities
@@ -45,26 +62,30 @@ def extract(engine, table: str, log, v0: int, v1: int, feed: bool) -> Tuple[floa
             change_data_feed=False, truncate=False, alter_table_columns=True, persistent_catalog=True
         )
     )
-    best, net = float("inf"), Counter()  # type: ignore[var-annotated]
+    best, net = float("inf"), Counter[Tuple[Any, ...]]()
     for _ in range(REPEATS):
         with FileSetResolver(engine.spark, {table: (log, v0, v1)}, capabilities=capabilities) as resolver:
             view = resolver.changes(table)
             with timed() as timing:
                 rows = engine.spark.sql(f"SELECT * FROM {view}").collect()
         best = min(best, timing.wall)
-        net = Counter()
+        net = Counter[Tuple[Any, ...]]()
         for row in rows:
             net[tuple(row)[:-1]] += row[WEIGHT]
     return best, {k: n for k, n in net.items() if n}
 
 
 def run(
-    engine, warehouse: Path, sizes: Sequence[int], fractions: Sequence[float], console: Console
-) -> List[tuple]:
+    engine: "JvmSparkEngine",
+    warehouse: Path,
+    sizes: Sequence[int],
+    fractions: Sequence[float],
+    console: Console,
+) -> List[Point]:
     from dbt.adapters.dyntable.delta_log import DeltaLog
 
     engine.execute("CREATE SCHEMA IF NOT EXISTS bench")
-    points = []
+    points: List[Point] = []
     for rows in sizes:
         table = f"bench.feed_{rows}"
         engine.execute(f"DROP TABLE IF EXISTS {table}")
@@ -75,7 +96,9 @@ def run(
         engine.spark.range(rows).selectExpr(
             "id", "id % 1000 AS k", "rand(7) AS v", "concat('s', id % 97) AS s"
         ).repartition(FILES).write.format("delta").mode("append").saveAsTable(table)
-        log = DeltaLog(engine.table_location("bench", f"feed_{rows}"))
+        location = engine.table_location("bench", f"feed_{rows}")
+        assert location is not None, f"{table} was just written"
+        log = DeltaLog(location)
         for fraction in fractions:
             v0 = log.latest_version()
             modulus = max(1, round(1 / fraction))
@@ -98,27 +121,15 @@ def run(
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
-    from dbt.adapters.dyntable.engines.base import EngineError
-    from dbt.adapters.dyntable.engines.jvm import JvmSparkEngine
-
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--full", action="store_true", help="1M and 10M rows, four change fractions")
-    parser.add_argument(
-        "--spark-jars",
-        type=Path,
-        default=os.environ.get("DYNTABLE_SPARK_JARS") or None,
-        help="a folder of Delta's jars (the profile's `spark_jars`)",
-    )
+    add_spark_jars_option(parser)
     args = parser.parse_args(argv)
     command = "python -m benchmarks.change_feed" + (" --full" if args.full else "")
-    intro = " ".join((__doc__ or "").split("\n\n")[1].split())
+    intro = docstring_paragraphs(__doc__, 1)[0]
     console = Console()
-    warehouse = Path(tempfile.mkdtemp(prefix="dyntable-bench-feed-"))
-    try:
-        try:
-            engine = JvmSparkEngine(warehouse, spark_jars=args.spark_jars, start_timeout=120).start()
-        except EngineError as exc:
-            reason = str(exc).split("\nSpark said:")[0].strip()
+    with jvm_engine(args.spark_jars, 120, "dyntable-bench-feed-") as (engine, warehouse, reason):
+        if engine is None:
             write_results(
                 NAME,
                 TITLE,
@@ -129,16 +140,15 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
             )
             console.print(f"benchmark 6 skipped: {reason.splitlines()[0]}")
             return
-        try:
-            sizes = [1_000_000, 10_000_000] if args.full else [1_000_000]
-            fractions = [0.0001, 0.001, 0.01, 0.1] if args.full else [0.001, 0.01]
-            points = run(engine, warehouse, sizes, fractions, console)
-        finally:
-            engine.stop()
-    finally:
-        shutil.rmtree(warehouse, ignore_errors=True)
+        sizes = [1_000_000, 10_000_000] if args.full else [1_000_000]
+        fractions = [0.0001, 0.001, 0.01, 0.1] if args.full else [0.001, 0.01]
+        points = run(engine, warehouse, sizes, fractions, console)
+    write_results(NAME, TITLE, command, intro, goals(points), body(points))
+
+
+def goals(points: List[Point]) -> List[Goal]:
     faster = [p for p in points if p[5] < p[6]]
-    goals = [
+    return [
         Goal(
             "scattered updates and deletes read faster from the change data feed than from file sets",
             f"faster at {len(faster)} of {len(points)} points; "
@@ -146,13 +156,16 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
             len(faster) == len(points),
         )
     ]
-    body = [
+
+
+def body(points: List[Point]) -> List[str]:
+    lines = [
         "## Measurements",
         "",
         f"Each table is written as {FILES} files; best of {REPEATS} extractions.",
         "",
     ]
-    body += markdown_table(
+    return lines + markdown_table(
         [
             "rows",
             "changed",
@@ -168,7 +181,6 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
             for r, f, c, n, w, a, b in points
         ],
     )
-    write_results(NAME, TITLE, command, intro, goals, body)
 
 
 if __name__ == "__main__":

@@ -14,101 +14,92 @@ engine's Spark Connect session.
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Optional, Sequence
 
 from rich.console import Console
 
-from benchmarks.common import Goal, write_results
+from benchmarks import refresh_vs_full
+from benchmarks.common import Goal, add_spark_jars_option, docstring_paragraphs, jvm_engine, write_results
 
 NAME = "jvm_spark"
 TITLE = "Benchmark 5: incremental vs full refresh on JVM Spark (session engine)"
 
 
-def main(argv: Optional[Sequence[str]] = None) -> None:
-    from benchmarks import refresh_vs_full
-    from dbt.adapters.dyntable.engines.base import EngineError
-    from dbt.adapters.dyntable.engines.jvm import JvmSparkEngine
-
+def parse(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--full", action="store_true", help="1M, 10M and 100M rows, every point")
-    parser.add_argument(
-        "--spark-jars",
-        type=Path,
-        default=os.environ.get("DYNTABLE_SPARK_JARS") or None,
-        help="a folder of Delta's jars (the profile's `spark_jars`)",
-    )
+    add_spark_jars_option(parser)
     parser.add_argument("--start-timeout", type=float, default=60.0, help="seconds to wait for the JVM")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    args = parse(argv)
     command = "python -m benchmarks.jvm_spark" + (" --full" if args.full else "")
     console = Console()
-    warehouse = Path(tempfile.mkdtemp(prefix="dyntable-bench-jvm-"))
-    try:
-        try:
-            engine = JvmSparkEngine(
-                warehouse, spark_jars=args.spark_jars, start_timeout=args.start_timeout
-            ).start()
-        except EngineError as exc:
-            reason = str(exc).split("\nSpark said:")[0].strip()
-            where = (
-                f"the `spark_jars` folder given ({args.spark_jars.name})"
-                if args.spark_jars
-                else "Maven (no `spark_jars` folder given)"
-            )
-            write_results(
-                NAME,
-                TITLE,
-                command,
-                (__doc__ or "").split("\n\n")[1].replace("\n", " "),
-                [
-                    Goal(
-                        "benchmark 1 on JVM Spark where Delta's jars resolve",
-                        f"skipped: the session engine did not start from {where}",
-                        None,
-                    )
-                ],
-                [
-                    "## Skipped",
-                    "",
-                    f"The session engine could not start: {reason}",
-                    "",
-                    "To run it, put delta-spark_2.13-<version>.jar and delta-storage-<version>.jar "
-                    "(matching the installed delta-spark) in a folder and run "
-                    "`python -m benchmarks.jvm_spark --spark-jars <folder>` (or set "
-                    "`DYNTABLE_SPARK_JARS=<folder>`; in a dbt profile the setting is `spark_jars`).",
-                ],
-            )
+    sizes = [1_000_000, 10_000_000, 100_000_000] if args.full else [1_000_000]
+    with jvm_engine(args.spark_jars, args.start_timeout, "dyntable-bench-jvm-") as (
+        engine,
+        warehouse,
+        reason,
+    ):
+        if engine is None:
+            write_skipped(command, args.spark_jars, reason)
             console.print(f"benchmark 5 skipped: {reason.splitlines()[0]}")
             return
-        try:
-            sizes = [1_000_000, 10_000_000, 100_000_000] if args.full else [1_000_000]
-            points, no_data = refresh_vs_full.run(
-                engine,
-                warehouse,
-                sizes,
-                refresh_vs_full.full_points if args.full else refresh_vs_full.quick_points,
-                console,
-                # One round per point: a refresh here takes seconds, and three rounds would triple
-                # the suite's longest part.
-                rounds=1,
-            )
-        finally:
-            engine.stop()
-        refresh_vs_full.summarize(
-            points,
-            no_data,
+        points, no_data = refresh_vs_full.run(
+            engine,
+            warehouse,
             sizes,
-            NAME,
-            TITLE,
-            command,
-            "Benchmark 1's sweep, same queries and changes, on JVM Spark with delta-spark.",
+            refresh_vs_full.full_points if args.full else refresh_vs_full.quick_points,
+            console,
+            # One round per point: a refresh here takes seconds, and three rounds would triple
+            # the suite's longest part.
+            rounds=1,
         )
-        console.print(f"benchmark 5: {len(points)} points written")
-    finally:
-        shutil.rmtree(warehouse, ignore_errors=True)
+    refresh_vs_full.summarize(
+        points,
+        no_data,
+        sizes,
+        NAME,
+        TITLE,
+        command,
+        "Benchmark 1's sweep, same queries and changes, on JVM Spark with delta-spark.",
+    )
+    console.print(f"benchmark 5: {len(points)} points written")
+
+
+def write_skipped(command: str, spark_jars: Optional[Path], reason: str) -> None:
+    """The result files of a run where the session engine did not start, saying why."""
+    where = (
+        f"the `spark_jars` folder given ({spark_jars.name})"
+        if spark_jars
+        else "Maven (no `spark_jars` folder given)"
+    )
+    write_results(
+        NAME,
+        TITLE,
+        command,
+        docstring_paragraphs(__doc__, 1)[0],
+        [
+            Goal(
+                "benchmark 1 on JVM Spark where Delta's jars resolve",
+                f"skipped: the session engine did not start from {where}",
+                None,
+            )
+        ],
+        [
+            "## Skipped",
+            "",
+            f"The session engine could not start: {reason}",
+            "",
+            "To run it, put delta-spark_2.13-<version>.jar and delta-storage-<version>.jar "
+            "(matching the installed delta-spark) in a folder and run "
+            "`python -m benchmarks.jvm_spark --spark-jars <folder>` (or set "
+            "`DYNTABLE_SPARK_JARS=<folder>`; in a dbt profile the setting is `spark_jars`).",
+        ],
+    )
 
 
 if __name__ == "__main__":
