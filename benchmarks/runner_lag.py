@@ -20,12 +20,32 @@ import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Dict, List, Optional, Sequence
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from rich.console import Console
 from rich.progress import Progress
 
-from benchmarks.common import RESULTS, Goal, markdown_table, pyplot, timed, write_results
+from benchmarks.common import (
+    RESULTS,
+    Goal,
+    Timing,
+    docstring_paragraphs,
+    embedded_engine,
+    markdown_table,
+    pyplot,
+    timed,
+    write_results,
+)
+from dbt.adapters.dyntable.dynamic_table.config import DynamicTableConfig, TargetLag
+from dbt.adapters.dyntable.dynamic_table.lifecycle import Trigger
+from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
+from dbt.adapters.dyntable.dynamic_table.refresh import RefreshResult
+from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
+from dbt.adapters.dyntable.engines.base import Engine
+from dbt.adapters.dyntable.runner.backend import ServiceBackend
+from dbt.adapters.dyntable.runner.graph import GraphNode, build_graph
+from dbt.adapters.dyntable.runner.scheduler import Scheduler, SystemClock
 
 SCHEMA = "pipeline"
 UNIT_MS = 1_500
@@ -65,6 +85,47 @@ class Refresh:
     message: str
 
 
+class RecordingBackend(ServiceBackend):
+    """The runner's backend, recording when each refresh finished and the data timestamp it reached."""
+
+    def __init__(self, service: DynamicTableService) -> None:
+        super().__init__(service)
+        self.refreshes: List[Refresh] = []
+
+    def refresh(self, dt: DynamicTable, data_timestamp: datetime, trigger: Trigger) -> RefreshResult:
+        try:
+            result = super().refresh(dt, data_timestamp, trigger)
+        except Exception as exc:
+            self.refreshes.append(
+                Refresh(dt.name, data_timestamp, time.time(), None, "FAILED", str(exc).splitlines()[0])
+            )
+            raise
+        self.refreshes.append(
+            Refresh(
+                dt.name,
+                result.data_timestamp or data_timestamp,
+                time.time(),
+                result.action,
+                result.state,
+                result.reason,
+            )
+        )
+        return result
+
+
+@dataclass
+class LagRun:
+    """What a run recorded: every refresh, the ticks, the writer's commits, the run's cost, and per
+    DT its period and target lag."""
+
+    refreshes: List[Refresh]
+    ticks: int
+    commits: int
+    timing: Timing
+    periods: Dict[str, float]
+    target_lags: Dict[str, TargetLag]
+
+
 def orders(start: int, end: int) -> str:
     return (
         f"SELECT id, cast(id * 7919 % 10000 as bigint) AS customer_id, "
@@ -77,7 +138,7 @@ def orders(start: int, end: int) -> str:
 class Writer(threading.Thread):
     """Inserts INSERTS_PER_SECOND orders a second and updates recent ones every few seconds."""
 
-    def __init__(self, engine) -> None:
+    def __init__(self, engine: Engine) -> None:
         super().__init__(name="bench-writer", daemon=True)
         self.engine = engine
         self.stop_event = threading.Event()
@@ -107,37 +168,7 @@ class Writer(threading.Thread):
             self.error = exc
 
 
-def run(engine, warehouse, seconds: float, console: Console):
-    from dbt.adapters.dyntable.dynamic_table.config import DynamicTableConfig
-    from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
-    from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
-    from dbt.adapters.dyntable.runner.backend import ServiceBackend
-    from dbt.adapters.dyntable.runner.graph import GraphNode, build_graph
-    from dbt.adapters.dyntable.runner.scheduler import Scheduler, SystemClock
-
-    refreshes: List[Refresh] = []
-
-    class RecordingBackend(ServiceBackend):
-        def refresh(self, dt, data_timestamp, trigger):
-            try:
-                result = super().refresh(dt, data_timestamp, trigger)
-            except Exception as exc:
-                refreshes.append(
-                    Refresh(dt.name, data_timestamp, time.time(), None, "FAILED", str(exc).splitlines()[0])
-                )
-                raise
-            refreshes.append(
-                Refresh(
-                    dt.name,
-                    result.data_timestamp or data_timestamp,
-                    time.time(),
-                    result.action,
-                    result.state,
-                    result.reason,
-                )
-            )
-            return result
-
+def create_sources(engine: Engine) -> None:
     engine.execute(f"CREATE SCHEMA {SCHEMA}").collect()
     engine.execute(f"CREATE TABLE {SCHEMA}.raw_orders USING delta AS {orders(0, INITIAL_ORDERS)}").collect()
     engine.execute(
@@ -145,18 +176,51 @@ def run(engine, warehouse, seconds: float, console: Console):
         "element_at(array('GB','US','NL','DE','JP'), cast(id % 5 + 1 as int)) AS country "
         "FROM range(10000)"
     ).collect()
-    service = DynamicTableService(engine, warehouse, "dyntable_meta")
+
+
+def pipeline_nodes() -> List[GraphNode]:
+    """The three DTs, each reading the tables and DTs its query names."""
     nodes = []
     for name, (lag, sql) in MODELS.items():
         config = DynamicTableConfig.from_model(name, {"target_lag": lag, "refresh_mode": "auto"})
         upstream = frozenset(f"{SCHEMA}.{u}" for u in MODELS if f"{SCHEMA}.{u} " in sql + " ")
         nodes.append(GraphNode(name, DynamicTable(SCHEMA, name, sql, config), upstream))
+    return nodes
+
+
+def run(engine: Engine, warehouse: Path, seconds: float, console: Console) -> LagRun:
+    create_sources(engine)
+    backend = RecordingBackend(DynamicTableService(engine, warehouse, "dyntable_meta"))
+    nodes = pipeline_nodes()
     graph = build_graph(nodes, unit_ms=UNIT_MS)
-    scheduler = Scheduler(graph, RecordingBackend(service))
+    scheduler = Scheduler(graph, backend)
     # Build the pipeline once, as `dbt run` would before the runner starts.
-    scheduler.execute(scheduler.dispatch(int(time.time() * 1000), trigger="MANUAL", roots=graph.order))
-    refreshes.clear()
+    scheduler.execute(scheduler.dispatch(int(time.time() * 1000), trigger=Trigger.MANUAL, roots=graph.order))
+    backend.refreshes.clear()
     writer = Writer(engine)
+    ticks, timing = ingest_and_schedule(scheduler, writer, seconds, console)
+    if writer.error is not None:
+        raise RuntimeError(f"the writer failed: {writer.error}") from writer.error
+    return LagRun(
+        backend.refreshes,
+        ticks,
+        writer.commits,
+        timing,
+        {graph.model(n): period_seconds(graph.period_ms[n]) for n in graph.order},
+        {n.model: n.dt.config.target_lag for n in nodes},
+    )
+
+
+def period_seconds(period_ms: Optional[int]) -> float:
+    assert period_ms is not None, "every DT of the pipeline has a lag, its own or its consumers'"
+    return period_ms / 1000
+
+
+def ingest_and_schedule(
+    scheduler: Scheduler, writer: Writer, seconds: float, console: Console
+) -> Tuple[int, Timing]:
+    """The writer and the runner's loop for ``seconds``, with a progress bar: the ticks it ran
+    and what the run cost."""
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task("benchmark 4: runner under steady ingest", total=seconds)
         stop_at = time.time() + seconds
@@ -173,10 +237,7 @@ def run(engine, warehouse, seconds: float, console: Console):
             ticks = scheduler.run(SystemClock(), stop_at=stop_at)
             writer.stop_event.set()
             writer.join()
-    if writer.error is not None:
-        raise RuntimeError(f"the writer failed: {writer.error}") from writer.error
-    periods = {graph.model(n): graph.period_ms[n] / 1000 for n in graph.order}
-    return refreshes, ticks, writer, timing, periods, {n.model: n.dt.config.target_lag for n in nodes}
+    return ticks, timing
 
 
 def lags(refreshes: List[Refresh], name: str) -> List[float]:
@@ -190,73 +251,65 @@ def lags(refreshes: List[Refresh], name: str) -> List[float]:
     return samples
 
 
-def report(refreshes, ticks, writer, timing, periods, target_lags, seconds: float, command: str) -> None:
-    goal_rows, table = [], []
-    effective = {}
-    for model in MODELS:
-        name = f"{SCHEMA}.{model}"
-        samples = lags(refreshes, name)
-        mine = [r for r in refreshes if r.name == name]
-        failed = [r for r in mine if r.state == "FAILED"]
-        lag = target_lags[model]
-        # DOWNSTREAM takes the smallest lag of the DTs that read it.
-        consumers = [m for m, (_, sql) in MODELS.items() if f"{SCHEMA}.{model} " in sql + " "]
-        target = lag.seconds if lag.seconds is not None else min(target_lags[m].seconds for m in consumers)
-        effective[model] = target
-        worst = max(samples) if samples else float("nan")
-        p50 = statistics.median(samples) if samples else float("nan")
-        actions = {}
-        for r in mine:
-            key = r.action or r.state
-            actions[key] = actions.get(key, 0) + 1
-        table.append(
-            (
-                model,
-                str(lag),
-                f"{target:g}",
-                f"{periods[model]:g}",
-                len(mine),
-                ", ".join(f"{k} {v}" for k, v in sorted(actions.items())),
-                len(failed),
-                f"{p50:.1f}",
-                f"{worst:.1f}",
-                "✓" if worst <= target else "✗",
-            )
-        )
-        goal_rows.append(
-            Goal(
-                f"{model}: lag stays within its target lag ({target:g} s) under steady ingest",
-                f"max {worst:.1f} s, p50 {p50:.1f} s over {len(mine)} refreshes"
-                + (f", {len(failed)} failed" if failed else ""),
-                bool(samples) and worst <= target,
-            )
-        )
-    failures = sorted({r.message for r in refreshes if r.state == "FAILED"})
+def model_lag(result: LagRun, model: str) -> Tuple[Tuple[object, ...], Goal, float]:
+    """One DT's row of the table, its goal, and its effective target lag in seconds."""
+    name = f"{SCHEMA}.{model}"
+    samples = lags(result.refreshes, name)
+    mine = [r for r in result.refreshes if r.name == name]
+    failed = [r for r in mine if r.state == "FAILED"]
+    lag = result.target_lags[model]
+    # DOWNSTREAM takes the smallest lag of the DTs that read it.
+    consumers = [m for m, (_, sql) in MODELS.items() if f"{SCHEMA}.{model} " in sql + " "]
+    target = (
+        lag.seconds if lag.seconds is not None else min(seconds_of(result.target_lags[m]) for m in consumers)
+    )
+    worst = max(samples) if samples else float("nan")
+    p50 = statistics.median(samples) if samples else float("nan")
+    actions: Dict[str, int] = {}
+    for r in mine:
+        key = r.action or r.state
+        actions[key] = actions.get(key, 0) + 1
+    row = (
+        model,
+        str(lag),
+        f"{target:g}",
+        f"{result.periods[model]:g}",
+        len(mine),
+        ", ".join(f"{k} {v}" for k, v in sorted(actions.items())),
+        len(failed),
+        f"{p50:.1f}",
+        f"{worst:.1f}",
+        "✓" if worst <= target else "✗",
+    )
+    goal = Goal(
+        f"{model}: lag stays within its target lag ({target:g} s) under steady ingest",
+        f"max {worst:.1f} s, p50 {p50:.1f} s over {len(mine)} refreshes"
+        + (f", {len(failed)} failed" if failed else ""),
+        bool(samples) and worst <= target,
+    )
+    return row, goal, target
+
+
+def seconds_of(lag: TargetLag) -> float:
+    assert lag.seconds is not None, "a DT read by others has a lag of its own"
+    return lag.seconds
+
+
+def report(result: LagRun, seconds: float, command: str) -> None:
+    per_model = {model: model_lag(result, model) for model in MODELS}
+    failures = sorted({r.message for r in result.refreshes if r.state == "FAILED"})
     body = [
         "## Lag per DT",
         "",
-        f"{seconds:g} s of ingest: {writer.commits} source commits ({INSERTS_PER_SECOND:,} inserted orders a "
+        f"{seconds:g} s of ingest: {result.commits} source commits ({INSERTS_PER_SECOND:,} inserted orders a "
         f"second onto {INITIAL_ORDERS:,}, {UPDATED_ROWS} recent orders updated every {UPDATE_EVERY_SECONDS} s); "
-        f"{ticks} runner ticks; canonical period unit {UNIT_MS / 1000:g} s. The whole run used "
-        f"{timing.cpu:.1f} CPU seconds in {timing.wall:.1f} wall seconds (engine, runner and writer).",
+        f"{result.ticks} runner ticks; canonical period unit {UNIT_MS / 1000:g} s. The whole run used "
+        f"{result.timing.cpu:.1f} CPU seconds in {result.timing.wall:.1f} wall seconds (engine, runner and writer).",
         "",
     ]
-    body += markdown_table(
-        [
-            "DT",
-            "target_lag",
-            "effective target s",
-            "period s",
-            "refreshes",
-            "actions",
-            "failed",
-            "lag p50 s",
-            "lag max s",
-            "max ≤ target",
-        ],
-        table,
-        "llrrrlrrrl",
-    )
+    header = ["DT", "target_lag", "effective target s", "period s", "refreshes", "actions", "failed"]
+    header += ["lag p50 s", "lag max s", "max ≤ target"]
+    body += markdown_table(header, [row for row, _, _ in per_model.values()], "llrrrlrrrl")
     if failures:
         body += ["", "Failures seen:", ""] + [f"- `{m}`" for m in failures]
     body += ["", "![plot](runner_lag.png)"]
@@ -264,11 +317,11 @@ def report(refreshes, ticks, writer, timing, periods, target_lags, seconds: floa
         "runner_lag",
         "Benchmark 4: the runner's sustained lag under steady ingest",
         command,
-        " ".join((__doc__ or "").split("\n\n")[1].split()),
-        goal_rows,
+        docstring_paragraphs(__doc__, 1)[0],
+        [goal for _, goal, _ in per_model.values()],
         body,
     )
-    plot(refreshes, effective)
+    plot(result.refreshes, {model: target for model, (_, _, target) in per_model.items()})
 
 
 def plot(refreshes: List[Refresh], targets: Dict[str, float]) -> None:
@@ -294,8 +347,6 @@ def plot(refreshes: List[Refresh], targets: Dict[str, float]) -> None:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
-    from benchmarks.common import embedded_engine
-
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--seconds", type=float, default=60.0, help="how long the ingest runs")
     parser.add_argument("--full", action="store_true", help="five minutes of ingest")
@@ -305,8 +356,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     with embedded_engine() as (engine, warehouse):
         result = run(engine, warehouse, seconds, console)
     command = "python -m benchmarks.runner_lag" + (" --full" if args.full else f" --seconds {seconds:g}")
-    report(*result, seconds, command)
-    console.print(f"benchmark 4: {len(result[0])} refreshes recorded")
+    report(result, seconds, command)
+    console.print(f"benchmark 4: {len(result.refreshes)} refreshes recorded")
 
 
 if __name__ == "__main__":
