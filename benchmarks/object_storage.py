@@ -16,23 +16,22 @@ storage"). Three measurements, side by side in one run:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Sequence, Tuple
 
 import numpy as np
 import pyarrow as pa
-import yaml
 
-from benchmarks.common import Goal, markdown_table, write_results
+from benchmarks.common import Goal, docstring_paragraphs, markdown_table, write_results
+from benchmarks.dbt_project import DbtProject
 from dbt.adapters.dyntable import storage
 from dbt.adapters.dyntable.dynamic_table.config import DynamicTableConfig, TargetLag
 from dbt.adapters.dyntable.dynamic_table.lifecycle import RefreshRequest, Trigger
@@ -49,10 +48,10 @@ def facts(rows: int, start: int = 0) -> pa.Table:
     return pa.table({"id": ids, "k": ids % GROUPS, "amount": (ids % 97).astype(np.float64)})
 
 
-def by_area(log: Sequence[str], warehouse_key: str) -> Counter:
+def by_area(log: Sequence[str], warehouse_key: str) -> Counter[str]:
     """Requests by what they read: a source's log, the DT's, the metadata tables, locks, the
     saved views (listed once per schema and batch)."""
-    areas: Counter = Counter()
+    areas: Counter[str] = Counter()
     for line in log:
         kind, path = line.split(" ", 1)
         path = path.replace("%2F", "/")
@@ -79,14 +78,15 @@ def forget_what_the_process_read(bench: "InProcess") -> None:
     has nothing: listings, commit identities and timestamps, snapshots, the views listed."""
     from dbt.adapters.dyntable import delta_log
 
-    for cache in (
+    caches: Sequence[Any] = (
         delta_log._object_listings,
         delta_log._object_commit_ids,
         delta_log._object_commit_icts,
         delta_log._shared_snapshots,
         delta_log._replay_bases,
         delta_log._last_snapshots,
-    ):
+    )
+    for cache in caches:
         for key in list(cache):
             cache.pop(key)
     bench.engine.forget_catalog()
@@ -118,7 +118,7 @@ class InProcess:
     def append(self, table: str, rows: pa.Table) -> None:
         storage.write_delta(f"{self.root}/raw/{table}", rows, mode="append")
 
-    def refresh(self, dt: DynamicTable) -> Tuple[str, Counter, Counter]:
+    def refresh(self, dt: DynamicTable) -> Tuple[str, Counter[str], Counter[str]]:
         """One refresh in a batch: its action, its requests by area, and the batch end's."""
         self.server.reset()
         with self.service.batch():
@@ -138,60 +138,81 @@ class InProcess:
 AREAS = ("source", "DT", "metadata", "locks", "views", "writes")
 
 
-def table_row(size: int, label: str, during: Counter, end: Counter) -> List[object]:
+def table_row(size: int, label: str, during: Counter[str], end: Counter[str]) -> List[object]:
     return [f"{size:,}", label, *(during[a] for a in AREAS), end["writes"]]
 
 
+@dataclass
+class RequestCounts:
+    """What the in-process refreshes asked of the store: a table row per refresh measured, whether
+    each NO_DATA kept to its goal, the first INCREMENTAL's requests per fact size, and the
+    requests of the refreshes one after another (refresh number, requests)."""
+
+    rows: List[List[object]] = field(default_factory=list)
+    no_data_within: List[bool] = field(default_factory=list)
+    flat: Dict[int, int] = field(default_factory=dict)
+    history: List[Tuple[int, int]] = field(default_factory=list)
+
+
 def bench_in_process(server: S3Server, sizes: Sequence[int], refreshes: int) -> Tuple[List[Goal], List[str]]:
-    rows: List[List[object]] = []
-    flat: Dict[int, int] = {}
-    no_data_goal: List[bool] = []
-    history: List[Tuple[int, int]] = []
+    counts = RequestCounts()
     for size in sizes:
         bench = InProcess(server, f"{size}_{int(time.time())}")
         try:
-            bench.source("facts", facts(size))
-            sql = "select k, count(*) as n, sum(amount) as total from raw.facts group by k"
-            dt = DynamicTable(
-                "bench",
-                "totals",
-                sql,
-                DynamicTableConfig(TargetLag.parse("1 minute"), refresh_mode="incremental"),
-            )
-            bench.refresh(dt)  # builds it
-            for label in (
-                "NO_DATA, the process read the source before",
-                "NO_DATA, a fresh process's first look",
-            ):
-                if "fresh" in label:
-                    forget_what_the_process_read(bench)
-                action, during, end = bench.refresh(dt)
-                assert action == "NO_DATA", action
-                rows.append(table_row(size, label, during, end))
-                no_data_goal.append(during["source"] <= 2 and during["writes"] == 0)
-            total_refreshes = refreshes if size == sizes[0] else 1
-            for number in range(1, total_refreshes + 1):
-                bench.append("facts", facts(CHANGED, start=size + number * CHANGED))
-                action, during, end = bench.refresh(dt)
-                assert action == "INCREMENTAL", action
-                total = sum(v for k, v in during.items() if k != "writes")
-                if number == 1:
-                    flat[size] = total
-                    rows.append(table_row(size, f"INCREMENTAL of {CHANGED:,} rows", during, end))
-                if size == sizes[0] and number in (1, 10, 100, 1000, total_refreshes):
-                    history.append((number, total))
+            count_requests(bench, size, refreshes if size == sizes[0] else 1, counts, size == sizes[0])
         finally:
             bench.stop()
-    goals = [
+    return in_process_goals(counts, sizes, refreshes), in_process_body(counts)
+
+
+def count_requests(
+    bench: InProcess, size: int, refreshes: int, counts: RequestCounts, first_size: bool
+) -> None:
+    """A group-by DT over a fact of ``size`` rows: its NO_DATA refreshes, warm and as a fresh
+    process's, then ``refreshes`` INCREMENTAL ones, each after an append."""
+    bench.source("facts", facts(size))
+    sql = "select k, count(*) as n, sum(amount) as total from raw.facts group by k"
+    dt = DynamicTable(
+        "bench",
+        "totals",
+        sql,
+        DynamicTableConfig(TargetLag.parse("1 minute"), refresh_mode="incremental"),
+    )
+    bench.refresh(dt)  # builds it
+    for label in (
+        "NO_DATA, the process read the source before",
+        "NO_DATA, a fresh process's first look",
+    ):
+        if "fresh" in label:
+            forget_what_the_process_read(bench)
+        action, during, end = bench.refresh(dt)
+        assert action == "NO_DATA", action
+        counts.rows.append(table_row(size, label, during, end))
+        counts.no_data_within.append(during["source"] <= 2 and during["writes"] == 0)
+    for number in range(1, refreshes + 1):
+        bench.append("facts", facts(CHANGED, start=size + number * CHANGED))
+        action, during, end = bench.refresh(dt)
+        assert action == "INCREMENTAL", action
+        total = sum(v for k, v in during.items() if k != "writes")
+        if number == 1:
+            counts.flat[size] = total
+            counts.rows.append(table_row(size, f"INCREMENTAL of {CHANGED:,} rows", during, end))
+        if first_size and number in (1, 10, 100, 1000, refreshes):
+            counts.history.append((number, total))
+
+
+def in_process_goals(counts: RequestCounts, sizes: Sequence[int], refreshes: int) -> List[Goal]:
+    flat, history = counts.flat, counts.history
+    return [
         Goal(
             "a NO_DATA decision: ≤ 2 requests per source, and it writes nothing",
             "; ".join(
                 f"{r[0]} rows, {'fresh process' if 'fresh' in str(r[1]) else 'warm'}: {r[2]} source "
                 f"requests, {r[7]} writes (its lease: create, delete)"
-                for r in rows
+                for r in counts.rows
                 if "NO_DATA" in str(r[1])
             ),
-            all(no_data_goal),
+            all(counts.no_data_within),
         ),
         Goal(
             f"an INCREMENTAL refresh of {CHANGED:,} rows: requests flat from {sizes[0]:,} to {sizes[-1]:,} rows",
@@ -204,59 +225,57 @@ def bench_in_process(server: S3Server, sizes: Sequence[int], refreshes: int) -> 
             max(t for _, t in history) <= history[0][1] * 1.2 + 2,
         ),
     ]
+
+
+def in_process_body(counts: RequestCounts) -> List[str]:
     body = ["## Requests per refresh", ""]
     body += markdown_table(
         ["fact rows", "refresh", "source", "DT", "metadata", "locks", "views", "writes", "batch end writes"],
-        rows,
+        counts.rows,
     )
     body += ["", "## INCREMENTAL refreshes one after another", ""]
-    body += markdown_table(["refresh", "requests"], history)
-    return goals, body
+    return body + markdown_table(["refresh", "requests"], counts.history)
 
 
-def bench_dbt_run(server: S3Server, dts: int, latency_ms: float) -> Tuple[List[Goal], List[str]]:
-    """NO_DATA per DT through `dbt run`, with no added latency and with ``latency_ms``."""
-    project = Path(tempfile.mkdtemp(prefix="dyntable-s3-bench-"))
-    key = f"bench_dbt_{int(time.time())}"
+def write_dbt_project(server: S3Server, key: str, dts: int) -> DbtProject:
+    """``dts`` group-by DTs, each over a source of its own in the server's warehouse ``key``."""
     warehouse = server.url(key)
     storage.warehouse_storage(warehouse, server.storage_options())
-    (project / "models").mkdir()
-    (project / "dbt_project.yml").write_text(
-        "name: s3bench\nversion: '1.0'\nconfig-version: 2\nprofile: s3bench\n"
+    env = {**os.environ, **server.credentials(), "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}
+    project = DbtProject(
+        Path(tempfile.mkdtemp(prefix="dyntable-s3-bench-")), "s3bench", "dev", warehouse, env
     )
-    target = {
+    tables = "\n".join(f"      - name: t{i}" for i in range(dts))
+    files = {
+        "models/sources.yml": f"version: 2\nsources:\n  - name: raw\n    schema: raw\n    tables:\n{tables}\n"
+    }
+    for i in range(dts):
+        storage.write_delta(f"{warehouse}/raw/t{i}", facts(10_000), mode="append")
+        files[f"models/dt{i}.sql"] = (
+            "{{ config(materialized='dynamic_table', target_lag='1 minute') }}\n"
+            f"select k, count(*) as n from {{{{ source('raw', 't{i}') }}}} group by k"
+        )
+    output = {
         "type": "dyntable",
         "schema": "bench",
         "threads": 1,
         "warehouse": warehouse,
         "storage_options": server.storage_options(),
     }
-    (project / "profiles.yml").write_text(
-        yaml.safe_dump({"s3bench": {"target": "dev", "outputs": {"dev": target}}})
-    )
-    tables = "\n".join(f"      - name: t{i}" for i in range(dts))
-    (project / "models" / "sources.yml").write_text(
-        f"version: 2\nsources:\n  - name: raw\n    schema: raw\n    tables:\n{tables}\n"
-    )
-    for i in range(dts):
-        storage.write_delta(f"{warehouse}/raw/t{i}", facts(10_000), mode="append")
-        (project / "models" / f"dt{i}.sql").write_text(
-            "{{ config(materialized='dynamic_table', target_lag='1 minute') }}\n"
-            f"select k, count(*) as n from {{{{ source('raw', 't{i}') }}}} group by k"
-        )
-    env = {**os.environ, **server.credentials(), "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}
-    dbt = str(Path(sys.executable).with_name("dbt"))
+    project.write(output, files)
+    return project
 
-    def run() -> Tuple[List[float], Counter, float]:
+
+def bench_dbt_run(server: S3Server, dts: int, latency_ms: float) -> Tuple[List[Goal], List[str]]:
+    """NO_DATA per DT through `dbt run`, with no added latency and with ``latency_ms``."""
+    key = f"bench_dbt_{int(time.time())}"
+    project = write_dbt_project(server, key, dts)
+
+    def run() -> Tuple[List[float], Counter[str], float]:
         server.reset()
-        started = time.perf_counter()
-        subprocess.run(
-            [dbt, "run", "--profiles-dir", "."], cwd=project, env=env, check=True, capture_output=True
-        )
-        wall = time.perf_counter() - started
-        results = json.loads((project / "target" / "run_results.json").read_text())["results"]
-        assert all(r["status"] == "success" for r in results)
-        return [r["execution_time"] for r in results], by_area(server.request_log(), key), wall
+        command, results = project.dbt("run")
+        assert all(r.status == "success" for r in results)
+        return [r.execution_time for r in results], by_area(server.request_log(), key), command.wall
 
     run()  # builds them
     rows = []
@@ -277,19 +296,26 @@ def bench_dbt_run(server: S3Server, dts: int, latency_ms: float) -> Tuple[List[G
             ]
         )
     server.set_latency(0)
-    goals = [
+    return dbt_run_goals(measured, dts, latency_ms), dbt_run_body(rows, dts)
+
+
+def dbt_run_goals(measured: Dict[float, float], dts: int, latency_ms: float) -> List[Goal]:
+    return [
         Goal(
             f"NO_DATA through `dbt run` with +{latency_ms:.0f} ms a request: ≤ 100 ms per DT",
             f"{measured[latency_ms] * 1000:.0f} ms per DT (median of {dts}); {measured[0.0] * 1000:.0f} ms without the latency",
             measured[latency_ms] <= 0.1,
         )
     ]
+
+
+def dbt_run_body(rows: List[List[object]], dts: int) -> List[str]:
     body = [
         "",
         f"## `dbt run` of {dts} DTs, no source changed (a fresh process: every log read for the first time)",
         "",
     ]
-    body += markdown_table(
+    return body + markdown_table(
         [
             "added latency",
             "model time per DT, median (ms)",
@@ -301,7 +327,6 @@ def bench_dbt_run(server: S3Server, dts: int, latency_ms: float) -> Tuple[List[G
         ],
         rows,
     )
-    return goals, body
 
 
 def main() -> None:
@@ -323,7 +348,7 @@ def main() -> None:
         "object_storage",
         "Object storage: requests and latency",
         "python -m benchmarks.object_storage " + " ".join(sys.argv[1:]),
-        " ".join((__doc__ or "").split("\n\n")[1].split()),
+        docstring_paragraphs(__doc__, 1)[0],
         goals + more_goals,
         body + more_body,
     )
