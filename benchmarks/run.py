@@ -21,12 +21,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from benchmarks.common import RESULTS, markdown_table, utc_minute, write_goals
+from benchmarks.common import RESULTS, Goal, markdown_table, utc_minute, write_goals
 
 ROOT = Path(__file__).resolve().parent.parent
 #: (module, what it measures, takes --full)
@@ -102,8 +102,15 @@ def summary() -> str:
             "Embedded engine (LakeSail Sail, in-process) unless a benchmark says JVM Spark.",
             "",
         ]
-    lines += ["## Runs", ""]
-    lines += markdown_table(
+    lines += runs_section(results) + goals_section(results)
+    if suite:
+        lines += cost_section(suite)
+    return "\n".join(lines) + "\n"
+
+
+def runs_section(results: Dict[str, Dict[str, Any]]) -> List[str]:
+    """When and by which command each benchmark last ran."""
+    return ["## Runs", ""] + markdown_table(
         ["benchmark", "measures", "run (UTC)", "command"],
         [
             (
@@ -117,36 +124,41 @@ def summary() -> str:
         ],
         "llll",
     )
-    lines += ["", "## Goals", ""]
-    rows = []
-    for module, result in results.items():
-        for goal in result["goals"]:
-            mark = {True: "✓ met", False: "✗ missed", None: "– not measured"}[goal["met"]]
-            rows.append((f"[{module}]({module}.md)", goal["goal"], goal["measured"], mark))
-    lines += markdown_table(["benchmark", "goal", "measured", ""], rows, "llll")
-    if suite:
-        lines += [
-            "",
-            f"## Cost of each benchmark in the suite run of {suite['produced']}",
-            "",
-            "CPU is the benchmark process's user+system seconds (the embedded engine runs inside it).",
-            "",
-        ]
-        lines += markdown_table(
-            ["benchmark", "measures", "exit", "wall s", "CPU s"],
-            [
-                (
-                    f"[{r['module']}]({r['module']}.md)",
-                    r["description"],
-                    "ok" if r["exit"] == 0 else f"failed ({r['exit']})",
-                    f"{r['wall']:.0f}",
-                    f"{r['cpu']:.0f}",
-                )
-                for r in suite["runs"]
-            ],
-            "llrrr",
-        )
-    return "\n".join(lines) + "\n"
+
+
+def goals_section(results: Dict[str, Dict[str, Any]]) -> List[str]:
+    """Every benchmark's goals, met or missed, with the real numbers."""
+    rows = [
+        (f"[{module}]({module}.md)", goal["goal"], goal["measured"], Goal(**goal).mark)
+        for module, result in results.items()
+        for goal in result["goals"]
+    ]
+    return ["", "## Goals", ""] + markdown_table(["benchmark", "goal", "measured", ""], rows, "llll")
+
+
+def cost_section(suite: Dict[str, Any]) -> List[str]:
+    """The last suite run's wall and CPU seconds per benchmark."""
+    lines = [
+        "",
+        f"## Cost of each benchmark in the suite run of {suite['produced']}",
+        "",
+        "CPU is the benchmark process's user+system seconds (the embedded engine runs inside it).",
+        "",
+    ]
+    return lines + markdown_table(
+        ["benchmark", "measures", "exit", "wall s", "CPU s"],
+        [
+            (
+                f"[{r['module']}]({r['module']}.md)",
+                r["description"],
+                "ok" if r["exit"] == 0 else f"failed ({r['exit']})",
+                f"{r['wall']:.0f}",
+                f"{r['cpu']:.0f}",
+            )
+            for r in suite["runs"]
+        ],
+        "llrrr",
+    )
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
