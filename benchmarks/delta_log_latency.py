@@ -26,7 +26,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable, List
+from typing import Any, Callable, Dict, List
 
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
@@ -38,7 +38,7 @@ from dbt.adapters.dyntable.delta_log import DeltaLog
 def appended_rows(first: int, partitioned: bool) -> pa.Table:
     """Ten rows from id ``first``; partitioned, with a ``day`` among 30."""
     ids = list(range(first, first + 10))
-    columns = {"id": ids, "v": ids}
+    columns: Dict[str, List[Any]] = {"id": ids, "v": ids}
     if partitioned:
         columns["day"] = [dt.date(2026, 1, 1) + dt.timedelta(days=first // 10 % 30)] * 10
     return pa.table(columns)

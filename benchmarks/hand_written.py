@@ -21,14 +21,28 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Dict, List, Optional, Sequence, Tuple
+from pathlib import Path
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
 
 from rich.console import Console
 from rich.progress import Progress
 
-from benchmarks.common import RESULTS, Goal, markdown_table, percent, pyplot, seconds, timed, write_results
+from benchmarks.common import (
+    RESULTS,
+    Goal,
+    docstring_paragraphs,
+    markdown_table,
+    percent,
+    pyplot,
+    seconds,
+    timed,
+    write_results,
+)
 from benchmarks.data import KIND_NOTES, SCHEMA, SHAPES, Fact
 from dbt.adapters.dyntable.dynamic_table.lifecycle import RefreshRequest, Trigger
+
+if TYPE_CHECKING:
+    from dbt.adapters.dyntable.engines.base import Engine
 
 SHAPE = "join"
 HAND_MODEL = f"{SCHEMA}.hand_written_join"
@@ -65,7 +79,7 @@ def merge_statement() -> str:
 COLUMNS = "id, order_date, amount, country, segment, category, market, ship_date"
 
 
-def fingerprint(engine, relation: str) -> Tuple[int, int]:
+def fingerprint(engine: "Engine", relation: str) -> Tuple[int, int]:
     """(row count, sum of row hashes): equal for equal multisets, and in practice only for them.
     Three scans per point instead of four EXCEPT ALLs keep the quick profile within its time."""
     row = engine.execute(
@@ -83,7 +97,7 @@ def verdict(actual: Tuple[int, int], expected: Tuple[int, int]) -> str:
 
 
 def run(
-    engine, warehouse, sizes: Sequence[int], points: Dict[str, List[float]], console: Console
+    engine: "Engine", warehouse: Path, sizes: Sequence[int], points: Dict[str, List[float]], console: Console
 ) -> List[Point]:
     from dbt.adapters.dyntable.dynamic_table.config import DynamicTableConfig
     from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
@@ -211,7 +225,7 @@ def body(points: List[Point]) -> List[str]:
     return lines
 
 
-def plot(points: List[Point], path) -> None:
+def plot(points: List[Point], path: Path) -> None:
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4))
     labels = [f"{p.rows / 1e6:g}M {p.kind[:5]} {percent(p.fraction)}" for p in points]
@@ -234,8 +248,7 @@ def plot(points: List[Point], path) -> None:
 
 
 def intro() -> str:
-    paragraphs = (__doc__ or "").split("\n\n")
-    return " ".join((paragraphs[1] + " " + paragraphs[3]).split())
+    return " ".join(docstring_paragraphs(__doc__, 1, 3))
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:

@@ -54,6 +54,10 @@ class InstantBackend:
     def batch(self) -> ContextManager[None]:
         return nullcontext()
 
+    @property
+    def interrupted(self) -> bool:
+        return False
+
 
 def random_graph_nodes(count: int, seed: int = 7) -> List[GraphNode]:
     """A layered DAG: each DT reads up to three earlier ones; lags never below an upstream's."""
