@@ -25,7 +25,9 @@ if TYPE_CHECKING:
     from dbt.adapters.dyntable.engines.embedded import EmbeddedEngine
     from dbt.adapters.dyntable.engines.jvm import JvmSparkEngine
 
-RESULTS = Path(__file__).parent / "results"
+#: benchmarks/results, the real runs' results (committed); a trial run (a smoke run after a change,
+#: other sizes) names a folder of its own in DYNTABLE_BENCH_RESULTS so as not to write over them.
+RESULTS = Path(os.environ.get("DYNTABLE_BENCH_RESULTS") or Path(__file__).parent / "results")
 
 
 @dataclass
@@ -88,7 +90,7 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]], alig
 def write_results(
     name: str, title: str, command: str, intro: str, goals: List[Goal], body: List[str]
 ) -> Path:
-    RESULTS.mkdir(exist_ok=True)
+    RESULTS.mkdir(parents=True, exist_ok=True)
     load = os.getloadavg()[0]
     produced = utc_minute()
     lines = [

@@ -171,10 +171,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     )
     args = parser.parse_args(argv)
     console = Console()
-    RESULTS.mkdir(exist_ok=True)
+    RESULTS.mkdir(parents=True, exist_ok=True)
     if args.summary:
         (RESULTS / "SUMMARY.md").write_text(summary())
-        console.print(f"see {RESULTS.relative_to(ROOT)}/SUMMARY.md")
+        console.print(f"see {RESULTS / 'SUMMARY.md'}")
         return 0
     load_before = os.getloadavg()[0]
     runs = []
@@ -209,7 +209,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     }
     SUITE.write_text(json.dumps(suite, indent=1) + "\n")
     (RESULTS / "SUMMARY.md").write_text(summary())
-    console.print(f"suite done in {total / 60:.1f} minutes: see {RESULTS.relative_to(ROOT)}/SUMMARY.md")
+    console.print(f"suite done in {total / 60:.1f} minutes: see {RESULTS / 'SUMMARY.md'}")
     return 0 if all(rc == 0 for _, _, rc, _, _ in runs) else 1
 
 

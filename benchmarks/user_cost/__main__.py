@@ -69,7 +69,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     results = Results(sorted(sizes), history_sizes)
     console = Console()
     measured = measure(args, sizes, results, Recorder(results, console), console)
-    RESULTS.mkdir(exist_ok=True)
+    RESULTS.mkdir(parents=True, exist_ok=True)
     if args.keep_unmeasured and RAW.exists():
         results = results.keeping(Results.load(RAW), measured)
         command += f" --engines {' '.join(args.engines)} --keep-unmeasured"
