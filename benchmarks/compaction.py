@@ -64,6 +64,9 @@ INSERTED = 1_000
 DBT_RUNS = 3
 SMALL_COMMITS = 50
 COMPACTION_ROUNDS = 3
+#: Files appended to a DT's first build when its first compaction falls due: two a refresh, so
+#: phase 4 needs more than half as many history ticks (it restores a copy to that version).
+DUE_FILES = 50
 WITHIN = 1.2
 #: The history phase's first and last ticks compared: what a refresh costs as the DTs' logs and
 #: the fact's grow by a commit a tick.
@@ -212,7 +215,9 @@ class Bench:
         log = DeltaLog(table)
         versions = range(log.latest_version() + 1)
         built = next(v for v in versions if log.snapshot(v).files)
-        due = next(v for v in versions if len(log.snapshot(v).files) >= len(log.snapshot(built).files) + 50)
+        due = next(
+            v for v in versions if len(log.snapshot(v).files) >= len(log.snapshot(built).files) + DUE_FILES
+        )
         for round_ in range(COMPACTION_ROUNDS):
             for way, compact in (("size tier", size_tier), ("every small file", every_small_file)):
                 copy = copies / f"{round_}-{way.replace(' ', '-')}"
@@ -490,6 +495,11 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--appends", type=int, default=500)
     args = parser.parse_args()
+    if args.appends <= DUE_FILES // 2:
+        parser.error(
+            f"--appends must be over {DUE_FILES // 2}: phase 4 restores the DT to its {DUE_FILES}th "
+            "appended file (two a tick)"
+        )
     console = Console()
     with tempfile.TemporaryDirectory(prefix="dyntable-compaction-") as folder:
         results = Bench(console, args.rows, args.appends).run(Path(folder) / "project")
