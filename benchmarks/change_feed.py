@@ -25,6 +25,7 @@ from rich.console import Console
 from benchmarks.common import (
     Goal,
     add_spark_jars_option,
+    command_line,
     docstring_paragraphs,
     jvm_engine,
     markdown_table,
@@ -125,7 +126,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     parser.add_argument("--full", action="store_true", help="1M and 10M rows, four change fractions")
     add_spark_jars_option(parser)
     args = parser.parse_args(argv)
-    command = "python -m benchmarks.change_feed" + (" --full" if args.full else "")
+    command = command_line(NAME, args.full, None)
     intro = docstring_paragraphs(__doc__, 1)[0]
     console = Console()
     with jvm_engine(args.spark_jars, 120, "dyntable-bench-feed-") as (engine, warehouse, reason):

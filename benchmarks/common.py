@@ -115,6 +115,13 @@ def write_results(
     return path
 
 
+def command_line(module: str, full: bool, sizes: Optional[Sequence[int]], *more: str) -> str:
+    """How a run was asked for, as its report says: the module, ``--full``, ``--sizes`` and ``more``."""
+    words = [f"python -m benchmarks.{module}"] + (["--full"] if full else [])
+    words += ["--sizes", *map(str, sizes)] if sizes else []
+    return " ".join([*words, *more])
+
+
 def utc_minute() -> str:
     """Now, as the results name when a run was: the UTC minute."""
     return f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M}"

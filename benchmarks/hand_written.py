@@ -30,6 +30,7 @@ from rich.progress import Progress
 from benchmarks.common import (
     RESULTS,
     Goal,
+    command_line,
     docstring_paragraphs,
     markdown_table,
     percent,
@@ -262,11 +263,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     console = Console()
     with embedded_engine() as (engine, warehouse):
         points = run(engine, warehouse, sizes, FULL_POINTS if args.full else QUICK_POINTS, console)
-    command = (
-        "python -m benchmarks.hand_written"
-        + (" --full" if args.full else "")
-        + (f" --sizes {' '.join(map(str, args.sizes))}" if args.sizes else "")
-    )
+    command = command_line("hand_written", args.full, args.sizes)
     write_results(
         "hand_written",
         "Benchmark 3: dynamic table vs hand-written dbt incremental model",

@@ -8,7 +8,7 @@ delta-spark). Where the engine cannot start, the result file says exactly why an
 measured. Runs in a process of its own: PySpark cannot hold a JVM session beside the embedded
 engine's Spark Connect session.
 
-    .venv/bin/python -m benchmarks.jvm_spark [--full] [--spark-jars DIR]
+    .venv/bin/python -m benchmarks.jvm_spark [--full] [--sizes N ...] [--spark-jars DIR]
 """
 
 from __future__ import annotations
@@ -20,7 +20,14 @@ from typing import Optional, Sequence
 from rich.console import Console
 
 from benchmarks import refresh_vs_full
-from benchmarks.common import Goal, add_spark_jars_option, docstring_paragraphs, jvm_engine, write_results
+from benchmarks.common import (
+    Goal,
+    add_spark_jars_option,
+    command_line,
+    docstring_paragraphs,
+    jvm_engine,
+    write_results,
+)
 
 NAME = "jvm_spark"
 TITLE = "Benchmark 5: incremental vs full refresh on JVM Spark (session engine)"
@@ -29,6 +36,7 @@ TITLE = "Benchmark 5: incremental vs full refresh on JVM Spark (session engine)"
 def parse(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--full", action="store_true", help="1M, 10M and 100M rows, every point")
+    parser.add_argument("--sizes", type=int, nargs="+", help="override the fact sizes (a trial run)")
     add_spark_jars_option(parser)
     parser.add_argument("--start-timeout", type=float, default=60.0, help="seconds to wait for the JVM")
     return parser.parse_args(argv)
@@ -36,9 +44,9 @@ def parse(argv: Optional[Sequence[str]]) -> argparse.Namespace:
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
     args = parse(argv)
-    command = "python -m benchmarks.jvm_spark" + (" --full" if args.full else "")
+    command = command_line(NAME, args.full, args.sizes)
     console = Console()
-    sizes = [1_000_000, 10_000_000, 100_000_000] if args.full else [1_000_000]
+    sizes = args.sizes or ([1_000_000, 10_000_000, 100_000_000] if args.full else [1_000_000])
     with jvm_engine(args.spark_jars, args.start_timeout, "dyntable-bench-jvm-") as (
         engine,
         warehouse,

@@ -43,6 +43,7 @@ from rich.progress import Progress
 
 from benchmarks.common import (
     Goal,
+    command_line,
     docstring_paragraphs,
     markdown_table,
     percent,
@@ -485,11 +486,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     console = Console()
     with embedded_engine() as (engine, warehouse):
         points, no_data = run(engine, warehouse, sizes, full_points if args.full else quick_points, console)
-    command = (
-        "python -m benchmarks.refresh_vs_full"
-        + (" --full" if args.full else "")
-        + (f" --sizes {' '.join(map(str, args.sizes))}" if args.sizes else "")
-    )
+    command = command_line("refresh_vs_full", args.full, args.sizes)
     summarize(
         points,
         no_data,

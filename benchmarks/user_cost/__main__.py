@@ -12,7 +12,7 @@ from typing import Callable, List, Optional, Sequence, Set, Tuple
 from rich.console import Console
 
 import benchmarks.user_cost
-from benchmarks.common import RESULTS, add_spark_jars_option, utc_minute
+from benchmarks.common import RESULTS, add_spark_jars_option, command_line, utc_minute
 from benchmarks.fact_project import FactProject
 from benchmarks.user_cost.embedded import measure_embedded
 from benchmarks.user_cost.jvm import measure_jvm
@@ -51,12 +51,8 @@ def parse(argv: Optional[Sequence[str]]) -> argparse.Namespace:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse(argv)
-    command = (
-        "python -m benchmarks.user_cost"
-        + (" --full" if args.full else "")
-        + (f" --sizes {' '.join(map(str, args.sizes))}" if args.sizes else "")
-        + (f" --history {args.history}" if args.history != HISTORY else "")
-    )
+    history = [f"--history {args.history}"] if args.history != HISTORY else []
+    command = command_line(NAME, args.full, args.sizes, *history)
     if args.report_only:
         saved = Results.load(RAW)
         report(saved, (saved.command or command) + " (report rewritten with --report-only)")
