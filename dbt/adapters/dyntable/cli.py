@@ -170,6 +170,9 @@ def load(
         graph = build_graph(loaded.nodes, unit_ms=max(1, round(CANONICAL_UNIT_MS * time_scale)))
     except (ProjectError, GraphError) as exc:
         fail(str(exc))
+    for node in loaded.nodes:
+        for warning in node.dt.config.warnings:
+            errors.print(f"[yellow]Warning:[/] {escape(warning)}", highlight=False)
     if loaded.problems:
         table = titled_table("Not loaded (the other dynamic tables are)", ("model", "why"))
         for model, why in sorted(loaded.problems.items()):

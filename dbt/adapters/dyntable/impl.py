@@ -288,9 +288,12 @@ class DyntableAdapter(SparkAdapter):
         flat graph) declares; a bad config is a compiler error naming the model, the key and the
         accepted forms."""
         try:
-            return DynamicTable.from_node(model, graph)
+            dt = DynamicTable.from_node(model, graph)
         except DynamicTableConfigError as exc:
             raise CompilationError(str(exc)) from None
+        for warning in dt.config.warnings:
+            logger.warning(warning)
+        return dt
 
     @available.parse(
         lambda *args, **kwargs: {"action": None, "state": "", "reason": "", "rows": 0, "message": ""}

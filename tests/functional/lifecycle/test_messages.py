@@ -54,7 +54,23 @@ BAD = {
         " select kind from {{ source('raw', 'events') }} where",
         ["(model syntax)", "syntax error at line 1", "the WHERE clause is incomplete"],
     ),
+    # A partition column that is no column, written to break out of its quotes: named as a column.
+    "hostile_partition": (
+        "{{ config(materialized='dynamic_table', target_lag='1 minute',"
+        " partition_by=['kind`) using delta; drop table x; --']) }}"
+        " select kind, count(*) as n from {{ source('raw', 'events') }} group by kind",
+        [
+            "(model hostile_partition): partition_by kind`) using delta; drop table x; -- is not a "
+            "column of its query (its columns: kind, n). Fix partition_by or the query."
+        ],
+    ),
 }
+#: Keys misspelled, beside dbt's own: the DT is built, and the misspelled keys are named.
+MISSPELLED = (
+    "{{ config(materialized='dynamic_table', target_lag='1 minute', refresh_mod='full', uniqe_key='kind',"
+    " tags=['nightly'], meta={'owner': 'x'}, persist_docs={'relation': true}) }}"
+    " select kind, count(*) as n from {{ source('raw', 'events') }} group by kind"
+)
 
 
 @pytest.fixture(scope="class")
@@ -74,7 +90,7 @@ class TestOneClearErrorPerBadModel:
 
     @pytest.fixture(scope="class")
     def models(self):
-        models = {"good.sql": GOOD, "sources.yml": SOURCES}
+        models = {"good.sql": GOOD, "sources.yml": SOURCES, "misspelled.sql": MISSPELLED}
         models.update({f"{name}.sql": sql for name, sql in UNIONS.items()})
         models.update({f"{name}.sql": sql for name, sql in FORMATS.items()})
         models.update({f"{name}.sql": sql for name, (sql, _) in BAD.items()})
@@ -131,6 +147,16 @@ class TestOneClearErrorPerBadModel:
             assert f"Source {project.test_schema}.parquet_table is not a Delta table" in text, text[-3000:]
         assert "(`+file_format: delta` for models, seeds and snapshots in dbt_project.yml)" in text
         assert project.run_sql(f"show tables in {project.test_schema} like 'over_parquet'", fetch="all") == []
+
+    def test_misspelled_config_keys_warn_naming_the_closest_known_key(self, project, raw):
+        _, log = run_dbt_and_capture(["run", "--select", "misspelled"])
+        text = " ".join(log.split())
+        unknown = "Model 'misspelled': config key '{}' is not one dbt-dyntable or dbt knows, and is ignored"
+        assert f"{unknown.format('refresh_mod')} (did you mean 'refresh_mode'?)" in text, text[-3000:]
+        assert f"{unknown.format('uniqe_key')} (did you mean 'unique_key'?)" in text
+        assert text.count("is not one dbt-dyntable or dbt knows") == 2  # tags, meta, persist_docs: dbt's
+        status = " ".join(dyntable(project, "status").output.split())
+        assert f"{unknown.format('refresh_mod')} (did you mean 'refresh_mode'?)" in status, status[-3000:]
 
     def test_bad_models_do_not_stop_the_others(self, project, raw, dyntable_warehouse):
         run_dbt(["run"], expect_pass=False)

@@ -14,9 +14,10 @@ True
 
 from __future__ import annotations
 
+import difflib
 import re
-from dataclasses import dataclass
-from typing import Any, Mapping, Optional, Sequence, Tuple
+from dataclasses import dataclass, field
+from typing import Any, FrozenSet, Iterable, Mapping, Optional, Sequence, Tuple
 
 from dbt.adapters.dyntable.dynamic_table.immutability import TABLE_NAME, immutability_problem
 from dbt.adapters.dyntable.vocabulary import fingerprint
@@ -33,6 +34,28 @@ LAG_PATTERN = re.compile(r"^\s*(\d+)\s*(second|minute|hour|day)s?\s*$", re.IGNOR
 LAG_FORMS = "'<n> seconds|minutes|hours|days' (e.g. '5 minutes') or 'downstream'"
 #: Delta's auto compaction default (``spark.databricks.delta.autoCompact.minNumFiles``).
 COMPACT_AFTER_FILES = 50
+#: The keys a dynamic table reads from its model's config (README, "Config").
+DYNAMIC_TABLE_KEYS = frozenset(
+    {
+        "target_lag",
+        "refresh_mode",
+        "initialize",
+        "on_configuration_change",
+        "unique_key",
+        "partition_by",
+        "cluster_by",
+        "deterministic_functions",
+        "full_refresh",
+        "max_change_ratio",
+        "max_change_rows",
+        "immutable_where",
+        "backfill_from",
+        "verify",
+        "verify_failure",
+        "file_format",
+        "auto_compact",
+    }
+)
 
 
 class DynamicTableConfigError(ValueError):
@@ -102,9 +125,16 @@ class DynamicTableConfig:
     #: files (``auto_compact``: true is Delta's default, false is None: never; docs/ARCHITECTURE.md,
     #: "Compaction").
     compact_after_files: Optional[int] = COMPACT_AFTER_FILES
+    #: What the user should hear about this config though it is valid (keys it does not know).
+    warnings: Tuple[str, ...] = field(default=(), compare=False)
 
     @classmethod
-    def from_model(cls, model: str, config: Mapping[str, Any]) -> "DynamicTableConfig":
+    def from_model(
+        cls, model: str, config: Mapping[str, Any], known: Iterable[str] = ()
+    ) -> "DynamicTableConfig":
+        """The config of ``model``; a key that is neither a dynamic table's nor in ``known``
+        (dbt's and the adapter's own model configs) is a warning naming the closest key."""
+
         def fail(key: str, value: Any, accepted: str) -> DynamicTableConfigError:
             return DynamicTableConfigError(f"Model '{model}': {key} {value!r} is not valid. Use {accepted}.")
 
@@ -162,7 +192,26 @@ class DynamicTableConfig:
             verify_failure=choice("verify_failure", VERIFY_FAILURE, "error"),
             cluster_by=cluster_by,
             compact_after_files=_compact_after_files(model, config.get("auto_compact", True)),
+            warnings=unknown_keys(model, config, DYNAMIC_TABLE_KEYS | frozenset(known)),
         )
+
+
+def unknown_keys(model: str, config: Mapping[str, Any], known: FrozenSet[str]) -> Tuple[str, ...]:
+    """One warning per key of ``config`` that is not in ``known``, naming the closest known key:
+    a misspelled key (``refresh_mod``) would otherwise be ignored without a word."""
+    warnings = []
+    for key in sorted(k for k in config if isinstance(k, str) and k not in known and not k.startswith("_")):
+        close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
+        hint = (
+            f"did you mean {close[0]!r}?"
+            if close
+            else f"a dynamic table takes {', '.join(sorted(DYNAMIC_TABLE_KEYS))} and dbt's own configs"
+        )
+        warnings.append(
+            f"Model '{model}': config key {key!r} is not one dbt-dyntable or dbt knows, and is ignored "
+            f"({hint})."
+        )
+    return tuple(warnings)
 
 
 def _layout(

@@ -6,6 +6,8 @@ with :meth:`DynamicTable.from_node`, the one place a node becomes a dynamic tabl
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, FrozenSet, Iterable, Mapping, Optional
@@ -23,6 +25,27 @@ from dbt.adapters.dyntable.vocabulary import quote, relation_name
 PLAIN_NAME = re.compile(r"^[A-Za-z0-9_]+$")
 PLAIN_SUBSTITUTE = re.compile(r"[^A-Za-z0-9_]+")
 REFRESH_BOUNDARY_MARKER = re.compile(r"/\*\s*dyntable:refresh_boundary=([^\s*]+)\s*\*/")
+#: Model configs dbt and dbt-spark's macros read that their config classes do not declare.
+MACRO_CONFIG_KEYS = frozenset(
+    {
+        "sql_header",
+        "tblproperties",
+        "merge_exclude_columns",
+        "incremental_predicates",
+        "post_hook",
+        "pre_hook",
+    }
+)
+
+
+@functools.lru_cache(maxsize=1)
+def dbt_config_keys() -> FrozenSet[str]:
+    """The model config keys dbt-core and dbt-spark know (a dynamic table warns of others)."""
+    from dbt.adapters.spark.impl import SparkConfig
+    from dbt.artifacts.resources.v1.model import ModelConfig
+
+    names = {f.name for f in dataclasses.fields(ModelConfig) + dataclasses.fields(SparkConfig)}
+    return frozenset(names | set(ModelConfig().to_dict()) | MACRO_CONFIG_KEYS)
 
 
 class RefreshError(RuntimeError):
@@ -117,7 +140,7 @@ class DynamicTable:
             schema=schema,
             identifier=identifier,
             sql=sql if sql is not None else get("compiled_code") or "",
-            config=DynamicTableConfig.from_model(name, config),
+            config=DynamicTableConfig.from_model(name, config, dbt_config_keys()),
             model=name,
             declared_keys=keys,
             docs=Docs.of_node(get, config),

@@ -245,7 +245,8 @@ class DeltaApplier:
 
     def check_output(self, query: str) -> None:
         """Refuse, before anything is written, a query whose output no Delta table can hold or
-        that does not have the columns the model's ``unique_key`` or ``cluster_by`` names."""
+        that does not have the columns the model's ``unique_key``, ``partition_by`` or
+        ``cluster_by`` names (the engine's own words would name no config key)."""
         fields = self.engine.schema_of(query).fields
         for field in fields:
             if isinstance(field.dataType, NullType):
@@ -255,7 +256,11 @@ class DeltaApplier:
                 )
         names = {f.name.lower() for f in fields}
         config = self.dt.config
-        for key, listed in (("unique_key", config.unique_key), ("cluster_by", config.cluster_by)):
+        for key, listed in (
+            ("unique_key", config.unique_key),
+            ("partition_by", config.partition_by),
+            ("cluster_by", config.cluster_by),
+        ):
             missing = [c for c in listed if c.lower() not in names]
             if missing:
                 raise RefreshError(
