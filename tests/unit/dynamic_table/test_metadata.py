@@ -392,3 +392,46 @@ def test_a_table_nobody_committed_to_is_not_brought_up_to_date_again(
     other.commit_intent("s.a", intent(2), 2, "d2")
     assert {name: f.dt_version for name, f in store.frontiers().items()} == {"s.a": 2}
     assert updates == ["u"]
+
+
+def _record_refreshes(root: str, writer: int, count: int) -> None:
+    """A process recording ``count`` refreshes of its own DT, one metadata commit each."""
+    store = MetadataStore(Path(root), "meta")
+    for number in range(count):
+        now = utcnow()
+        store.append_history(
+            HistoryRow(
+                f"s.dt{writer}",
+                f"{writer}-{number}",
+                now,
+                State.SUCCEEDED,
+                Action.NO_DATA,
+                Trigger.SCHEDULED,
+                now,
+                now,
+            )
+        )
+        store.frontiers()  # as every refresh reads them, while the others check point and clean up
+
+
+def test_processes_checkpointing_and_cleaning_up_each_other_s_log_lose_and_double_nothing(
+    tmp_path: Path,
+) -> None:
+    """The metadata logs keep no history (LOG_SETTINGS): each tenth commit's checkpoint removes
+    the commits before it, so a process reading or committing meets files another one just
+    removed. That is no damage: every row lands once, and no read fails."""
+    import multiprocessing
+
+    store = MetadataStore(tmp_path / "meta", "meta")
+    store.ensure()
+    spawn = multiprocessing.get_context("spawn")  # deltalake's runtime does not survive a fork
+    writers = [
+        spawn.Process(target=_record_refreshes, args=(str(tmp_path / "meta"), w, 20)) for w in range(3)
+    ]
+    for process in writers:
+        process.start()
+    for process in writers:
+        process.join(timeout=600)
+    assert [process.exitcode for process in writers] == [0, 0]
+    rows = MetadataStore(tmp_path / "meta", "meta").history()
+    assert sorted(r.refresh_id for r in rows) == sorted(f"{w}-{n}" for w in range(2) for n in range(20))

@@ -13,6 +13,9 @@ new frontier after it (inside a batch, at the batch's end).
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import functools
 import json
 import os
 import threading
@@ -23,7 +26,21 @@ from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timedelta, timezone
 from enum import Enum
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Dict, Iterator, List, Mapping, Optional, Set, Tuple, Type, Union
+from typing import (
+    Any,
+    Callable,
+    ClassVar,
+    Dict,
+    Iterator,
+    List,
+    Mapping,
+    Optional,
+    Set,
+    Tuple,
+    Type,
+    TypeVar,
+    Union,
+)
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -112,6 +129,10 @@ SCHEMAS: Dict[str, pa.Schema] = {
 }
 
 COMMIT_RETRIES = 20
+#: Reads and writes that meet a log another process is checkpointing and cleaning up (these
+#: tables keep no log history: a reader may list commits a moment before they are removed) are
+#: tried this many times more, the table read afresh each time, before it is called damaged.
+TRANSIENT_RETRIES = 3
 #: Every metadata commit adds a small file and every read lists them all: compact a table's files
 #: into one every this many commits, so a read stays one file wide however long the runner runs.
 COMPACT_EVERY = 25
@@ -138,6 +159,7 @@ class MetadataDamaged(RuntimeError):
 
     def __init__(self, table: str, location: str, detail: str) -> None:
         self.table = table
+        self.detail = detail
         super().__init__(
             f"The metadata table {table} ({location}) is damaged: {detail}. Run `dyntable repair` "
             "to rebuild it from what can still be read (a dynamic table whose frontier is lost or "
@@ -149,6 +171,13 @@ class MetadataDamaged(RuntimeError):
 #: What reading or writing a damaged Delta table raises: a bad log (DeltaError), a bad or missing
 #: data file (Arrow), a file gone from under the reader (OSError).
 DAMAGE_ERRORS = (DeltaError, pa.ArrowException, OSError)
+#: The columns that tell one row of each table from the others (a write that failed after its
+#: commit landed is found by them).
+ROW_KEYS = {
+    FRONTIERS: ("name", "updated_at"),
+    REFRESH_HISTORY: ("name", "refresh_id", "refresh_trigger", "state"),
+    GRAPH_HISTORY: ("name", "recorded_at"),
+}
 
 
 @dataclass(frozen=True)
@@ -393,6 +422,34 @@ class GraphRow(_Row):
     accept_change: Optional[bool] = False
 
 
+_Done = TypeVar("_Done")
+
+#: The lock one process at a time repairs the metadata tables under (beside the refresh locks).
+REPAIR_LOCK = "metadata-repair.lock"
+
+
+class _RepairLock:
+    """An exclusive ``flock`` on :data:`REPAIR_LOCK`, waited for: a repair takes milliseconds. In
+    an object store, with no file to lock, repairs are not serialized: a repair moves a table
+    only after finding it damaged, and a second one finds the first's table sound."""
+
+    def __init__(self, locks: str, remote: bool) -> None:
+        self.path = None if remote else Path(locks) / REPAIR_LOCK
+        self._handle: Optional[Any] = None
+
+    def __enter__(self) -> None:
+        if self.path is None:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._handle = open(self.path, "a")
+        fcntl.flock(self._handle.fileno(), fcntl.LOCK_EX)
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._handle is not None:
+            fcntl.flock(self._handle.fileno(), fcntl.LOCK_UN)
+            self._handle.close()
+
+
 def _has_log_settings(table: DeltaTable) -> bool:
     configuration = table.metadata().configuration
     return all(configuration.get(k) == v for k, v in LOG_SETTINGS.items())
@@ -404,12 +461,21 @@ class MetadataStore:
     _write_lock = threading.Lock()
 
     def __init__(
-        self, root: Union[str, Path], schema: str, history_retention_days: Optional[int] = None
+        self,
+        root: Union[str, Path],
+        schema: str,
+        history_retention_days: Optional[int] = None,
+        repairs: bool = False,
     ) -> None:
+        """``repairs``: a table found damaged is repaired in place and the work goes on, with a
+        warning (:meth:`take_warnings`), where without it :class:`MetadataDamaged` stops it: the
+        refreshes' store repairs, the `dyntable` commands that only read report."""
         #: The metadata schema's folder: a local path, or a URL in an object store.
         self.root = str(root).rstrip("/")
         self.storage = storage.of(self.root)
         self.schema = schema
+        self.repairs = repairs
+        self._warnings: List[str] = []
         #: Refresh history older than this many days is dropped when the table is compacted.
         self.history_retention_days = history_retention_days
         # Opening a Delta table replays its log (tens of ms); an open one catches up by reading
@@ -464,14 +530,15 @@ class MetadataStore:
         with self.one_look():  # opened a moment ago, or by ``prefetch``: one check each
             for table in existing:
                 if table not in current:
-                    self._add_missing_columns(table, SCHEMAS[table])
-                    self._set_log_settings(table)
+                    self._or_repaired(table, functools.partial(self._bring_up_to_date, table))
         for table, schema in SCHEMAS.items():
             path = self.location(table)
             if table in existing:
                 continue
             if any(f.name.endswith(".parquet") for f in self.storage.files(path)):
-                raise self._damaged(table, NO_LOG)
+                if not self.repairs:
+                    raise self._damaged(table, NO_LOG)
+                self._repair_damaged(table, self._damaged(table, NO_LOG))
             self.storage.make_folder(path)
             try:
                 storage.create_delta(path, schema=schema, mode="ignore", configuration=LOG_SETTINGS)
@@ -505,9 +572,11 @@ class MetadataStore:
         """Open ``tables`` at once: deltalake reads a log without holding the GIL, so a process's
         first refresh waits for the slowest table rather than for all of them in turn."""
 
-        def open_one(table: str) -> DeltaTable:
-            with self._reading(table):
+        def open_one(table: str) -> Optional[DeltaTable]:
+            try:
                 return storage.delta_table(self.location(table))
+            except DAMAGE_ERRORS:
+                return None  # opened again by what reads it, which reports or repairs it
 
         unopened = [t for t in tables if t not in self._open]
         if len(unopened) < 2:
@@ -516,13 +585,19 @@ class MetadataStore:
             opened = list(pool.map(open_one, unopened))
         with self._open_lock:
             for table, table_opened in zip(unopened, opened):
-                self._open.setdefault(table, table_opened)
+                if table_opened is not None:
+                    self._open.setdefault(table, table_opened)
 
     @staticmethod
     def _is_current(table: DeltaTable, schema: pa.Schema) -> bool:
         """Whether ``table`` has every column of ``schema`` and the ``LOG_SETTINGS``."""
         known = {f.name for f in table.schema().fields}
         return all(f.name in known for f in schema) and _has_log_settings(table)
+
+    def _bring_up_to_date(self, table: str) -> None:
+        """Give ``table`` what this version of the plugin records: columns, log settings."""
+        self._add_missing_columns(table, SCHEMAS[table])
+        self._set_log_settings(table)
 
     def _add_missing_columns(self, table: str, schema: pa.Schema) -> None:
         with self._open_lock:
@@ -750,7 +825,7 @@ class MetadataStore:
         folder. Either way nothing wrong is served afterwards: the latest row per DT wins, and a
         frontier lost or older than its DT's data makes the DT recompute (docs/ARCHITECTURE.md,
         "Metadata tables")."""
-        with self._write_lock, self._open_lock:
+        with _RepairLock(self.locks, self.storage.remote), self._write_lock, self._open_lock:
             self._open.clear()
             self._cached.clear()
             return [self._repair(table) for table in SCHEMAS]
@@ -789,15 +864,64 @@ class MetadataStore:
     def _rows(
         self, table: str, name: Optional[str], since: Optional[datetime] = None
     ) -> List[Dict[str, Any]]:
+        return self._or_repaired(table, lambda: self._rows_read_afresh(table, name, since))
+
+    def _rows_read_afresh(
+        self, table: str, name: Optional[str], since: Optional[datetime]
+    ) -> List[Dict[str, Any]]:
+        for attempt in range(TRANSIENT_RETRIES + 1):
+            try:
+                return self._read_rows(table, name, since)
+            except MetadataDamaged:
+                # What this process opened may be a table another one re-created since (a
+                # repair), or a log another one was cleaning up as it was read: it is damaged
+                # only if it stays so when read afresh.
+                if attempt == TRANSIENT_RETRIES:
+                    raise
+                self._forget_open(table)
+                time.sleep(0.01 * attempt)
+        raise AssertionError("unreachable")
+
+    def _or_repaired(self, table: str, work: Callable[[], _Done]) -> _Done:
+        """``work`` on ``table``; when it finds the table damaged and this store repairs, the
+        table is repaired and ``work`` runs again (docs/ARCHITECTURE.md, "Metadata tables")."""
         try:
-            return self._read_rows(table, name, since)
-        except MetadataDamaged:
-            # What this process opened may be a table another one re-created since (a repair):
-            # it is damaged only if it is when read afresh.
-            with self._open_lock:
-                self._open.pop(table, None)
-                self._cached.pop(table, None)
-            return self._read_rows(table, name, since)
+            return work()
+        except MetadataDamaged as damaged:
+            if not self.repairs:
+                raise
+            self._repair_damaged(table, damaged)
+        return work()
+
+    def _repair_damaged(self, table: str, damaged: MetadataDamaged) -> None:
+        """Repair ``table`` as `dyntable repair` does, one process at a time (another may have
+        repaired it while this one waited: a sound table is left alone), and say so."""
+        with _RepairLock(self.locks, self.storage.remote), self._write_lock, self._open_lock:
+            self._forget_open(table)
+            try:
+                repaired = self._repair(table)
+            except DAMAGE_ERRORS as exc:
+                raise self._damaged(
+                    table, f"{damaged.detail}; repairing it failed: {first_line(exc)}"
+                ) from exc
+        if repaired.damage is not None:
+            self._warnings.append(
+                f"The metadata table {repaired.table} was damaged ({repaired.damage}) and was rebuilt "
+                f"from {repaired.kept_from} ({repaired.rows} rows; the damaged folder is kept in "
+                f"{repaired.moved_to}). A dynamic table whose frontier was lost recomputes at its next "
+                "refresh. `dyntable repair` checks every metadata table and dynamic table."
+            )
+
+    def take_warnings(self) -> List[str]:
+        """What this store repaired since it was last asked (each said once)."""
+        with self._write_lock:
+            warnings, self._warnings = self._warnings, []
+        return warnings
+
+    def _forget_open(self, table: str) -> None:
+        with self._open_lock:
+            self._open.pop(table, None)
+            self._cached.pop(table, None)
 
     def _read_rows(
         self, table: str, name: Optional[str], since: Optional[datetime] = None
@@ -830,7 +954,14 @@ class MetadataStore:
             table,
             lambda: write_deltalake(self._table(table), data, mode="append"),
             patch=lambda rows: rows + data.to_pylist(),
+            landed=lambda: self._holds(table, records),
         )
+
+    def _holds(self, table: str, records: List[Dict[str, Any]]) -> bool:
+        """Whether ``table`` holds ``records`` (a write that failed after its commit landed)."""
+        key = ROW_KEYS[table]
+        held = {tuple(row[k] for k in key) for row in self._read_rows(table, None)}
+        return all(tuple(record[k] for k in key) in held for record in records)
 
     def _table(self, table: str) -> DeltaTable:
         """``table`` at its latest version (other processes write these tables too); callers
@@ -888,10 +1019,23 @@ class MetadataStore:
         table: str,
         write: Callable[[], Any],
         patch: Optional[Callable[[List[Dict[str, Any]]], List[Dict[str, Any]]]] = None,
+        landed: Optional[Callable[[], bool]] = None,
     ) -> None:
-        """Run a metadata write, retrying when another process committed first; ``patch`` turns
-        the cached rows into the written version's when the write committed right after them."""
+        """Run a metadata write, retrying when another process committed first, or cleaned up
+        the log it read; ``landed`` says whether a write that failed committed all the same
+        (without it the write is one that may run twice). ``patch`` turns the cached rows into
+        the written version's when the write committed right after them."""
+        self._or_repaired(table, lambda: self._commit_once(table, write, patch, landed))
+
+    def _commit_once(
+        self,
+        table: str,
+        write: Callable[[], Any],
+        patch: Optional[Callable[[List[Dict[str, Any]]], List[Dict[str, Any]]]],
+        landed: Optional[Callable[[], bool]],
+    ) -> None:
         looked: Optional[Set[str]] = getattr(self._looked, "tables", None)
+        transient = 0
         with self._write_lock, self._reading(table):
             for attempt in range(COMMIT_RETRIES):
                 if looked is not None:
@@ -904,9 +1048,18 @@ class MetadataStore:
                     if attempt == COMMIT_RETRIES - 1:
                         raise
                     time.sleep(0.01 * (attempt + 1))
+                except (MetadataDamaged, *DAMAGE_ERRORS):
+                    transient += 1
+                    if transient > TRANSIENT_RETRIES:
+                        raise
+                    self._forget_open(table)
+                    time.sleep(0.01 * transient)
+                    with contextlib.suppress(MetadataDamaged, *DAMAGE_ERRORS):
+                        if landed is not None and landed():
+                            break
             with self._open_lock:
                 cached = self._cached.pop(table, None)
-                version = self._open[table].version()
+                version = self._table(table).version()
                 if cached is not None and patch is not None and cached[0] == version - 1:
                     self._cached[table] = (version, patch(cached[1]))
         if version % COMPACT_EVERY == 0:

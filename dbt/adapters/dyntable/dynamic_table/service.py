@@ -42,6 +42,8 @@ class DynamicTableService:
         (``MetadataStore.prefetch``)."""
         self.engine = engine
         self.metadata = metadata or metadata_store(warehouse, metadata_schema, history_retention_days)
+        # A damaged metadata table never stops the refreshes: they repair it and warn.
+        self.metadata.repairs = True
         self.metadata.ensure(register=self._register)
         self.pipeline = RefreshPipeline(engine, self.metadata, self.metadata.locks)
         self.recorder = self.pipeline.recorder
