@@ -30,9 +30,11 @@ class Log:
     reader_features: tuple = ()
     #: Files whose deletion vector masks a row.
     masked: int = 0
+    #: The checkpoint a listing taken now finds (a writer added one since the refresh observed).
+    checkpoint_now: Optional[int] = None
 
-    def latest_checkpoint(self) -> Optional[int]:
-        return self.checkpoint
+    def latest_checkpoint(self, now: bool = False) -> Optional[int]:
+        return self.checkpoint_now if now and self.checkpoint_now is not None else self.checkpoint
 
     def snapshot(self, version: int) -> Snapshot:
         files = {
@@ -101,6 +103,13 @@ class Log:
             10,
             False,
             id="at_the_checkpoint",
+        ),
+        pytest.param(
+            replace(CAPABILITIES, time_travel_behind_checkpoint=False),
+            Log(files=100, checkpoint=None, checkpoint_now=20),
+            12,
+            True,
+            id="behind_a_checkpoint_written_since_the_refresh_observed_the_table",
         ),
     ],
 )

@@ -506,7 +506,9 @@ class VersionedRelations:
         if capabilities is None:
             return False
         if not capabilities.time_travel_behind_checkpoint:
-            checkpoint = log.latest_checkpoint()
+            # The log as it is now, not as the refresh observed it: a writer may have added a
+            # checkpoint past the version since (docs/ARCHITECTURE.md, "Engines").
+            checkpoint = log.latest_checkpoint(now=True)
             if checkpoint is not None and version < checkpoint:
                 return True
         if self.outlives_session or not capabilities.versions_from_files:

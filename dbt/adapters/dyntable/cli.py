@@ -8,7 +8,7 @@
     dyntable status | graph | history MODEL | explain MODEL | report
     dyntable verify MODEL [--mode full|sample]                the table against its query
     dyntable snapshot MODEL...                                the DTs' latest common data timestamp
-    dyntable repair                                           rebuild damaged metadata tables
+    dyntable repair                                           rebuild metadata tables, find damaged DTs
 
 It works on a dbt project as dbt does (--project-dir, --profiles-dir, --target, --select), parses
 and compiles it once through dbt's Python API, then refreshes through one warm engine.
@@ -37,12 +37,15 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 from rich.table import Table
 from typing_extensions import Annotated
 
+from dbt.adapters.dyntable import storage
 from dbt.adapters.dyntable.dynamic_table.config import VERIFY_MODES
 from dbt.adapters.dyntable.dynamic_table.lifecycle import SchedulingState, State
 from dbt.adapters.dyntable.dynamic_table.metadata import GraphRow, HistoryRow, MetadataDamaged, MetadataStore
 from dbt.adapters.dyntable.dynamic_table.refresh.apply import FULL_REFRESH_FIX
+from dbt.adapters.dyntable.dynamic_table.refresh.damaged import rebuild_command
 from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
 from dbt.adapters.dyntable.dynamic_table.snapshot import NoCommonSnapshot, common_snapshot
+from dbt.adapters.dyntable.engines.warehouse import Warehouse
 from dbt.adapters.dyntable.runner import control
 from dbt.adapters.dyntable.runner.backend import ServiceBackend
 from dbt.adapters.dyntable.runner.graph import (
@@ -62,6 +65,7 @@ from dbt.adapters.dyntable.runner.scheduler import (
     from_ms,
 )
 from dbt.adapters.dyntable.runner.web.auth import TOKEN_ENV
+from dbt.adapters.dyntable.table_damage import damage
 from dbt.adapters.dyntable.vocabulary import quoted_table
 
 app = typer.Typer(
@@ -592,8 +596,9 @@ def repair(
     profiles_dir: ProfilesDir = None,
     target: Target = None,
 ) -> None:
-    """Rebuild damaged metadata tables from what can still be read; sound ones are left alone."""
-    loaded, _ = load(project_dir, profiles_dir, target)
+    """Rebuild damaged metadata tables from what can still be read, and find the dynamic tables
+    whose own files are damaged (exit 1 while one is: the command that rebuilds it is listed)."""
+    loaded, graph = load(project_dir, profiles_dir, target)
     schema = loaded.metadata_schema
     store = MetadataStore(f"{loaded.warehouse}/{schema.lower()}", schema)
     with console.status(f"Checking the metadata tables of {schema}…"):
@@ -620,6 +625,32 @@ def repair(
             f"their next refresh. The damaged folders were kept in {escape(moved[0].rsplit('/', 1)[0])}: "
             "delete them when you no longer need them."
         )
+    if repair_dynamic_tables(loaded, graph):
+        raise typer.Exit(EXIT_FAILED)
+
+
+def repair_dynamic_tables(loaded: LoadedProject, graph: DynamicTableGraph) -> int:
+    """Check each dynamic table's own files (docs/ARCHITECTURE.md, "Damage") and print what is
+    damaged with the command that rebuilds it; returns how many are damaged."""
+    layout = Warehouse(loaded.warehouse)
+    table = titled_table("Dynamic tables", ("dynamic table", "state", "damage", "fix"))
+    damaged = 0
+    with console.status("Checking the dynamic tables' Delta logs and files…"):
+        for node in sorted(graph.nodes.values(), key=lambda n: n.model):
+            folder = layout.table_location(node.dt.schema, node.dt.identifier)
+            if not storage.is_delta_table(folder):
+                table.add_row(node.model, "[dim]not built[/]", "-", "-")
+                continue
+            found = damage(folder)
+            damaged += found is not None
+            table.add_row(
+                f"{node.model} ({node.name})",
+                "[green]sound[/]" if found is None else "[red]damaged[/]",
+                escape(found or "-"),
+                escape(rebuild_command(node.model)) if found else "-",
+            )
+    console.print(table)
+    return damaged
 
 
 # -- explain, report -------------------------------------------------------------------------------

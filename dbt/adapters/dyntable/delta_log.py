@@ -601,9 +601,10 @@ class DeltaLog:
             raise TableNotFound(f"No Delta table at {self.location} (no commits in {LOG_DIR}).")
         return latest
 
-    def latest_checkpoint(self) -> Optional[int]:
-        """The version of the newest checkpoint, None without one."""
-        checkpoints = self._listing().checkpoints
+    def latest_checkpoint(self, *, now: bool = False) -> Optional[int]:
+        """The version of the newest checkpoint, None without one; with ``now``, as the log is
+        now, where this instance answers from an earlier listing (:meth:`hold_listing`)."""
+        checkpoints = (self._list() if now else self._listing()).checkpoints
         return checkpoints[-1] if checkpoints else None
 
     def commit_timestamp(self, version: int) -> int:

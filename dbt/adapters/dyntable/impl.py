@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import re
 import threading
+import traceback
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Union
@@ -320,6 +321,8 @@ class DyntableAdapter(SparkAdapter):
             result = service.refresh(dt, request)
         except Exception as exc:  # noqa: BLE001 - one clear error per failed refresh
             why = service.engine.failure_message(exc) if service is not None else str(exc)
+            # dbt shows the message; its debug log keeps where it came from, for a bug report.
+            logger.debug("".join(traceback.format_exception(exc)))
             raise DbtRuntimeError(dt.said(why)) from exc
         for warning in result.warnings:
             logger.warning(warning)

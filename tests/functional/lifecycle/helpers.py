@@ -81,3 +81,32 @@ def as_a_new_process(project: Any) -> None:
     adapter = project.adapter
     with adapter.connection_named("new_process"):
         adapter.connections.environment(adapter.connections.get_thread_connection()).services.clear()
+
+
+def forget_delta_logs(project: Any) -> None:
+    """Forget what this process (and a JVM engine's driver) read of any Delta log, as a new
+    process would: a table damaged since is read as it is now."""
+    from dbt.adapters.dyntable import delta_log
+
+    for cache in (
+        delta_log._shared_snapshots,
+        delta_log._replay_bases,
+        delta_log._listings,
+        delta_log._last_snapshots,
+    ):
+        for key in list(cache):
+            cache.pop(key)
+    engine = project_engine(project)
+    if engine.name != "embedded":
+        engine.spark._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
+    as_a_new_process(project)
+
+
+def checkpoint(table: Path, before_latest: bool = False) -> int:
+    """Write a checkpoint of the table's latest version (or the one before), as any Delta writer
+    does every tenth commit; returns its version."""
+    opened = DeltaTable(str(table))
+    if before_latest:
+        opened.load_as_version(opened.version() - 1)
+    opened.create_checkpoint()
+    return opened.version()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pyarrow as pa
@@ -69,15 +70,20 @@ def test_two_processes_never_refresh_one_table_at_once(project: S3Project, s3: S
     held = RefreshLock(lock_root, "app.orders_dt").acquire()
     try:
         project.write_source("orders", orders([6, 7]))
-        blocked = dbtRunner().invoke(
+        with pytest.raises(RefreshLocked, match="being refreshed by process"):
+            RefreshLock(lock_root, "app.orders_dt").acquire()
+        # dbt run waits for the other process's refresh to end (here: the lease released), then
+        # refreshes: its data timestamp must not go back behind what that refresh reached.
+        released = threading.Timer(3.0, held.release)
+        released.start()
+        waited = dbtRunner().invoke(
             ["run", "--project-dir", str(project.root), "--profiles-dir", str(project.root)]
         )
-        assert not blocked.success
-        assert "being refreshed by process" in str(blocked.result.results[0].message)
-        with pytest.raises(RefreshLocked):
-            RefreshLock(lock_root, "app.orders_dt").acquire()
+        released.join()
+        assert waited.success, waited.result
     finally:
         held.release()
+    project.write_source("orders", orders([8, 9]))
     # Two at once, each in its own process: one refresh applies the change, never two.
     commands = [DBT, "run", "--profiles-dir", "."]
     both = [
@@ -98,5 +104,6 @@ def test_two_processes_never_refresh_one_table_at_once(project: S3Project, s3: S
         for r in project.history("orders_dt")
         if r.refresh_action is not None and r.refresh_action.value == "INCREMENTAL"
     ]
-    assert len(applied) == 1, [(r.refresh_action, r.state, r.reason) for r in project.history("orders_dt")]
+    # One for the change the waiting run applied, one for the change the two runs raced over.
+    assert len(applied) == 2, [(r.refresh_action, r.state, r.reason) for r in project.history("orders_dt")]
     project.assert_matches("orders_dt")

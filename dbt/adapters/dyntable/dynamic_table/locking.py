@@ -2,8 +2,11 @@
 frontiers to write.
 
 An exclusive `flock` on ``<root>/<name>.lock``; the holder writes who it is into the file so a
-second runner can say what holds the lock. The OS releases the lock when a process dies, so a
-crashed refresh never leaves a DT locked. A :class:`WriterMark` is the same kind of lock, held by
+second runner can say what holds the lock, and the latest data timestamp a refresh reached under
+it, which the next holder reads: a refresh whose frontier waits for its batch's end has not
+written it yet, and the DT's data timestamp must never go back (docs/ARCHITECTURE.md, "Exactly
+once"). The OS releases the lock when a process dies, so a crashed refresh never leaves a DT
+locked. A :class:`WriterMark` is the same kind of lock, held by
 a process while frontiers its refreshes reached wait for its batch's end (docs/ARCHITECTURE.md,
 "Exactly once"). In a warehouse on an object store, where there is no file to lock, both are
 lease objects (:mod:`.leases`).
@@ -18,9 +21,10 @@ import socket
 import sys
 import time
 import uuid
+from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Optional, Type, Union
+from typing import IO, Any, Dict, Optional, Type, Union
 
 from dbt.adapters.dyntable import storage
 from dbt.adapters.dyntable.dynamic_table.leases import Lease, describe, holder_gone
@@ -29,6 +33,8 @@ from dbt.adapters.dyntable.dynamic_table.leases import Lease, describe, holder_g
 LOCKS_DIR = ".locks"
 #: The folder of the writer marks, under the locks' folder.
 WRITERS_DIR = "writers"
+#: How often a refresh waiting for another's lock tries it again.
+LOCK_POLL_SECONDS = 0.05
 
 
 class RefreshLocked(RuntimeError):
@@ -41,47 +47,89 @@ class RefreshLocked(RuntimeError):
 
 
 class RefreshLock:
-    def __init__(self, root: Union[str, Path], name: str) -> None:
+    """The lock of one DT's refreshes. ``wait_seconds``: how long to wait for another process's
+    refresh to end before :class:`RefreshLocked` (0: not at all)."""
+
+    def __init__(self, root: Union[str, Path], name: str, wait_seconds: float = 0.0) -> None:
         self.name = name
         self.path = Path(root) / f"{name}.lock"
+        self.wait_seconds = wait_seconds
         self._handle: Optional[IO[str]] = None
+        #: The latest data timestamp a refresh of the DT reached, as its holders recorded it.
+        self.reached: Optional[datetime] = None
         found = storage.of(str(root))
         self._lease = (
             Lease(found, f"{str(root).rstrip('/')}/{name}.lock")
             if isinstance(found, storage.ObjectStorage)
             else None
         )
+        #: In an object store, where the lease object goes with its holder, what was reached is
+        #: kept in an object of its own.
+        self._reached_at = f"{str(root).rstrip('/')}/{name}.reached" if self._lease else None
+        self._store = found
 
     def acquire(self) -> "RefreshLock":
+        deadline = time.monotonic() + self.wait_seconds
         if self._lease is not None:
-            found = self._lease.acquire()
-            if found is not None:
-                raise RefreshLocked(self.name, describe(found))
-            return self
+            return self._leased(deadline)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         handle = open(self.path, "a+")
-        try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            holder = describe_holder(handle.read())
-            handle.close()
-            raise RefreshLocked(self.name, holder) from None
+        while True:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() < deadline:
+                    time.sleep(LOCK_POLL_SECONDS)
+                    continue
+                handle.seek(0)
+                holder = describe_holder(handle.read())
+                handle.close()
+                raise RefreshLocked(self.name, holder) from None
+        handle.seek(0)
+        self.reached = _reached(handle.read())
+        self._handle = handle
+        self._write()
+        return self
+
+    def _leased(self, deadline: float) -> "RefreshLock":
+        assert self._lease is not None and self._reached_at is not None
+        while True:
+            found = self._lease.acquire()
+            if found is None:
+                break
+            if time.monotonic() >= deadline:
+                raise RefreshLocked(self.name, describe(found))
+            time.sleep(LOCK_POLL_SECONDS)
+        recorded = self._store.read(self._reached_at)
+        self.reached = _reached(recorded.decode()) if recorded else None
+        return self
+
+    def record(self, data_timestamp: datetime) -> None:
+        """A refresh under this lock reached ``data_timestamp``: the next holder reads it."""
+        if self.reached is None or data_timestamp > self.reached:
+            self.reached = data_timestamp
+            if self._reached_at is not None:
+                record = {"reached": data_timestamp.isoformat()}
+                self._store.write(self._reached_at, json.dumps(record).encode())
+            self._write()
+
+    def _write(self) -> None:
+        handle = self._handle
+        if handle is None:
+            return
+        record: Dict[str, Any] = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "command": " ".join(os.path.basename(a) for a in sys.argv[:2]),
+            "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+        if self.reached is not None:
+            record["reached"] = self.reached.isoformat()
         handle.seek(0)
         handle.truncate()
-        handle.write(
-            json.dumps(
-                {
-                    "pid": os.getpid(),
-                    "host": socket.gethostname(),
-                    "command": " ".join(os.path.basename(a) for a in sys.argv[:2]),
-                    "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                }
-            )
-        )
+        handle.write(json.dumps(record))
         handle.flush()
-        self._handle = handle
-        return self
 
     def release(self) -> None:
         if self._lease is not None:
@@ -102,6 +150,15 @@ class RefreshLock:
         tb: Optional[TracebackType],
     ) -> None:
         self.release()
+
+
+def _reached(text: str) -> Optional[datetime]:
+    """The data timestamp a lock file records as reached; None in a file written before there
+    was one, or that cannot be read."""
+    try:
+        return datetime.fromisoformat(json.loads(text)["reached"])
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 def describe_holder(text: str) -> str:

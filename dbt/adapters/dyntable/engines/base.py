@@ -306,6 +306,11 @@ class Engine(ABC):
         """One clear message for a failed statement; engines add what only they know."""
         return str(error).strip()
 
+    def read_moved_on(self, error: Exception) -> bool:
+        """Whether ``error`` says a table a statement read at a version moved on meanwhile in a
+        way this engine cannot read that version through (the statement may run again)."""
+        return False
+
     def failure_message(self, error: Exception) -> str:
         """What to tell the user of a failed statement: that Ctrl-C cancelled it, or the
         engine's :meth:`explain_failure`."""

@@ -66,6 +66,10 @@ _SET_OPERATION = re.compile(r"\b(union|intersect|except|minus)\b", re.IGNORECASE
 #: (docs/ARCHITECTURE.md, "Engines").
 _WINDOW_ORDER_GAP = "does not satisfy order requirements"
 
+#: How Sail 0.7 fails to read a Delta version behind a checkpoint written after the refresh
+#: decided to read it with ``VERSION AS OF`` (docs/ARCHITECTURE.md, "Engines").
+_CHECKPOINT_PASSED_VERSION = "Missing commit file: expected version"
+
 #: Sail ends an idle pinned session after 900 s by default; a long `dyntable run` must outlive that.
 SESSION_TIMEOUT_ENV = "SAIL_SPARK__SESSION_TIMEOUT_SECS"
 DEFAULT_SESSION_TIMEOUT_SECS = 7 * 24 * 3600
@@ -266,6 +270,9 @@ class EmbeddedEngine(Engine):
                 server.stop()
             except RuntimeError:  # it already stopped (crashed): nothing left to stop
                 pass
+
+    def read_moved_on(self, error: Exception) -> bool:
+        return _CHECKPOINT_PASSED_VERSION in str(error)
 
     def explain_failure(self, error: Exception) -> str:
         message = str(error).strip()

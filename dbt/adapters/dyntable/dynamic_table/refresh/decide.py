@@ -95,6 +95,22 @@ def maintained_definition(
     return Definition(dt.sql, digest)
 
 
+def held_data_timestamp(frontier: Optional[Frontier], reached: Optional[datetime]) -> Optional[datetime]:
+    """The latest data timestamp the DT holds: its frontier's, or a later one a refresh reached
+    whose frontier waits for the end of its process's batch (its DT's lock records it:
+    ``locking.RefreshLock``). No refresh may leave the DT at an earlier one, whoever runs it."""
+    held = [t for t in (frontier.data_timestamp if frontier else None, reached) if t is not None]
+    return max(held) if held else None
+
+
+def raised_for(held: datetime, requested: datetime) -> str:
+    """What a rebuild asked for at ``requested`` says when it is done at ``held`` instead."""
+    return (
+        f"rebuilt as of its data timestamp {held:%Y-%m-%d %H:%M:%S} UTC, which another refresh "
+        f"reached, rather than {requested:%Y-%m-%d %H:%M:%S} UTC: a data timestamp never goes back"
+    )
+
+
 def decide(
     dt: DynamicTable,
     definition: Definition,
@@ -102,16 +118,19 @@ def decide(
     observed: Observation,
     plan: Callable[[], PlannedOrNot],
     capabilities: Capabilities,
+    held: Optional[datetime] = None,
 ) -> Decision:
     """The refresh's action on an engine with ``capabilities``. ``plan`` plans the query; it is
     called only when the action depends on it (never for NO_DATA), so unchanged sources cost no
-    planning."""
+    planning. ``held`` is the data timestamp the DT holds (:func:`held_data_timestamp`; its
+    frontier's when None): a refresh at an earlier one, a rebuild included, is SKIPPED."""
+    held = held or (frontier.data_timestamp if frontier else None)
+    if held is not None and observed.data_timestamp < held:
+        return Decision(Action.NO_DATA, _ahead(observed, held), State.SKIPPED)
     if definition.rebuild_reason is None:
         assert frontier is not None
         rebuild = _history_lost(observed, frontier)
         if rebuild is None:
-            if observed.data_timestamp < frontier.data_timestamp:
-                return Decision(Action.NO_DATA, _ahead(observed, frontier), State.SKIPPED)
             if all(s.unchanged for s in observed.sources) and set(observed.versions) == set(frontier.sources):
                 if observed.clock is None or observed.data_timestamp == frontier.data_timestamp:
                     return Decision(Action.NO_DATA, _no_change(observed) + _held_back(observed))
@@ -171,7 +190,7 @@ def _held_back(observed: Observation) -> str:
     )
 
 
-def _ahead(observed: Observation, frontier: Frontier) -> str:
+def _ahead(observed: Observation, held: datetime) -> str:
     """Why a DT already holds a later data timestamp than this refresh's."""
     if observed.held_by:
         return (
@@ -179,7 +198,7 @@ def _ahead(observed: Observation, frontier: Frontier) -> str:
             f"{observed.data_timestamp:%Y-%m-%d %H:%M:%S} UTC)"
         )
     return (
-        f"already refreshed to a later data timestamp ({frontier.data_timestamp:%Y-%m-%d %H:%M:%S} UTC) "
+        f"already refreshed to a later data timestamp ({held:%Y-%m-%d %H:%M:%S} UTC) "
         "by a refresh that started after this one"
     )
 

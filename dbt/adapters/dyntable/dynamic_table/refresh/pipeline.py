@@ -21,11 +21,13 @@ from __future__ import annotations
 import contextlib
 import uuid
 from dataclasses import dataclass, replace
+from datetime import datetime
 from pathlib import Path
-from typing import Callable, List, Optional, Sequence, Tuple, Union
+from typing import Callable, List, Optional, Sequence, Set, Tuple, Union
 
 from dbt.adapters.dyntable.changes import SourceReads, version_reads
 from dbt.adapters.dyntable.delta_log import DeltaLog
+from dbt.adapters.dyntable.differentiation.views import base_tables
 from dbt.adapters.dyntable.dynamic_table.failpoints import failpoint
 from dbt.adapters.dyntable.dynamic_table.lifecycle import (
     Action,
@@ -46,6 +48,7 @@ from dbt.adapters.dyntable.dynamic_table.model import DynamicTable, RefreshError
 from dbt.adapters.dyntable.dynamic_table.pinning import read_views
 from dbt.adapters.dyntable.dynamic_table.refresh import (
     compact,
+    damaged,
     decide,
     derive,
     guard,
@@ -72,6 +75,7 @@ from dbt.adapters.dyntable.dynamic_table.refresh.record import Recorder, Refresh
 from dbt.adapters.dyntable.dynamic_table.table_features import TableFeatures, once
 from dbt.adapters.dyntable.dynamic_table.verify import DvsCheck, VerifyFailed, verify
 from dbt.adapters.dyntable.engines.base import Engine
+from dbt.adapters.dyntable.table_damage import damage
 from dbt.adapters.dyntable.vocabulary import first_line
 
 #: The reason of an INCREMENTAL refresh whose delta turned out empty: the DT was not written.
@@ -82,6 +86,8 @@ DIFFERENCE_MIN_ROWS = 10_000
 #: What `dbt run --empty` does to a DT that exists, and to one that does not.
 EMPTY_KEPT = "dbt --empty: not refreshed; the table keeps its rows and data timestamp"
 EMPTY_CREATED = "dbt --empty: created empty with the query's columns; a run without --empty fills it"
+#: How long `dbt run` waits for another process's refresh of a DT (a runner's) before failing it.
+LOCK_WAIT_SECONDS = 300.0
 
 
 @dataclass(frozen=True)
@@ -142,7 +148,9 @@ class RefreshPipeline:
 
     def refresh(self, dt: DynamicTable, request: RefreshRequest) -> RefreshResult:
         refresh_id = uuid.uuid4().hex
-        with RefreshLock(self.locks, dt.name), self.metadata.one_look():
+        # `dbt run` waits for a refresh another process is running; the runner moves on.
+        wait = LOCK_WAIT_SECONDS if request.trigger is Trigger.DBT_RUN else 0.0
+        with RefreshLock(self.locks, dt.name, wait) as lock, self.metadata.one_look():
             frontier = self.recorder.recover(dt, self._dt_log(dt))
             # After the recovery it may record: history lists a crashed refresh before this one.
             started = utcnow()
@@ -150,10 +158,20 @@ class RefreshPipeline:
                 return self._empty(dt, request)
             decided: List[Decision] = []
             try:
-                result = self._refresh(dt, refresh_id, frontier, request, decided)
+                try:
+                    result = self._refresh(dt, refresh_id, frontier, request, decided, lock.reached)
+                except Exception as exc:
+                    if not self.engine.read_moved_on(exc):
+                        raise
+                    # A source moved on past what its engine can read of the version observed:
+                    # observed again, it is read from its files.
+                    decided.clear()
+                    frontier = self.recorder.recover(dt, self._dt_log(dt))
+                    result = self._refresh(dt, refresh_id, frontier, request, decided, lock.reached)
             except Exception as exc:
                 if isinstance(exc, guard.ChangeFuseTripped):
                     self.recorder.schedule(dt, SchedulingState.SUSPENDED)
+                error = self._diagnosed(dt, exc)
                 # The action the refresh had chosen when it failed; none if it failed deciding.
                 action = getattr(exc, "action", None) or (decided[0].action if decided else None)
                 failed = RefreshResult(
@@ -163,20 +181,40 @@ class RefreshPipeline:
                     State.CANCELLED if self.engine.interrupted else State.FAILED,
                     getattr(exc, "reason", "") or "",
                     request.data_timestamp,
-                    message=self.engine.failure_message(exc),
+                    message=self.engine.failure_message(error),
                 )
                 # The failure may be the history table's own: then the error is what remains.
                 with contextlib.suppress(MetadataDamaged):
                     self.recorder.refreshed(dt, refresh_id, request.trigger, started, failed)
+                if error is not exc:
+                    raise error from exc
                 raise
             planned = decided[0].planned if decided else None
             self._finish(dt, result, planned.key.columns if planned else None)
             self._compact(dt, result)
             self.recorder.refreshed(dt, refresh_id, request.trigger, started, result)
+            result.warnings += self.metadata.take_warnings()
+            if result.action is not None and result.state is not State.SKIPPED and result.data_timestamp:
+                lock.record(result.data_timestamp)  # what its frontier says once written
             failpoint("after_refresh")  # inside a batch, its frontier is not written yet
             if result.state is State.FAILED:
                 raise VerifyFailed(result.message)
             return result
+
+    def _diagnosed(self, dt: DynamicTable, error: Exception) -> Exception:
+        """``error``, or what it comes from when the DT or a table it reads is damaged: that
+        table, what is damaged and the command that fixes it (docs/ARCHITECTURE.md, "Damage")."""
+        if self.engine.interrupted or isinstance(
+            error, (damaged.TableDamaged, guard.ChangeFuseTripped, VerifyFailed, MetadataDamaged)
+        ):
+            return error
+        sources: List[str] = []
+        dynamic: Set[str] = set()
+        with contextlib.suppress(Exception):  # the diagnosis must not hide the error
+            sources = sorted(base_tables(dt.sql, read_views(self.engine, dt.sql, dt.schema), dt.schema))
+        with contextlib.suppress(Exception):
+            dynamic = set(self.metadata.frontiers())
+        return damaged.diagnosed(self.engine, dt, sources, dynamic, error) or error
 
     def _empty(self, dt: DynamicTable, request: RefreshRequest) -> RefreshResult:
         """`dbt run --empty` (docs/ARCHITECTURE.md, "dbt run --empty"): the query, every source
@@ -301,6 +339,7 @@ class RefreshPipeline:
         frontier: Optional[Frontier],
         request: RefreshRequest,
         decided: List[Decision],
+        reached: Optional[datetime] = None,
     ) -> RefreshResult:
         dt_log = self._dt_log(dt)
         if decide.creates_empty(dt, dt_log is not None, request):
@@ -314,6 +353,19 @@ class RefreshPipeline:
                 warnings=warnings,
             )
         definition = decide.maintained_definition(dt, frontier, dt_log is not None, request)
+        if dt_log is not None and definition.rebuild_reason == decide.FULL_REFRESH:
+            found = damage(dt_log.location)
+            if found is not None:
+                # --full-refresh recovers a DT from any damage to its own files: built anew.
+                moved = damaged.set_aside(self.engine, dt, dt_log.location)
+                why = f"{decide.FULL_REFRESH}; its table was damaged ({found}): moved to {moved}, built anew"
+                definition, dt_log = replace(definition, rebuild_reason=why), None
+        held = decide.held_data_timestamp(frontier, reached)
+        requested = request.data_timestamp
+        if held is not None and definition.rebuild_reason is not None and requested < held:
+            # A rebuild a person asked for (--full-refresh, a new definition) is done as of the
+            # later data timestamp another refresh reached: readers never see the DT go back.
+            request = replace(request, data_timestamp=held)
         try:
             observed = decide.observe(self.engine, self.metadata, dt, definition, frontier, request)
         except decide.SourceNotReady as waiting:
@@ -327,7 +379,10 @@ class RefreshPipeline:
             observed,
             lambda: self._plan(dt, definition, observed),
             self.engine.capabilities,
+            held,
         )
+        if held is not None and decision.rebuilds and request.data_timestamp > requested:
+            decision = replace(decision, reason=f"{decision.reason}; {decide.raised_for(held, requested)}")
         decided.append(decision)
         # The fuse guards what the data causes, not what a person asked for (a first build,
         # --full-refresh, a new definition), and lets through a change they accepted.
@@ -361,19 +416,19 @@ class RefreshPipeline:
         return plan.plan(dt, definition.sql, observed.views, columns)
 
     def _no_data(self, refresh: _Refresh) -> RefreshResult:
-        assert refresh.frontier is not None
         if refresh.decision.state is State.SKIPPED:
-            frontier = refresh.frontier
+            frontier = refresh.frontier  # None: only the DT's lock knows how far it got
             return RefreshResult(
                 refresh.dt.name,
                 Action.NO_DATA,
                 State.SKIPPED,
                 refresh.decision.reason,
-                frontier.data_timestamp,
-                dt_version=frontier.dt_version,
-                source_versions=frontier.source_versions,
-                dt_commit=frontier.dt_commit,
+                frontier.data_timestamp if frontier else refresh.observed.data_timestamp,
+                dt_version=frontier.dt_version if frontier else None,
+                source_versions=frontier.source_versions if frontier else {},
+                dt_commit=frontier.dt_commit if frontier else None,
             )
+        assert refresh.frontier is not None
         frontier = refresh.frontier  # its DT version and commit were checked by observe()
         self.recorder.advance(frontier, refresh.intent(frontier.dt_version))
         return refresh.result(frontier)
