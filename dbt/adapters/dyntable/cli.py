@@ -43,6 +43,7 @@ from dbt.adapters.dyntable.dynamic_table.lifecycle import SchedulingState, State
 from dbt.adapters.dyntable.dynamic_table.metadata import GraphRow, HistoryRow, MetadataDamaged, MetadataStore
 from dbt.adapters.dyntable.dynamic_table.refresh.apply import FULL_REFRESH_FIX
 from dbt.adapters.dyntable.dynamic_table.refresh.damaged import rebuild_command
+from dbt.adapters.dyntable.dynamic_table.refresh.decide import CLOCK_SKEW
 from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
 from dbt.adapters.dyntable.dynamic_table.snapshot import NoCommonSnapshot, common_snapshot
 from dbt.adapters.dyntable.engines.warehouse import Warehouse
@@ -461,6 +462,12 @@ def status(
         console.print("This project has no dynamic tables (materialized='dynamic_table').")
         return
     console.print(table)
+    for name in graph.order:  # a source whose writer's clock runs ahead holds its commits back
+        last = latest.get(name)
+        if last is not None and CLOCK_SKEW in (last.reason or ""):
+            errors.print(
+                f"[yellow]Warning:[/] {graph.model(name)}: {escape(last.reason or '')}", highlight=False
+            )
 
 
 @app.command()

@@ -27,7 +27,10 @@ FILES_PER_LOOKUP = 1000
 def damage(location: str) -> Optional[str]:
     """What is wrong with the Delta table at ``location``; None when its latest version loads
     whole and every file it lists is there. A location without a log is no table: None."""
-    filesystem, root = pafs.FileSystem.from_uri(_uri(location))
+    if "://" in location:
+        filesystem, root = pafs.FileSystem.from_uri(location)
+    else:  # a local path, which may hold what a URI would have to escape
+        filesystem, root = pafs.LocalFileSystem(), location.removeprefix("file:")
     root = root.rstrip("/")
     try:
         infos = filesystem.get_file_info(pafs.FileSelector(f"{root}/{LOG_DIR}"))
@@ -53,10 +56,6 @@ def damage(location: str) -> Optional[str]:
     except Exception as exc:  # noqa: BLE001 - whatever stops the log loading is the damage
         return f"its Delta log does not load ({first_line(exc)})"
     return _missing_files(uris)
-
-
-def _uri(location: str) -> str:
-    return location if "://" in location else f"file://{location}"
 
 
 def _checkpoint(

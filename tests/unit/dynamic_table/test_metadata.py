@@ -426,7 +426,7 @@ def test_processes_checkpointing_and_cleaning_up_each_other_s_log_lose_and_doubl
     store.ensure()
     spawn = multiprocessing.get_context("spawn")  # deltalake's runtime does not survive a fork
     writers = [
-        spawn.Process(target=_record_refreshes, args=(str(tmp_path / "meta"), w, 20)) for w in range(3)
+        spawn.Process(target=_record_refreshes, args=(str(tmp_path / "meta"), w, 20)) for w in range(2)
     ]
     for process in writers:
         process.start()

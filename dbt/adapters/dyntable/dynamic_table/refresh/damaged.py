@@ -12,9 +12,12 @@ from __future__ import annotations
 import contextlib
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import List, Optional, Set
 
+from dbt.adapters.dyntable.differentiation.views import base_tables
+from dbt.adapters.dyntable.dynamic_table.metadata import MetadataDamaged, MetadataStore
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable, RefreshError
+from dbt.adapters.dyntable.dynamic_table.pinning import read_views
 from dbt.adapters.dyntable.engines.base import Engine
 from dbt.adapters.dyntable.table_damage import damage
 from dbt.adapters.dyntable.vocabulary import first_line
@@ -32,17 +35,24 @@ class TableDamaged(RefreshError):
 
 
 def diagnosed(
-    engine: Engine, dt: DynamicTable, sources: Iterable[str], dynamic: Iterable[str], error: Exception
+    engine: Engine, metadata: MetadataStore, dt: DynamicTable, error: Exception
 ) -> Optional[TableDamaged]:
-    """Why ``dt``'s refresh failed with ``error`` when the DT or one of ``sources`` (``dynamic``
-    among them are DTs) is damaged; None when none is, and the error stands as it is."""
-    upstream = set(dynamic)
+    """Why ``dt``'s refresh failed with ``error`` when the DT or a table its query reads is
+    damaged; None when none is, and the error stands as it is."""
+    if isinstance(error, (TableDamaged, MetadataDamaged)):
+        return None
+    sources: List[str] = []
+    upstream: Set[str] = set()
+    with contextlib.suppress(Exception):  # the diagnosis must not hide the error
+        sources = sorted(base_tables(dt.sql, read_views(engine, dt.sql, dt.schema), dt.schema))
+    with contextlib.suppress(Exception):
+        upstream = set(metadata.frontiers())
     for name in [dt.name, *sources]:
         schema, table = name.split(".", 1)
-        location = None
+        location, found = None, None
         with contextlib.suppress(Exception):  # a table that cannot be looked up is not diagnosed
             location = engine.table_location(schema, table)
-        found = damage(location) if location else None
+            found = damage(location) if location else None
         if found is None:
             continue
         if name == dt.name:
@@ -52,9 +62,7 @@ def diagnosed(
             fix = f"Rebuild that dynamic table with `{rebuild_command(table)}`, then refresh this one"
             whose = f"dynamic table {name}, which it reads,"
         else:
-            fix = (
-                "Restore it from a backup or build it again (dbt seed, or dbt run --full-refresh for a model)"
-            )
+            fix = "Restore it from a backup, or build it again (dbt seed; dbt run --full-refresh of a model)"
             whose = f"source {name}"
         return TableDamaged(
             f"{whose} is damaged: {found} ({location}). {fix}; `dyntable repair` lists every damaged "

@@ -12,8 +12,9 @@ unit-tested without an engine:
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Callable, Dict, Mapping, Optional, Set, Tuple
 
 from dbt.adapters.dyntable.delta_log import DeltaLog, IntervalKind
@@ -46,6 +47,12 @@ DELTA_BYTE_COST = {True: 1, False: 10}
 FULL_REFRESH = "--full-refresh"
 #: The rebuild reason of a changed query.
 DEFINITION_CHANGED = "definition changed"
+#: A source commit stamped further ahead of the refreshing machine's clock than this is reported:
+#: it, and every later commit of its table, wait for the data timestamp to pass its stamp
+#: (docs/ARCHITECTURE.md, "Reading sources", "Commit timestamps").
+CLOCK_SKEW_TOLERANCE_MS = 60_000
+#: What a refresh's reason and warnings say of such a commit (``dyntable status`` finds it).
+CLOCK_SKEW = "ahead of this machine's clock"
 
 
 def creates_empty(dt: DynamicTable, dt_exists: bool, request: RefreshRequest) -> bool:
@@ -133,7 +140,8 @@ def decide(
         if rebuild is None:
             if all(s.unchanged for s in observed.sources) and set(observed.versions) == set(frontier.sources):
                 if observed.clock is None or observed.data_timestamp == frontier.data_timestamp:
-                    return Decision(Action.NO_DATA, _no_change(observed) + _held_back(observed))
+                    waiting = "".join(f"; {why}" for why in observed.waiting)
+                    return Decision(Action.NO_DATA, _no_change(observed) + _held_back(observed) + waiting)
                 return Decision(
                     Action.FULL,
                     f"no source changed, but the query reads the clock ({observed.clock}): "
@@ -450,7 +458,10 @@ def observe(
             )
         read = _read_of(name, upstream, across, request)
         version = _version_read(log, name, read, upstream, effective, metadata)
-        states.append(_source_state(log, name, version, read, resuming))
+        state = _source_state(log, name, version, read, resuming)
+        if read is SourceRead.AS_OF:
+            state = replace(state, waiting=_waiting(log, name, version))
+        states.append(state)
     produced = resuming.dt_version if resuming is not None and resuming.dt_version >= 0 else None
     dt_log = engine.delta_log(dt.name, since=produced)
     dt_size, dt_rows = 0, None
@@ -538,6 +549,35 @@ def _source_state(
     if lost is None and consumed.version != version:
         interval = log.interval(consumed.version, version)
     return SourceState(name, log, consumed.version, version, commit, read, lost, interval)
+
+
+def _waiting(log: DeltaLog, name: str, version: int) -> Optional[str]:
+    """Why ``name``'s commits after ``version`` are not read yet, when the next one is stamped
+    more than :data:`CLOCK_SKEW_TOLERANCE_MS` ahead of this machine's clock: its writer's clock
+    runs ahead. It is read once the data timestamp passes its stamp, and the later commits with
+    it (a table's versions are read in order); meanwhile every refresh says so."""
+    latest = log.latest_version()
+    if version >= latest:
+        return None
+    stamp = log.commit_timestamp(version + 1)
+    ahead = stamp - int(time.time() * 1000)
+    if ahead <= CLOCK_SKEW_TOLERANCE_MS:
+        return None
+    at = datetime.fromtimestamp(stamp / 1000, tz=timezone.utc)
+    return (
+        f"{name}: {latest - version} newer commit(s) wait for the data timestamp to pass "
+        f"{at:%Y-%m-%d %H:%M:%S} UTC, the timestamp of its version {version + 1}, {_duration(ahead)} "
+        f"{CLOCK_SKEW} (its writer's clock is ahead: fix that machine's clock)"
+    )
+
+
+def _duration(ms: int) -> str:
+    seconds = ms // 1000
+    return (
+        f"{seconds // 3600} h {seconds % 3600 // 60} min"
+        if seconds >= 3600
+        else f"{seconds // 60} min {seconds % 60} s"
+    )
 
 
 def _dt_changed(dt_log: Optional[DeltaLog], frontier: Optional[Frontier]) -> Optional[str]:

@@ -90,6 +90,8 @@ class SourceState:
     row_count: Optional[int] = None
     #: Its net change, where the interval rewrote files (``net_change.measure``).
     net: Optional[NetChange] = None
+    #: Why newer commits than ``end`` wait: the next one is stamped ahead of this machine's clock.
+    waiting: Optional[str] = None
 
     @property
     def reads_no_change(self) -> bool:
@@ -140,6 +142,11 @@ class Observation:
     def consumed(self) -> Sources:
         """What a refresh at this observation consumes, as the frontier records it."""
         return {s.name: SourceVersion(s.end, s.commit, s.read) for s in self.sources}
+
+    @property
+    def waiting(self) -> Tuple[str, ...]:
+        """Why sources' newer commits wait for a later data timestamp (clock skew)."""
+        return tuple(s.waiting for s in self.sources if s.waiting)
 
     @property
     def measured_reads(self) -> SourceReads:

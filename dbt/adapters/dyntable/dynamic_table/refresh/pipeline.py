@@ -23,11 +23,10 @@ import uuid
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Callable, List, Optional, Sequence, Set, Tuple, Union
+from typing import Callable, List, Optional, Sequence, Tuple, Union
 
 from dbt.adapters.dyntable.changes import SourceReads, version_reads
 from dbt.adapters.dyntable.delta_log import DeltaLog
-from dbt.adapters.dyntable.differentiation.views import base_tables
 from dbt.adapters.dyntable.dynamic_table.failpoints import failpoint
 from dbt.adapters.dyntable.dynamic_table.lifecycle import (
     Action,
@@ -171,7 +170,10 @@ class RefreshPipeline:
             except Exception as exc:
                 if isinstance(exc, guard.ChangeFuseTripped):
                     self.recorder.schedule(dt, SchedulingState.SUSPENDED)
-                error = self._diagnosed(dt, exc)
+                # Where a damaged table is the cause, the error names it and the fix.
+                error = exc
+                if not (self.engine.interrupted or isinstance(exc, (guard.ChangeFuseTripped, VerifyFailed))):
+                    error = damaged.diagnosed(self.engine, self.metadata, dt, exc) or exc
                 # The action the refresh had chosen when it failed; none if it failed deciding.
                 action = getattr(exc, "action", None) or (decided[0].action if decided else None)
                 failed = RefreshResult(
@@ -200,21 +202,6 @@ class RefreshPipeline:
             if result.state is State.FAILED:
                 raise VerifyFailed(result.message)
             return result
-
-    def _diagnosed(self, dt: DynamicTable, error: Exception) -> Exception:
-        """``error``, or what it comes from when the DT or a table it reads is damaged: that
-        table, what is damaged and the command that fixes it (docs/ARCHITECTURE.md, "Damage")."""
-        if self.engine.interrupted or isinstance(
-            error, (damaged.TableDamaged, guard.ChangeFuseTripped, VerifyFailed, MetadataDamaged)
-        ):
-            return error
-        sources: List[str] = []
-        dynamic: Set[str] = set()
-        with contextlib.suppress(Exception):  # the diagnosis must not hide the error
-            sources = sorted(base_tables(dt.sql, read_views(self.engine, dt.sql, dt.schema), dt.schema))
-        with contextlib.suppress(Exception):
-            dynamic = set(self.metadata.frontiers())
-        return damaged.diagnosed(self.engine, dt, sources, dynamic, error) or error
 
     def _empty(self, dt: DynamicTable, request: RefreshRequest) -> RefreshResult:
         """`dbt run --empty` (docs/ARCHITECTURE.md, "dbt run --empty"): the query, every source
@@ -352,14 +339,7 @@ class RefreshPipeline:
                 request.data_timestamp,
                 warnings=warnings,
             )
-        definition = decide.maintained_definition(dt, frontier, dt_log is not None, request)
-        if dt_log is not None and definition.rebuild_reason == decide.FULL_REFRESH:
-            found = damage(dt_log.location)
-            if found is not None:
-                # --full-refresh recovers a DT from any damage to its own files: built anew.
-                moved = damaged.set_aside(self.engine, dt, dt_log.location)
-                why = f"{decide.FULL_REFRESH}; its table was damaged ({found}): moved to {moved}, built anew"
-                definition, dt_log = replace(definition, rebuild_reason=why), None
+        definition, dt_log = self._maintained(dt, frontier, dt_log, request)
         held = decide.held_data_timestamp(frontier, reached)
         requested = request.data_timestamp
         if held is not None and definition.rebuild_reason is not None and requested < held:
@@ -383,15 +363,47 @@ class RefreshPipeline:
         )
         if held is not None and decision.rebuilds and request.data_timestamp > requested:
             decision = replace(decision, reason=f"{decision.reason}; {decide.raised_for(held, requested)}")
+        if observed.waiting and decision.action is not Action.NO_DATA:
+            decision = replace(decision, reason="; ".join([decision.reason, *observed.waiting]))
         decided.append(decision)
         # The fuse guards what the data causes, not what a person asked for (a first build,
         # --full-refresh, a new definition), and lets through a change they accepted.
         guarded = guard.is_guarded(dt) and definition.rebuild_reason is None
         guarded = guarded and not self.recorder.change_accepted(dt)
         refresh = _Refresh(dt, refresh_id, definition, frontier, observed, decision, guarded)
+        result = self._act(refresh, dt_log, request.trigger)
+        # A source whose writer's clock runs ahead holds its newer commits back: said every time.
+        result.warnings += [
+            f"Model '{dt.model}': dynamic table {dt.name} reads {why}." for why in observed.waiting
+        ]
+        return result
+
+    def _maintained(
+        self,
+        dt: DynamicTable,
+        frontier: Optional[Frontier],
+        dt_log: Optional[DeltaLog],
+        request: RefreshRequest,
+    ) -> Tuple[Definition, Optional[DeltaLog]]:
+        """The definition the refresh maintains, and the DT's log: none where `--full-refresh`
+        found the DT's own files damaged and set it aside, to be built anew (docs/ARCHITECTURE.md,
+        "Damage")."""
+        definition = decide.maintained_definition(dt, frontier, dt_log is not None, request)
+        if dt_log is None or definition.rebuild_reason != decide.FULL_REFRESH:
+            return definition, dt_log
+        found = damage(dt_log.location)
+        if found is None:
+            return definition, dt_log
+        moved = damaged.set_aside(self.engine, dt, dt_log.location)
+        why = f"{decide.FULL_REFRESH}; its table was damaged ({found}): moved to {moved}, built anew"
+        return replace(definition, rebuild_reason=why), None
+
+    def _act(self, refresh: _Refresh, dt_log: Optional[DeltaLog], trigger: Trigger) -> RefreshResult:
+        """Carry out the refresh's decision."""
+        dt, observed, decision = refresh.dt, refresh.observed, refresh.decision
         if decision.action is Action.NO_DATA:
             result = self._no_data(refresh)
-            if observed.held_by and request.trigger is Trigger.DBT_RUN:
+            if observed.held_by and trigger is Trigger.DBT_RUN:
                 result.warnings.append(
                     f"Model '{dt.model}': dynamic table {dt.name} stays at data timestamp "
                     f"{observed.data_timestamp:%Y-%m-%d %H:%M:%S} UTC: upstream dynamic table "
