@@ -64,12 +64,13 @@ def timed() -> Iterator[Timing]:
 
 
 @contextmanager
-def embedded_engine() -> Iterator[Tuple["EmbeddedEngine", Path]]:
-    """A fresh warehouse in a temp folder and the embedded engine on it: ``(engine, warehouse)``."""
+def embedded_engine(port: int = 0) -> Iterator[Tuple["EmbeddedEngine", Path]]:
+    """A fresh warehouse in a temp folder and the embedded engine on it: ``(engine, warehouse)``;
+    with a ``port``, its server runs in this process."""
     from dbt.adapters.dyntable.engines.embedded import EmbeddedEngine
 
     warehouse = Path(tempfile.mkdtemp(prefix="dyntable-bench-"))
-    engine = EmbeddedEngine(warehouse).start()
+    engine = EmbeddedEngine(warehouse, port=port).start()
     try:
         yield engine, warehouse
     finally:

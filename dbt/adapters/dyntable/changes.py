@@ -197,9 +197,12 @@ def _read_files(
         groups.setdefault((values, declared), []).append(data_file.uri)
     file_schema = _file_schema(snapshot)
     for (values, _), uris in groups.items():
-        frame = spark.read.schema(file_schema).parquet(*[_readable_path(uri) for uri in uris])
         partitions = dict(zip(snapshot.partition_columns, values))
-        frames.append(_with_partitions(frame, snapshot, partitions, weight))
+        per_scan = (capabilities.files_per_scan if capabilities else 0) or len(uris)
+        for start in range(0, len(uris), per_scan):  # Capabilities.files_per_scan
+            batch = uris[start : start + per_scan]
+            frame = spark.read.schema(file_schema).parquet(*[_readable_path(uri) for uri in batch])
+            frames.append(_with_partitions(frame, snapshot, partitions, weight))
     return frames
 
 
@@ -208,10 +211,11 @@ def _file_schema(snapshot: Snapshot) -> StructType:
     return StructType([f for f in snapshot.schema.fields if f.name not in snapshot.partition_columns])
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=65536)
 def _declared_types(uri: str) -> str:
     """The Arrow schema a data file declares in its footer, metadata left out. A data file is
-    written once under a new name, so its answer is kept by URI."""
+    written once under a new name, so its answer is kept by URI: for as many files as a run of
+    ten thousand small commits adds, each read by several DTs."""
     filesystem, path = storage.arrow(uri)
     declared: pa.Schema = pq.read_schema(path, filesystem=filesystem)
     return str(declared.remove_metadata().to_string(show_field_metadata=False))

@@ -190,6 +190,12 @@ _shared_snapshots: "_Lru[Tuple[str, int, str], Snapshot]" = _Lru(SHARED_SNAPSHOT
 _replay_bases: "_Lru[str, Tuple[int, str, DeltaTable]]" = _Lru(REPLAY_BASE_CACHE_SIZE)
 _listings: "_Lru[str, Tuple[Tuple[int, int, int], int, _Listing]]" = _Lru(LISTING_CACHE_SIZE)
 _last_snapshots: "_Lru[str, Tuple[str, int, str]]" = _Lru(LAST_SNAPSHOT_CACHE_SIZE)
+#: Intervals read by the process, keyed by location and both ends' versions and commits: the DTs
+#: of one run over the same source read its same interval, which after a run of ten thousand
+#: small commits is that many commit files to parse (docs/ARCHITECTURE.md, "Reading sources").
+_shared_intervals: "_Lru[Tuple[str, int, str, int, str, Optional[str]], Interval]" = _Lru(
+    SHARED_SNAPSHOT_CACHE_SIZE
+)
 #: An object store's listings, by log folder: extended by one request listing from the latest
 #: commit on (docs/ARCHITECTURE.md, "Object storage").
 _object_listings: "_Lru[str, _Listing]" = _Lru(LISTING_CACHE_SIZE)
@@ -223,6 +229,10 @@ class TableNotFound(DeltaLogError):
 
 class HistoryUnavailable(DeltaLogError):
     """The log entries needed for a version were cleaned up, or the version does not exist."""
+
+
+class CommitUnreadable(HistoryUnavailable):
+    """A commit file is there but does not parse (truncated, corrupt): damage, not a cleanup."""
 
 
 class IntervalKind(str, Enum):
@@ -604,7 +614,8 @@ class DeltaLog:
     def latest_checkpoint(self, *, now: bool = False) -> Optional[int]:
         """The version of the newest checkpoint, None without one; with ``now``, as the log is
         now, where this instance answers from an earlier listing (:meth:`hold_listing`)."""
-        checkpoints = (self._list() if now else self._listing()).checkpoints
+        listing = (self._object_list() if self._remote else self._list()) if now else self._listing()
+        checkpoints = listing.checkpoints
         return checkpoints[-1] if checkpoints else None
 
     def commit_timestamp(self, version: int) -> int:
@@ -903,12 +914,18 @@ class DeltaLog:
 
     def _applied(self, version: int) -> Optional[Snapshot]:
         """``version`` built from the newest earlier snapshot this instance holds (at most
-        :data:`APPLIED_COMMITS` back) by applying the adds and removes of the commits between,
+        :data:`APPLIED_COMMITS` back, or any number when this instance read the commits between
+        already, as an interval's do) by applying the adds and removes of the commits between,
         when that is all they do: what ``deltalake`` would replay, without reading the log again
-        (docs/ARCHITECTURE.md, "Reading sources"). None when there is no such base, a commit
-        between changes more, or a partition value is not one :func:`typed_partition_values`
-        types."""
-        held = [v for v in self._snapshots if version - APPLIED_COMMITS <= v < version]
+        (docs/ARCHITECTURE.md, "Reading sources"). deltalake reads a long run of commits with a
+        file open for each at once: 1,000 open files for 2,000 one-row commits. None when there is
+        no such base, a commit between changes more, or a partition value is not one
+        :func:`typed_partition_values` types."""
+        held = [
+            v
+            for v in self._snapshots
+            if v < version and (version - APPLIED_COMMITS <= v or self._read_between(v, version))
+        ]
         base = self._snapshots.get(max(held)) if held else self._last_shared(version)
         if base is None or (base.partition_columns and base.column_mapping_mode != "none"):
             # Under column mapping, partition values are keyed by physical column names.
@@ -938,6 +955,10 @@ class DeltaLog:
                 files[path] = self._data_file(path, add["size"], records, values, has_deletion_vector=False)
                 deleted_rows.pop(path, None)
         return replace(base, version=version, files=files, deleted_rows=deleted_rows)
+
+    def _read_between(self, v0: int, v1: int) -> bool:
+        """Whether this instance holds every commit of ``(v0, v1]`` parsed."""
+        return all(v in self._commits for v in range(v0 + 1, v1 + 1))
 
     def _last_shared(self, version: int) -> Optional[Snapshot]:
         """The snapshot of this location the process built or used last, when it is of an
@@ -1138,10 +1159,16 @@ class DeltaLog:
         added: List[Mapping[str, Any]] = []
         removed: List[str] = []
         file_only = True
-        for line in text.splitlines():
-            if not line.strip():
-                continue
-            action = json.loads(line)
+        try:
+            # One parse per commit, not one per action: a long run of small commits is parsed
+            # whole by an interval (docs/ARCHITECTURE.md, "Reading sources").
+            actions = json.loads("[" + ",".join(line for line in text.splitlines() if line.strip()) + "]")
+        except ValueError as exc:
+            raise CommitUnreadable(
+                f"{self.location}: the commit of version {version} is not valid JSON (truncated or "
+                f"corrupt: {exc})."
+            ) from exc
+        for action in actions:
             file_only = file_only and FILE_ONLY_ACTIONS.issuperset(action)
             if "commitInfo" in action:
                 commit.commit_info = action["commitInfo"] or {}
@@ -1183,6 +1210,9 @@ class DeltaLog:
             return found
         path = f"{self._root}/{commit_file(version)}"
         try:
+            if isinstance(self._fs, pafs.LocalFileSystem):  # a quarter of Arrow's stream's cost
+                with open(path, "rb") as local:
+                    return local.read()
             with self._fs.open_input_stream(path) as stream:
                 return bytes(stream.read())
         except FileNotFoundError as exc:
@@ -1284,6 +1314,21 @@ class DeltaLog:
             raise ValueError(f"Versions are not negative, got ({v0}, {v1}].")
         if v0 == v1:
             return Interval(v0, v1)
+        try:
+            key = (self.location, v0, self.commit_id(v0), v1, self.commit_id(v1), table_id)
+        except HistoryUnavailable:
+            return self._interval(v0, v1, table_id)
+        shared = _shared_intervals.get(key)
+        if shared is None:
+            shared = self._interval(v0, v1, table_id)
+            _shared_intervals.put(key, shared)
+        elif shared.differentiable:
+            # Its files were there when it was read; a VACUUM may have removed some since.
+            missing = self._file_reason(shared.added, shared.removed + shared.masked)
+            return replace(shared, undifferentiable_reason=missing) if missing else shared
+        return shared
+
+    def _interval(self, v0: int, v1: int, table_id: Optional[str]) -> Interval:
         latest = self.latest_version()
         if v1 > latest:
             raise ValueError(f"{self.location} has no version {v1} yet (latest is {latest}).")

@@ -110,6 +110,12 @@ class Capabilities:
     to the DT, grouping) and the trip through the driver (docs/ARCHITECTURE.md, "Deciding").
     Tens of milliseconds on Sail, within its byte costs; on local delta-spark about 3 s of jobs
     and driver work, which a recompute spends scanning about 16 MB (benchmarks/jvm_spark.py)."""
+    files_per_scan: int = 0
+    """A read of many data files (an interval's, after a run of small commits) is split into
+    scans of at most this many files (0: one scan). Sail 0.7 opens every file of a scan at once
+    while it plans it: a refresh after thousands of one-row commits failed with "Too many open
+    files"; scans of 100 files kept a process under 150 open files and planned 2,000 files in
+    0.55 s, against 3.5 s as one scan (docs/ARCHITECTURE.md, "Reading sources")."""
     parquet_scan_merges_file_types: bool = True
     """A scan of several Parquet files merges the Arrow schema each file declares in its footer,
     and fails where two differ: Sail 0.7 takes ``string`` and ``string_view`` only at the top

@@ -101,6 +101,7 @@ class EmbeddedEngine(Engine):
         refolds_small_tables=True,
         escaped_table_paths=False,
         deletion_vectors=True,
+        files_per_scan=100,
     )
 
     #: Settings the engine makes itself: the generated SQL and the warehouse layout rely on them.
