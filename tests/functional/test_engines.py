@@ -19,11 +19,13 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional
 
 import pytest
+from pyspark.sql import Row
 
 from dbt.adapters.dyntable.engines import start_engine
 from dbt.adapters.dyntable.engines.base import EngineError
 from dbt.adapters.dyntable.engines.connect import ConnectEngine
 from dbt.adapters.dyntable.engines.embedded import EmbeddedEngine
+from dbt.adapters.dyntable.engines.isolated import IsolatedServer
 from dbt.adapters.dyntable.engines.jvm import JvmSparkEngine
 from dbt.adapters.dyntable.engines.jvm_launch import CONNECT_MODE_VARIABLES, delta_version
 from tests.functional.profiles import spark_jars_folder
@@ -85,10 +87,100 @@ def test_embedded_port_taken_names_port(tmp_path: Path) -> None:
 
 
 @in_connect_process
-def test_embedded_listens_on_loopback_only(tmp_path: Path) -> None:
+def test_embedded_listens_on_loopback_only_when_its_port_is_named(tmp_path: Path) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    engine = EmbeddedEngine(tmp_path / "wh", port=port).start()
+    try:
+        assert engine.address == f"127.0.0.1:{port}"
+    finally:
+        engine.stop()
+
+
+#: Another local process trying the embedded engine: through its socket (as its owner does), and
+#: on its port number on this machine's loopback. Each must be refused, for a read and a write.
+PROBE = """
+import socket, sys, uuid
+from pyspark.sql.connect.client.retries import DefaultPolicy
+from pyspark.sql.connect.session import SparkSession
+from dbt.adapters.dyntable.engines.isolated import IsolatedServer
+
+server = IsolatedServer.__new__(IsolatedServer)
+server.folder = sys.argv[1]
+outcomes = []
+try:
+    spark = SparkSession.builder.channelBuilder(server.channel_builder(str(uuid.uuid4()))).create()
+    spark.client.set_retry_policies([DefaultPolicy(max_retries=1, max_backoff=100)])
+    # By path, as any session may (its catalog is its own): the audit's probe did so.
+    attempts = {
+        "read": lambda: spark.sql("select * from delta.`" + sys.argv[3] + "`").collect(),
+        "write": lambda: spark.sql("select 666 as a").write.format("delta").mode("append").save(sys.argv[3]),
+    }
+    for what, attempt in attempts.items():
+        try:
+            attempt()
+            outcomes.append("ACCEPTED: " + what)
+        except Exception as exc:
+            outcomes.append("refused: " + what + " " + type(exc).__name__)
+except Exception as exc:
+    outcomes.append("refused: " + type(exc).__name__)
+with socket.socket() as tcp:
+    tcp.settimeout(5)
+    try:
+        tcp.connect(("127.0.0.1", int(sys.argv[2])))
+        outcomes.append("ACCEPTED: tcp")
+    except OSError as exc:
+        outcomes.append("refused: tcp " + type(exc).__name__)
+print("|".join(outcomes))
+"""
+
+
+#: Connecting to the engine's socket and to its port number on this machine's loopback.
+CONNECTS = """
+import socket, sys
+for family, address in ((socket.AF_UNIX, sys.argv[1]), (socket.AF_INET, ("127.0.0.1", int(sys.argv[2])))):
+    with socket.socket(family) as probe:
+        try:
+            probe.connect(address)
+            print("ACCEPTED")
+        except OSError:
+            print("refused")
+"""
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+
+@in_connect_process
+def test_embedded_engine_refuses_every_other_process(tmp_path: Path) -> None:
+    """Sail's server has no authentication: it runs where only this process reaches it
+    (engines/isolated.py). A probe from another process of the same user, and of another user,
+    reads and writes nothing."""
     engine = EmbeddedEngine(tmp_path / "wh").start()
     try:
-        assert engine.address.startswith("127.0.0.1:")
+        server = engine._server
+        if not isinstance(server, IsolatedServer):
+            pytest.fail(f"this system allows no unprivileged user namespaces: {engine.address}")
+        engine.execute("CREATE TABLE kept (a INT) USING delta")
+        engine.execute("INSERT INTO kept VALUES (1)")
+        location = engine.table_location("default", "kept")
+        probe = [sys.executable, "-c", PROBE, server.folder, str(engine.port), str(location)]
+        same_user = subprocess.run(probe, capture_output=True, text=True, timeout=300)
+        assert same_user.returncode == 0, same_user.stderr[-3000:]
+        said = same_user.stdout.strip().split("|")
+        assert len(said) == 3 and all(line.startswith("refused") for line in said), said
+        if os.getuid() == 0 and Path(SYSTEM_PYTHON).exists():
+            # Another user, where this test may switch to one (this project's interpreter may lie
+            # where that user cannot read it): the kernel refuses it the socket and the port.
+            other = subprocess.run(
+                [SYSTEM_PYTHON, "-c", CONNECTS, server.socket_path, str(engine.port)],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                user="nobody",
+                group="nogroup",
+            )
+            assert other.stdout.split() == ["refused", "refused"], other.stdout + other.stderr
+        assert engine.spark.sql("SELECT a FROM kept").collect() == [Row(a=1)]
     finally:
         engine.stop()
 

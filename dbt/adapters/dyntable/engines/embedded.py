@@ -26,13 +26,14 @@ import socket
 import threading
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Dict, List, Mapping, Optional, Set, Union
+from typing import TYPE_CHECKING, Any, ClassVar, Dict, List, Mapping, Optional, Set, Union
 
 import sqlglot
 from sqlglot import exp
 
 from dbt.adapters.dyntable import storage
 from dbt.adapters.dyntable.delta_log import DeltaLog
+from dbt.adapters.dyntable.engines import isolated
 from dbt.adapters.dyntable.engines.base import (
     DATAFRAME_DEBUGGING,
     Capabilities,
@@ -41,6 +42,7 @@ from dbt.adapters.dyntable.engines.base import (
     EngineGap,
     stop_connect_session,
 )
+from dbt.adapters.dyntable.engines.isolated import IsolatedServer
 from dbt.adapters.dyntable.engines.sigint import SigintAction
 from dbt.adapters.dyntable.engines.warehouse import (
     AttachReport,
@@ -112,6 +114,9 @@ class EmbeddedEngine(Engine):
         "spark.sql.sources.default": "the embedded engine keeps Delta tables only",
     }
 
+    #: Whether this process said its engines' servers cannot be isolated.
+    _unisolated_said: ClassVar[bool] = False
+
     def __init__(
         self,
         warehouse: Union[str, Path, storage.Storage],
@@ -121,7 +126,7 @@ class EmbeddedEngine(Engine):
         self.warehouse = Warehouse(warehouse)
         self.port = port
         self.conf = dict(conf or {})
-        self._server = None
+        self._server: Any = None
         self._spark: Optional["SparkSession"] = None
         self._ddl_lock = threading.Lock()
         #: Every schema, table and view name of the catalog (lower case), and more: a statement
@@ -148,29 +153,38 @@ class EmbeddedEngine(Engine):
             from pysail.spark import SparkConnectServer
             from pyspark.sql import SparkSession
             from pyspark.sql.connect.client.retries import DefaultPolicy
+            from pyspark.sql.connect.session import SparkSession as ConnectSession
         except ImportError as exc:  # pragma: no cover - both are hard dependencies
             raise EngineError(
                 f"The embedded engine needs pysail and pyspark ({exc}). Reinstall dbt-dyntable."
             ) from exc
 
-        server = SparkConnectServer("127.0.0.1", self.port)
-        sigint = SigintAction()  # the server takes SIGINT for itself (sigint.py)
-        try:
-            server.start(background=True)
-        except Exception as exc:
-            raise EngineError(
-                f"The embedded engine could not listen on 127.0.0.1:{self.port} ({exc}). "
-                "Set `port` in your profile to a free port, or remove it."
-            ) from exc
-        self._server = server
-        host, port = server.listening_address
-        self.port = port
-        remote = f"sc://{host}:{port}/;session_id={uuid.uuid4()}"
+        session_id = str(uuid.uuid4())
+        sigint: Optional[SigintAction] = None
+        builder: Any
+        isolated = self._isolated()
+        if isolated is not None:
+            self._server, self.port = isolated, isolated.port
+            builder = ConnectSession.builder.channelBuilder(isolated.channel_builder(session_id))
+        else:
+            server = SparkConnectServer("127.0.0.1", self.port)
+            sigint = SigintAction()  # the server takes SIGINT for itself (sigint.py)
+            try:
+                server.start(background=True)
+            except Exception as exc:
+                raise EngineError(
+                    f"The embedded engine could not listen on 127.0.0.1:{self.port} ({exc}). "
+                    "Set `port` in your profile to a free port, or remove it."
+                ) from exc
+            self._server = server
+            host, port = server.listening_address
+            self.port = port
+            builder = SparkSession.builder.remote(f"sc://{host}:{port}/;session_id={session_id}")
         try:
             # create(), not getOrCreate(): the latter hands back any Spark Connect session already
             # open in this process (another engine's, on another server and warehouse).
-            spark = SparkSession.builder.remote(remote).create()
-            # The server is in this process: if it stops answering it is gone, and Spark
+            spark = builder.create()
+            # The server is this process's own: if it stops answering it is gone, and Spark
             # Connect's default policy would retry for ten minutes before saying so.
             spark.client.set_retry_policies([DefaultPolicy(max_retries=4, max_backoff=1000)])
             spark.conf.set("spark.sql.warehouse.dir", str(self.warehouse.root))
@@ -190,7 +204,8 @@ class EmbeddedEngine(Engine):
             self.stop()
             raise
         self._log_attached(report)
-        sigint.restore()
+        if sigint is not None:
+            sigint.restore()
         return self
 
     def _apply_object_store_environment(self) -> None:
@@ -213,6 +228,24 @@ class EmbeddedEngine(Engine):
         EmbeddedEngine._object_store_environment = dict(wanted)
         os.environ.update(wanted)
 
+    def _isolated(self) -> Optional[IsolatedServer]:
+        """The server in a process of its own that only this one reaches (``isolated.py``),
+        unless the profile names a ``port`` (to reach it from other tools on purpose) or this
+        system allows no unprivileged user namespaces (then a warning says so, once)."""
+        if self.port:
+            return None
+        if self.warehouse.remote:
+            # A network of its own has no way out: the server could not reach the object store.
+            self._say_unisolated("its warehouse is in an object store, which it must reach")
+            return None
+        try:
+            return isolated.start()
+        except isolated.Unisolated as exc:
+            self._say_unisolated(f"this system allows no unprivileged user namespaces ({exc})")
+            return None
+        except RuntimeError as exc:
+            raise EngineError(f"The embedded engine did not start: {exc}.") from exc
+
     def _log_attached(self, report: AttachReport) -> None:
         for view, error in report.broken_views or []:
             logger.warning("dyntable: view %s could not be re-attached: %s", view, error)
@@ -230,6 +263,17 @@ class EmbeddedEngine(Engine):
             report.views,
             self.warehouse.root,
         )
+
+    @classmethod
+    def _say_unisolated(cls, why: str) -> None:
+        if not cls._unisolated_said:
+            cls._unisolated_said = True
+            logger.warning(
+                "dyntable: the embedded engine's server listens on 127.0.0.1, where any local "
+                "process can reach it: %s, so it cannot run in a network of its own out of their "
+                'reach (docs/ARCHITECTURE.md, "Engines").',
+                why,
+            )
 
     def _apply_settings(self, spark: "SparkSession") -> None:
         """The profile's `server_side_parameters`, as session settings. Sail takes any key and
@@ -259,6 +303,8 @@ class EmbeddedEngine(Engine):
 
     @property
     def address(self) -> str:
+        if isinstance(self._server, IsolatedServer):
+            return f"{self._server.socket_path} (its own network's 127.0.0.1:{self.port})"
         return f"127.0.0.1:{self.port}"
 
     def stop(self) -> None:
