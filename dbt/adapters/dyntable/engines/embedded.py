@@ -165,6 +165,9 @@ class EmbeddedEngine(Engine):
         isolated = self._isolated()
         if isolated is not None:
             self._server, self.port = isolated, isolated.port
+            # What a `remote()` builder marks before it creates a session: PySpark's functions
+            # (F.col, ...) build Spark Connect expressions only in a process so marked.
+            os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
             builder = ConnectSession.builder.channelBuilder(isolated.channel_builder(session_id))
         else:
             server = SparkConnectServer("127.0.0.1", self.port)
