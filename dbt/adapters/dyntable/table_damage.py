@@ -15,8 +15,8 @@ from typing import Dict, List, Optional, Tuple
 
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
-from deltalake import DeltaTable
 
+from dbt.adapters.dyntable import storage
 from dbt.adapters.dyntable.delta_log import CHECKPOINT_FILE, COMMIT_FILE, LAST_CHECKPOINT, LOG_DIR
 from dbt.adapters.dyntable.vocabulary import first_line
 
@@ -27,8 +27,8 @@ FILES_PER_LOOKUP = 1000
 def damage(location: str) -> Optional[str]:
     """What is wrong with the Delta table at ``location``; None when its latest version loads
     whole and every file it lists is there. A location without a log is no table: None."""
-    if "://" in location:
-        filesystem, root = pafs.FileSystem.from_uri(location)
+    if storage.is_url(location):
+        filesystem, root = storage.arrow(location)
     else:  # a local path, which may hold what a URI would have to escape
         filesystem, root = pafs.LocalFileSystem(), location.removeprefix("file:")
     root = root.rstrip("/")
@@ -51,8 +51,7 @@ def damage(location: str) -> Optional[str]:
     if found is not None:
         return found
     try:
-        table = DeltaTable(location)
-        uris = table.file_uris()
+        uris = storage.delta_table(location).file_uris()
     except Exception as exc:  # noqa: BLE001 - whatever stops the log loading is the damage
         return f"its Delta log does not load ({first_line(exc)})"
     return _missing_files(uris)
@@ -114,8 +113,8 @@ def _missing_files(uris: List[str]) -> Optional[str]:
     missing: List[str] = []
     for start in range(0, len(uris), FILES_PER_LOOKUP):
         batch = uris[start : start + FILES_PER_LOOKUP]
-        filesystem, _ = pafs.FileSystem.from_uri(batch[0])
-        paths = [pafs.FileSystem.from_uri(uri)[1] for uri in batch]
+        filesystem, _ = storage.arrow(batch[0])
+        paths = [storage.arrow(uri)[1] for uri in batch]
         infos = filesystem.get_file_info(paths)
         missing += [uri for uri, info in zip(batch, infos) if info.type == pafs.FileType.NotFound]
     if not missing:

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import contextlib
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import List, Optional, Set
 
+from dbt.adapters.dyntable import storage
 from dbt.adapters.dyntable.differentiation.views import base_tables
 from dbt.adapters.dyntable.dynamic_table.metadata import MetadataDamaged, MetadataStore
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable, RefreshError
@@ -71,19 +71,14 @@ def diagnosed(
     return None
 
 
-def set_aside(engine: Engine, dt: DynamicTable, location: str) -> Path:
+def set_aside(engine: Engine, dt: DynamicTable, location: str) -> str:
     """Move the damaged DT's folder under ``.damaged/`` beside it and drop it from the catalog,
     so that its rebuild creates it anew; returns where it went."""
-    folder = Path(location.removeprefix("file:"))
-    if not folder.is_dir():
-        raise RefreshError(
-            f"its table at {location} is damaged, and only a table on a local disk can be set aside "
-            "to be rebuilt. Delete its folder, then run the same command again."
-        )
+    folder = location.removeprefix("file:").rstrip("/")
+    parent, name = folder.rsplit("/", 1)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%f")
-    moved = folder.parent / DAMAGED_DIR / f"{folder.name}-{stamp}"
-    moved.parent.mkdir(parents=True, exist_ok=True)
-    folder.rename(moved)
+    moved = f"{parent}/{DAMAGED_DIR}/{name}-{stamp}"
+    storage.of(folder).move_tree(folder, moved)  # an object store copies each file
     try:
         engine.execute(f"DROP TABLE IF EXISTS {dt.relation}")
     except Exception as exc:  # noqa: BLE001 - the folder is gone; say what the catalog said
