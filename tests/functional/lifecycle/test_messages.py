@@ -148,6 +148,24 @@ class TestOneClearErrorPerBadModel:
         assert "(`+file_format: delta` for models, seeds and snapshots in dbt_project.yml)" in text
         assert project.run_sql(f"show tables in {project.test_schema} like 'over_parquet'", fetch="all") == []
 
+    def test_an_engine_failure_names_what_the_refresh_ran_and_the_fix(self, project, raw):
+        """An error only the engine meets, running the query: the message says which statement
+        failed and the fix, the engine's words after."""
+        model = (
+            "{{ config(materialized='dynamic_table', target_lag='1 minute', refresh_mode='full') }} "
+            "select kind, case when kind = 'zzz' then 1 else raise_error('boom at run time') end as x "
+            "from {{ source('raw', 'events') }}"
+        )
+        write_file(model, project.project_root, "models", "boom.sql")
+        _, log = run_dbt_and_capture(["run", "--select", "boom"], expect_pass=False)
+        text = " ".join(log.split())
+        assert (
+            f"Dynamic table {project.test_schema}.boom (model boom): recomputing it failed running its "
+            "query with each source read at the version observed; the query is the model's own: "
+            "`dbt show --select boom` runs it as it stands"
+        ) in text, text[-3000:]
+        assert "The engine said: " in text and "boom at run time" in text
+
     def test_misspelled_config_keys_warn_naming_the_closest_known_key(self, project, raw):
         _, log = run_dbt_and_capture(["run", "--select", "misspelled"])
         text = " ".join(log.split())

@@ -50,6 +50,7 @@ from dbt.adapters.dyntable.dynamic_table.refresh import (
     damaged,
     decide,
     derive,
+    failures,
     guard,
     immutable,
     net_change,
@@ -170,12 +171,9 @@ class RefreshPipeline:
             except Exception as exc:
                 if isinstance(exc, guard.ChangeFuseTripped):
                     self.recorder.schedule(dt, SchedulingState.SUSPENDED)
-                # Where a damaged table is the cause, the error names it and the fix.
-                error = exc
-                if not (self.engine.interrupted or isinstance(exc, (guard.ChangeFuseTripped, VerifyFailed))):
-                    error = damaged.diagnosed(self.engine, self.metadata, dt, exc) or exc
                 # The action the refresh had chosen when it failed; none if it failed deciding.
                 action = getattr(exc, "action", None) or (decided[0].action if decided else None)
+                error = failures.explained(self.engine, self.metadata, dt, exc, action)
                 failed = RefreshResult(
                     dt.name,
                     action,
