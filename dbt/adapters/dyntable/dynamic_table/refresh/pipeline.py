@@ -158,16 +158,7 @@ class RefreshPipeline:
                 return self._empty(dt, request)
             decided: List[Decision] = []
             try:
-                try:
-                    result = self._refresh(dt, refresh_id, frontier, request, decided, lock.reached)
-                except Exception as exc:
-                    if not self.engine.read_moved_on(exc):
-                        raise
-                    # A source moved on past what its engine can read of the version observed:
-                    # observed again, it is read from its files.
-                    decided.clear()
-                    frontier = self.recorder.recover(dt, self._dt_log(dt))
-                    result = self._refresh(dt, refresh_id, frontier, request, decided, lock.reached)
+                result = self._refresh_again_if_moved_on(dt, refresh_id, frontier, request, decided, lock)
             except Exception as exc:
                 if isinstance(exc, guard.ChangeFuseTripped):
                     self.recorder.schedule(dt, SchedulingState.SUSPENDED)
@@ -200,6 +191,27 @@ class RefreshPipeline:
             if result.state is State.FAILED:
                 raise VerifyFailed(result.message)
             return result
+
+    def _refresh_again_if_moved_on(
+        self,
+        dt: DynamicTable,
+        refresh_id: str,
+        frontier: Optional[Frontier],
+        request: RefreshRequest,
+        decided: List[Decision],
+        lock: RefreshLock,
+    ) -> RefreshResult:
+        """The refresh, run once more where a source moved on past what its engine can read of
+        the version observed (a checkpoint written meanwhile): observed again, it is read from
+        its files (docs/ARCHITECTURE.md, "Engines")."""
+        try:
+            return self._refresh(dt, refresh_id, frontier, request, decided, lock.reached)
+        except Exception as exc:
+            if not self.engine.read_moved_on(exc):
+                raise
+        decided.clear()
+        frontier = self.recorder.recover(dt, self._dt_log(dt))
+        return self._refresh(dt, refresh_id, frontier, request, decided, lock.reached)
 
     def _empty(self, dt: DynamicTable, request: RefreshRequest) -> RefreshResult:
         """`dbt run --empty` (docs/ARCHITECTURE.md, "dbt run --empty"): the query, every source
