@@ -93,6 +93,8 @@ def forget_delta_logs(project: Any) -> None:
         delta_log._replay_bases,
         delta_log._listings,
         delta_log._last_snapshots,
+        delta_log._shared_intervals,
+        delta_log._object_listings,
     ):
         for key in list(cache):
             cache.pop(key)

@@ -23,7 +23,9 @@ from dbt.adapters.dyntable.dynamic_table.refresh.decide import (
     _version_read,
     creates_empty,
     decide,
+    held_data_timestamp,
     maintained_definition,
+    raised_for,
 )
 from dbt.adapters.dyntable.dynamic_table.refresh.facts import (
     NET_CHANGE_MAX_ROWS,
@@ -115,6 +117,7 @@ def run(
     capabilities: Capabilities = ENGINE,
     clock: Optional[str] = None,
     held_by: Tuple[str, ...] = (),
+    held: Optional[datetime] = None,
 ):
     request = RefreshRequest(T, Trigger.DBT_RUN, full_refresh)
     definition = maintained_definition(dt, current, True, request)
@@ -128,7 +131,7 @@ def run(
         clock=clock,
         held_by=held_by,
     )
-    return decide(dt, definition, current, observed, planner, capabilities), planner
+    return decide(dt, definition, current, observed, planner, capabilities, held), planner
 
 
 def test_unchanged_sources_are_no_data_without_planning() -> None:
@@ -178,6 +181,40 @@ def test_a_table_another_refresh_took_further_skips_saying_so() -> None:
         "already refreshed to a later data timestamp (2026-11-23 12:00:05 UTC) by a refresh that "
         "started after this one"
     )
+
+
+def test_the_data_timestamp_a_refresh_reached_before_its_frontier_was_written_holds() -> None:
+    """Inside another process's batch the frontier waits for the batch's end; the DT's lock says
+    how far a refresh got. A later refresh at an earlier data timestamp, a rebuild included, is
+    skipped: the DT's data timestamp never goes back (docs/ARCHITECTURE.md, "Exactly once")."""
+    dt = model()
+    reached = T + timedelta(seconds=30)
+    current = frontier(dt, {"s.t": 5})
+    assert held_data_timestamp(current, reached) == reached
+    assert held_data_timestamp(current, None) == current.data_timestamp
+    assert held_data_timestamp(None, reached) == reached
+    assert held_data_timestamp(None, None) is None
+    for full_refresh in (False, True):
+        decision, planner = run(
+            dt, current, [source(5, 6, added=10)], full_refresh=full_refresh, held=reached
+        )
+        assert (decision.action, decision.state) == (Action.NO_DATA, State.SKIPPED)
+        assert "already refreshed to a later data timestamp (2026-11-23 12:00:30 UTC)" in decision.reason
+        assert planner.calls == 0
+    # At the data timestamp held (where the pipeline raises a rebuild's), the rebuild goes ahead.
+    decision, _ = run(dt, current, [source(5, 6, added=10)], full_refresh=True, held=T)
+    assert decision.action is Action.REINITIALIZE
+    assert raised_for(reached, T) == (
+        "rebuilt as of its data timestamp 2026-11-23 12:00:30 UTC, which another refresh reached, "
+        "rather than 2026-11-23 12:00:00 UTC: a data timestamp never goes back"
+    )
+
+
+def test_no_data_says_which_source_commits_wait_for_a_clock_ahead_of_this_one() -> None:
+    dt = model()
+    waiting = "s.t: 2 newer commit(s) wait for the data timestamp to pass ..."
+    decision, _ = run(dt, frontier(dt, {"s.t": 5}), [replace(source(5, 5), waiting=waiting)])
+    assert (decision.action, decision.reason) == (Action.NO_DATA, f"no source changed; {waiting}")
 
 
 def test_no_data_held_back_by_an_upstream_names_it() -> None:
