@@ -3,6 +3,8 @@ or blocked for the other models."""
 
 from __future__ import annotations
 
+import os
+
 import pyarrow as pa
 import pytest
 from dbt.tests.util import run_dbt, run_dbt_and_capture, write_file
@@ -53,6 +55,15 @@ BAD = {
         "{{ config(materialized='dynamic_table', target_lag='1 minute', refresh_mode='incremental') }}"
         " select kind from {{ source('raw', 'events') }} where",
         ["(model syntax)", "syntax error at line 1", "the WHERE clause is incomplete"],
+    ),
+    # A column of immutable_where the query lacks: the engine's words would name no config key.
+    "bad_immutable": (
+        "{{ config(materialized='dynamic_table', target_lag='1 minute', immutable_where='closed_at < current_date()') }}"
+        " select kind, count(*) as n from {{ source('raw', 'events') }} group by kind",
+        [
+            "(model bad_immutable): immutable_where closed_at < current_date() names closed_at, which "
+            "is not a column of its query (its columns: kind, n). Fix immutable_where or the query."
+        ],
     ),
     # A partition column that is no column, written to break out of its quotes: named as a column.
     "hostile_partition": (
@@ -165,6 +176,25 @@ class TestOneClearErrorPerBadModel:
             "`dbt show --select boom` runs it as it stands"
         ) in text, text[-3000:]
         assert "The engine said: " in text and "boom at run time" in text
+
+    def test_an_immutable_where_changed_to_a_column_the_query_lacks_names_the_key(self, project, raw):
+        """A changed immutable_where applies at the next refresh, an incremental one: the engine
+        fails filtering the delta, and the error names the key, not only the engine's column."""
+        model = (
+            "{{{{ config(materialized='dynamic_table', target_lag='1 minute', immutable_where='{}') }}}} "
+            "select kind, count(*) as n from {{{{ source('raw', 'events') }}}} group by kind"
+        )
+        write_file(model.format("n > 100"), project.project_root, "models", "kept.sql")
+        run_dbt(["run", "--select", "kept"])
+        write_file(model.format("closed_at < current_date()"), project.project_root, "models", "kept.sql")
+        project.run_sql(f"insert into {raw}.events values (50, 'a')")
+        _, log = run_dbt_and_capture(["run", "--select", "kept"], expect_pass=False)
+        text = " ".join(log.split())
+        assert (
+            "(model kept): immutable_where closed_at < current_date() names closed_at, which is not a "
+            "column of its query (its columns: kind, n). Fix immutable_where or the query."
+        ) in text, text[-3000:]
+        os.remove(os.path.join(project.project_root, "models", "kept.sql"))  # the others run every model
 
     def test_misspelled_config_keys_warn_naming_the_closest_known_key(self, project, raw):
         _, log = run_dbt_and_capture(["run", "--select", "misspelled"])

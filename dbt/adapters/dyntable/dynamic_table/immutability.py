@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import TYPE_CHECKING, List, Optional
+from typing import TYPE_CHECKING, Iterable, List, Optional
 
 import sqlglot
 from sqlglot import exp
@@ -58,6 +58,12 @@ def immutability_problem(predicate: object) -> Optional[str]:
     if parsed.find(exp.Rand, exp.Randn, exp.Uuid) is not None:
         return "may not be random: a row's region must not change between two reads at one time."
     return None
+
+
+def unknown_columns(predicate: str, columns: Iterable[str]) -> List[str]:
+    """The columns ``predicate`` names that are not among ``columns`` (the query's)."""
+    known = {c.lower() for c in columns}
+    return sorted({c.name for c in _parsed(predicate).find_all(exp.Column) if c.name.lower() not in known})
 
 
 def region(predicate: str, data_timestamp: datetime) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Iterator, Optional, Tuple
+from typing import Iterator, List, Optional, Tuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -13,7 +13,12 @@ from pyspark.sql.types import StructType
 
 from dbt.adapters.dyntable.changes import VersionedRelations
 from dbt.adapters.dyntable.delta_log import DeltaLog
-from dbt.adapters.dyntable.dynamic_table.immutability import backfilled, kept_and_recomputed, region
+from dbt.adapters.dyntable.dynamic_table.immutability import (
+    backfilled,
+    kept_and_recomputed,
+    region,
+    unknown_columns,
+)
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable, RefreshError
 from dbt.adapters.dyntable.engines.base import Engine
 from dbt.adapters.dyntable.vocabulary import WEIGHT, first_line
@@ -41,6 +46,7 @@ def rebuilt_rows(
         return
     predicate = region(condition, data_timestamp)
     schema = engine.schema_of(query)
+    _check_columns(condition, schema.fieldNames())
     if dt_log is None:
         backfill = dt.config.backfill_from
         if backfill is None:
@@ -55,6 +61,17 @@ def rebuilt_rows(
     with VersionedRelations(engine.spark, engine.capabilities) as relations:
         current = relations.relation(dt.relation, dt_log, dt_log.latest_version())
         yield kept_and_recomputed(predicate, current, query, schema.fieldNames())
+
+
+def _check_columns(condition: str, columns: List[str]) -> None:
+    """Refuse an `immutable_where` that names a column its query does not have."""
+    shown = [c for c in columns if c != WEIGHT]
+    missing = unknown_columns(condition, shown)
+    if missing:
+        raise RefreshError(
+            f"immutable_where {condition} names {', '.join(missing)}, which is not a column of its "
+            f"query (its columns: {', '.join(shown)}). Fix immutable_where or the query."
+        )
 
 
 def _readable(engine: Engine, dt: DynamicTable, backfill: str, schema: StructType) -> str:
@@ -88,7 +105,12 @@ def mutable_delta(
         yield delta_sql, 0
         return
     predicate = region(dt.config.immutable_where, data_timestamp)
-    rows = engine.arrow(f"SELECT *, {predicate} AS {IMMUTABLE} FROM ({delta_sql}) AS d")
+    try:
+        rows = engine.arrow(f"SELECT *, {predicate} AS {IMMUTABLE} FROM ({delta_sql}) AS d")
+    except Exception:
+        # The engine's words would name a column, not the config key that reads it.
+        _check_columns(dt.config.immutable_where, engine.schema_of(delta_sql).fieldNames())
+        raise
     inside = rows.column(IMMUTABLE)
     ignored = int(pc.sum(pc.abs(rows.column(WEIGHT).filter(inside))).as_py() or 0)
     kept: pa.Table = rows.filter(pc.invert(inside)).drop_columns([IMMUTABLE])
