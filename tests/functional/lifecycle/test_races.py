@@ -5,8 +5,10 @@ takes its data timestamp from its own start; its rebuilds are done as of the lat
 reached, and its plain refreshes are skipped, so every DT's versions hold data timestamps in order
 and each equals its query at its own.
 
-The processes run on a warehouse of their own with the embedded engine's profile; the test process
-writes the source and checks the result through the session's engine, as the crash tests do.
+The race's processes run on a warehouse of their own with the embedded engine's profile; the test
+process writes the source and checks the result through the session's engine, as the crash tests
+do. On both engines, one process plays the runner's part: its batch holds the frontier its
+refresh reached, as another process's would, while `dbt run --full-refresh` starts before it.
 """
 
 from __future__ import annotations
@@ -18,26 +20,34 @@ import sys
 import threading
 import time
 import uuid
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Dict, List, Tuple
 
 import pytest
+from dbt.tests.util import run_dbt
 
 from dbt.adapters.dyntable.delta_log import DeltaLog
+from dbt.adapters.dyntable.dynamic_table.lifecycle import RefreshRequest, Trigger
 from dbt.adapters.dyntable.dynamic_table.metadata import HistoryRow, MetadataStore
+from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
 from dbt.adapters.dyntable.dynamic_table.refresh.record import carried_intent
+from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
 from dbt.adapters.dyntable.dynamic_table.verify import check_dvs
 from dbt.adapters.dyntable.engines.base import Engine
 from dbt.adapters.dyntable.engines.warehouse import PersistedTable
+from tests.functional.adapter.delta import delta_project
+from tests.functional.dynamic_table.dvs import assert_dvs, history, project_engine
 from tests.functional.profiles import engine_target, write_profiles
+from tests.functional.sources import raw_sources
 
-pytestmark = pytest.mark.skip_profile(
-    "spark_session",
-    reason="three processes cannot share the JVM engine's local metastore (one process at a time)",
-)
+TOTALS = """
+{{ config(materialized='dynamic_table', target_lag='1 minute') }}
+select kind, count(*) as n from {{ source('raw', 'events') }} group by kind
+"""
 
 DBT = str(Path(sys.executable).with_name("dbt"))
+DYNTABLE = str(Path(sys.executable).with_name("dyntable"))
 #: How many times `dbt run` and `dbt build --full-refresh` each run while the runner ticks (about
 #: once a second at --time-scale 0.02).
 INVOCATIONS = 1
@@ -98,6 +108,10 @@ def write_events(engine: Engine, raw: str, stop: threading.Event) -> None:
         next_id += 1
 
 
+@pytest.mark.skip_profile(
+    "spark_session",
+    reason="three processes cannot share the JVM engine's local metastore (one process at a time)",
+)
 def test_data_timestamps_never_go_back_under_a_runner_dbt_run_and_full_refresh(
     engine: Engine, tmp_path: Path, dyntable_profile: str
 ) -> None:
@@ -124,7 +138,7 @@ def test_data_timestamps_never_go_back_under_a_runner_dbt_run_and_full_refresh(
         runner_output = tmp_path / "runner.log"
         with runner_output.open("w") as output:
             runner = subprocess.Popen(
-                [sys.executable, "-m", "dbt.adapters.dyntable.cli", "run", "--time-scale", "0.02", *project],
+                [DYNTABLE, "run", "--time-scale", "0.02", *project],
                 stdout=output,
                 stderr=subprocess.STDOUT,
             )
@@ -181,3 +195,57 @@ def test_data_timestamps_never_go_back_under_a_runner_dbt_run_and_full_refresh(
     finally:
         for schema in (raw, app):
             engine.execute(f"drop schema if exists {schema} cascade")
+
+
+@pytest.mark.jvm_ci
+class TestAFullRefreshStartedBeforeALaterRefresh:
+    @pytest.fixture(scope="class")
+    def project_config_update(self):
+        return delta_project()
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"totals.sql": TOTALS, "sources.yml": raw_sources("events")}
+
+    @pytest.fixture(scope="class")
+    def raw(self, project):
+        schema = f"{project.test_schema}_raw"
+        project.run_sql(f"create schema if not exists {schema}")
+        project.run_sql(f"create table {schema}.events (id bigint, kind string) using delta")
+        project.run_sql(f"insert into {schema}.events values (1, 'a'), (2, 'b')")
+        yield schema
+        project.run_sql(f"drop schema if exists {schema} cascade")
+
+    def test_is_rebuilt_as_of_the_later_data_timestamp_and_a_plain_run_skips(
+        self, project, raw, dyntable_warehouse
+    ):
+        run_dbt(["run"])
+        name = f"{project.test_schema}.totals"
+        built = assert_dvs(project, dyntable_warehouse, "totals")
+        dt = DynamicTable.from_node(
+            {
+                "schema": project.test_schema,
+                "name": "totals",
+                "compiled_code": built.definition,
+                "config": {"target_lag": "1 minute"},
+            }
+        )
+        project.run_sql(f"insert into {raw}.events values (3, 'c')")
+        # The runner's tick: a data timestamp after the dbt invocations below start, and a
+        # frontier that its batch writes only at its end (another process's, to dbt).
+        runner = DynamicTableService(project_engine(project), dyntable_warehouse, "dyntable_meta")
+        later = datetime.now(timezone.utc) + timedelta(minutes=10)
+        with runner.batch():
+            ticked = runner.refresh(dt, RefreshRequest(later, Trigger.SCHEDULED))
+            assert ticked.action in ("INCREMENTAL", "FULL") and ticked.data_timestamp == later
+            run_dbt(["run", "--full-refresh", "--select", "totals"])
+            run_dbt(["run", "--select", "totals"])
+        rows = [r for r in history(dyntable_warehouse, name) if r.refresh_trigger == "DBT_RUN"][-2:]
+        rebuilt, skipped = rows
+        assert (rebuilt.refresh_action, rebuilt.state) == ("REINITIALIZE", "SUCCEEDED"), rebuilt
+        assert rebuilt.data_timestamp == later, rebuilt
+        assert "which another refresh reached" in rebuilt.reason
+        assert "a data timestamp never goes back" in rebuilt.reason
+        assert skipped.state == "SKIPPED" and "already refreshed to a later data timestamp" in skipped.reason
+        assert out_of_order(by_version(history(dyntable_warehouse, name))) == []
+        assert assert_dvs(project, dyntable_warehouse, "totals").data_timestamp == later
