@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -59,6 +60,30 @@ def test_a_lease_is_held_once_and_taken_from_the_gone(s3: S3Server, s3_warehouse
     )
     RefreshLock(locks, "app.other").acquire().release()
     assert found.read(location) is None  # released: deleted
+
+
+def test_the_data_timestamp_a_refresh_reached_is_read_by_the_next_holder(
+    s3: S3Server, s3_warehouse: str
+) -> None:
+    """What the lock records (docs/ARCHITECTURE.md, "Exactly once") holds under a lease too: the
+    next holder reads the latest data timestamp reached, and an earlier one never lowers it, even
+    from a holder whose lease was taken over while it still wrote."""
+    locks = f"{s3_warehouse}/.locks"
+    storage.warehouse_storage(locks, s3.storage_options())
+    later = datetime(2026, 12, 1, 12, 0, 30, tzinfo=timezone.utc)
+    with RefreshLock(locks, "app.dt") as first:
+        assert first.reached is None
+        first.record(later)
+        first.record(later - timedelta(seconds=10))  # an earlier one: kept as it was
+    with RefreshLock(locks, "app.dt") as second:
+        assert second.reached == later
+        stale = RefreshLock(locks, "app.dt")  # a holder whose lease ran out, still writing
+        stale.reached = None
+        assert stale._objects is not None
+        stale._record_object(stale._objects, later - timedelta(minutes=1))
+        assert stale.reached == later
+    with RefreshLock(locks, "app.dt") as third:
+        assert third.reached == later
 
 
 def test_a_writer_mark_is_alive_while_held(s3: S3Server, s3_warehouse: str) -> None:

@@ -35,6 +35,8 @@ LOCKS_DIR = ".locks"
 WRITERS_DIR = "writers"
 #: How often a refresh waiting for another's lock tries it again.
 LOCK_POLL_SECONDS = 0.05
+#: Conditional puts tried before giving up recording what a refresh reached in an object store.
+RECORD_ATTEMPTS = 5
 
 
 class RefreshLocked(RuntimeError):
@@ -58,15 +60,11 @@ class RefreshLock:
         #: The latest data timestamp a refresh of the DT reached, as its holders recorded it.
         self.reached: Optional[datetime] = None
         found = storage.of(str(root))
-        self._lease = (
-            Lease(found, f"{str(root).rstrip('/')}/{name}.lock")
-            if isinstance(found, storage.ObjectStorage)
-            else None
-        )
+        self._objects = found if isinstance(found, storage.ObjectStorage) else None
+        self._lease = Lease(self._objects, f"{str(root).rstrip('/')}/{name}.lock") if self._objects else None
         #: In an object store, where the lease object goes with its holder, what was reached is
         #: kept in an object of its own.
-        self._reached_at = f"{str(root).rstrip('/')}/{name}.reached" if self._lease else None
-        self._store = found
+        self._reached_at = f"{str(root).rstrip('/')}/{name}.reached"
 
     def acquire(self) -> "RefreshLock":
         deadline = time.monotonic() + self.wait_seconds
@@ -93,7 +91,7 @@ class RefreshLock:
         return self
 
     def _leased(self, deadline: float) -> "RefreshLock":
-        assert self._lease is not None and self._reached_at is not None
+        assert self._lease is not None
         while True:
             found = self._lease.acquire()
             if found is None:
@@ -101,7 +99,8 @@ class RefreshLock:
             if time.monotonic() >= deadline:
                 raise RefreshLocked(self.name, describe(found))
             time.sleep(LOCK_POLL_SECONDS)
-        recorded = self._store.read(self._reached_at)
+        assert self._objects is not None
+        recorded = self._objects.read(self._reached_at)
         self.reached = _reached(recorded.decode()) if recorded else None
         return self
 
@@ -109,10 +108,31 @@ class RefreshLock:
         """A refresh under this lock reached ``data_timestamp``: the next holder reads it."""
         if self.reached is None or data_timestamp > self.reached:
             self.reached = data_timestamp
-            if self._reached_at is not None:
-                record = {"reached": data_timestamp.isoformat()}
-                self._store.write(self._reached_at, json.dumps(record).encode())
+            if self._objects is not None:
+                self._record_object(self._objects, data_timestamp)
             self._write()
+
+    def _record_object(self, objects: storage.ObjectStorage, data_timestamp: datetime) -> None:
+        """Raise the reached object to ``data_timestamp`` with conditional puts, never lower it:
+        a holder whose lease was taken over (it stopped renewing) may still be writing after
+        the next holder recorded a later one."""
+        body = json.dumps({"reached": data_timestamp.isoformat()}).encode()
+        for _ in range(RECORD_ATTEMPTS):
+            found = objects.fetch(self._reached_at)
+            if found is None:
+                if objects.create(self._reached_at, body) is not None:
+                    return
+                continue
+            stored = _reached(found[0].decode())
+            if stored is not None and stored >= data_timestamp:
+                self.reached = stored
+                return
+            if objects.replace(self._reached_at, body, found[1]) is not None:
+                return
+        raise RuntimeError(
+            f"The data timestamp reached by a refresh of {self.name} could not be recorded at "
+            f"{self._reached_at}: other writers kept changing it. Run the refresh again."
+        )
 
     def _write(self) -> None:
         handle = self._handle
