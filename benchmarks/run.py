@@ -40,6 +40,11 @@ BENCHMARKS: List[Tuple[str, str, bool]] = [
     ("user_cost", "what users pay: `dbt run` and `dyntable run` per model", True),
     ("compaction", "a DT's small files, its compactions, a source compacted by its owner", False),
     ("change_feed", "6: change data feed vs file-set diff (JVM Spark)", True),
+    (
+        "user_shaped",
+        "issue 53: a user-shaped project's refresh actions; rebuilt table models, one-file sources",
+        False,
+    ),
     ("delta_log_latency", "Delta log question latency", False),
     ("object_storage", "requests per refresh and NO_DATA under latency, warehouse in S3", True),
     ("small_commits", "a refresh after 10,000 one-row commits", False),
