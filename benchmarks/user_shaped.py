@@ -69,6 +69,7 @@ from benchmarks.iot_project import (
     write_dbt_project,
     write_project,
 )
+from benchmarks.user_shaped_plot import plot
 from benchmarks.user_shaped_report import (
     ENGINE_NAMES,
     ENGINES,
@@ -228,6 +229,7 @@ class Bench:
                     row["rows_inserted"] or 0,
                     row["rows_deleted"] or 0,
                     reads,
+                    row.get("state_message") or "",
                 )
             )
         self.results.refreshes.extend(recorded)
@@ -394,6 +396,12 @@ def arguments(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def publish(results: Results, command: str) -> None:
+    """results/user_shaped.md, its goals and its plot."""
+    report(results, command, intro())
+    plot(results, RESULTS / f"{NAME}.png")
+
+
 def jvm_sizes(sizes: Sequence[int]) -> List[int]:
     """JVM Spark's focused sizes by default: those up to 1M rows, else the smallest (a rebuild of
     10M rows there takes minutes, each of the cases' many)."""
@@ -405,7 +413,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     raw = RESULTS / f"{NAME}.json"
     if args.report_only:
         saved = Results.load(raw)
-        report(saved, saved.command + " (report rewritten with --report-only)", intro())
+        publish(saved, saved.command + " (report rewritten with --report-only)")
         return 0
     command = " ".join(["python -m benchmarks.user_shaped", *(argv if argv is not None else sys.argv[1:])])
     results, console = Results(), Console()
@@ -440,7 +448,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         results = results.keeping(Results.load(raw))
     results.command = command
     results.save(raw)
-    report(results, command, intro())
+    publish(results, command)
     console.print(f"{NAME}: see {raw.with_suffix('.md')}")
     return 1 if results.failures else 0
 

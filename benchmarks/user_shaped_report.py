@@ -1,10 +1,13 @@
 """The report of benchmarks/user_shaped.py: what it measured (one row per refresh, one per round),
-the goals of issue 53 against it, the tables and the plot.
+the goals of issue 53 against it, and its tables (the plot: benchmarks/user_shaped_plot.py).
 
-A refresh's action, reason and counts come from the refresh history; its time is dbt's model time
-(run_results.json) under `dbt run`, the history row's duration under the runner. History columns
-that say what a refresh read (named like rows_read, files_read) are kept where this version of
-dbt-dyntable records them, so the same report reads the code before and after they exist.
+A refresh's action, reason, message and counts come from the refresh history; its time is dbt's
+model time (run_results.json) under `dbt run`, the history row's duration under the runner. A
+recompute that wrote only the rows that differ from the DT's says so in its history row's
+`state_message` ("recomputed: ..."): the tables mark it, since the DTs downstream of it then see
+a small change. The history's columns of what a refresh read (`source_rows_read`,
+`source_files_read`) are kept where the measured version records them, so the same report reads
+results from before they existed (``--report-only``).
 """
 
 from __future__ import annotations
@@ -15,9 +18,9 @@ import statistics
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
-from benchmarks.common import RESULTS, Goal, markdown_table, pyplot, seconds, write_results
+from benchmarks.common import Goal, markdown_table, seconds, write_results
 from benchmarks.iot_project import DYNAMIC_TABLES
 
 NAME = "user_shaped"
@@ -26,8 +29,13 @@ ENGINES = ("embedded", "jvm")
 ENGINE_NAMES = {"embedded": "embedded engine", "jvm": "JVM Spark"}
 KEPT = ("INCREMENTAL", "NO_DATA")
 ACTIONS = ("FULL", "INCREMENTAL", "NO_DATA", "REINITIALIZE")
-#: History columns saying what a refresh read, where this version records them (rows_read, ...).
-READ_COLUMN = re.compile(r"read|scan")
+REBUILDS = ("FULL", "REINITIALIZE")
+#: How a recompute's state_message starts when it wrote only the rows that differ, or nothing
+#: (docs/ARCHITECTURE.md, "Rewritten inputs").
+RECOMPUTED = "recomputed:"
+#: History columns saying what a refresh read (source_rows_read, source_files_read).
+READ_COLUMN = re.compile(r"_read$")
+ROWS_READ, FILES_READ = "source_rows_read", "source_files_read"
 FIRST_BUILD = "first build"
 # Issue 53's goals.
 KEPT_SHARE = 0.90
@@ -57,6 +65,12 @@ class Refresh:
     rows_inserted: int = 0
     rows_deleted: int = 0
     reads: Dict[str, object] = field(default_factory=dict)
+    message: str = ""  # the history's state_message
+
+    @property
+    def wrote_difference(self) -> bool:
+        """A recompute that wrote only the rows that differ (or nothing): no cascade downstream."""
+        return self.action in REBUILDS and self.message.startswith(RECOMPUTED)
 
 
 @dataclass
@@ -143,19 +157,26 @@ def actions_text(found: Sequence[Refresh]) -> str:
     return ", ".join(f"{a} {n}" for a, n in counts.items())
 
 
+def read_text(x: Refresh) -> str:
+    """``1,004 rows in 1 file``: what one refresh read of its sources, by its history row."""
+    rows, files = x.reads.get(ROWS_READ), x.reads.get(FILES_READ)
+    if not isinstance(rows, int) or not isinstance(files, int):
+        return "–"
+    return f"{rows:,} rows in {files:,} file{'s' * (files != 1)}"
+
+
 def reads_text(found: Sequence[Refresh]) -> str:
-    """What the refreshes read, by the history's read columns; or that it does not record them."""
-    columns = sorted({k for r in found for k in r.reads})
-    if not columns:
-        return "not recorded by the refresh history of this version"
-    return "; ".join(
-        f"{k} "
-        + "/".join(
-            f"{r.reads.get(k, '–'):,}" if isinstance(r.reads.get(k), int) else str(r.reads.get(k, "–"))
-            for r in found
-        )
-        for k in columns
-    )
+    """What each refresh read; or that the measured version's history does not record it."""
+    if not any(x.reads for x in found):
+        return "not recorded by the refresh history of the measured version"
+    return "; ".join(read_text(x) for x in found)
+
+
+def differences_text(found: Sequence[Refresh]) -> str:
+    """How many of the recomputes wrote only the rows that differ (or nothing)."""
+    rebuilt = [x for x in found if x.action in REBUILDS]
+    wrote = sum(x.wrote_difference for x in rebuilt)
+    return f"{wrote} of {len(rebuilt)} wrote only the rows that differ" if rebuilt else ""
 
 
 def after_first_build(r: Results, engine: str) -> List[Refresh]:
@@ -246,14 +267,14 @@ def rebuilt_goal(r: Results, engine: str, rows: int, where: str) -> Goal:
 def downstream_goal(r: Results, engine: str, rows: int, where: str) -> Goal:
     """The DT over the FULL one: INCREMENTAL, and where the history records rows read, at most
     READS_PER_CHANGE a row of the net change (what the incremental twin upstream changed)."""
-    down, twin, upstream = (
+    full, down, twin, upstream = (
         r.pick(engine, "focused", rows=rows, round="insert", model=m)
-        for m in (*(f"humid_{d}" for d in DOWNSTREAM), "humid_incremental")
+        for m in ("humid_full", *(f"humid_{d}" for d in DOWNSTREAM), "humid_incremental")
     )
     net = [x.rows_inserted + x.rows_deleted for x in upstream]
-    rows_read = [v for x in down for k, v in x.reads.items() if "row" in k and isinstance(v, int)]
+    rows_read = [v for x in down if isinstance(v := x.reads.get(ROWS_READ), int)]
     met: Optional[bool] = all(x.action == "INCREMENTAL" for x in down)
-    if met and rows_read:
+    if met and len(rows_read) == len(down):
         met = all(v <= READS_PER_CHANGE * max(1, n) for v, n in zip(rows_read, net))
     elif met:
         met = None  # INCREMENTAL, but what it read is not recorded
@@ -261,7 +282,8 @@ def downstream_goal(r: Results, engine: str, rows: int, where: str) -> Goal:
         f"{where}: a DT downstream of a DT that refreshed FULL refreshes INCREMENTAL, reading rows "
         f"proportional to the net change (≤ {READS_PER_CHANGE} rows read a changed row)",
         f"{actions_text(down)}, {ms(median(down))} (over the incremental twin: {actions_text(twin)}, "
-        f"{ms(median(twin))}); net change {'/'.join(map(str, net))} rows; reads: {reads_text(down)}"
+        f"{ms(median(twin))}); upstream FULL: {differences_text(full) or 'none'}; net change "
+        f"{'/'.join(map(str, net))} rows; read: {reads_text(down)}"
         if down
         else "not measured",
         met if down else None,
@@ -312,6 +334,7 @@ def cell(text: str) -> str:
 
 def top_reasons(found: Sequence[Refresh], count: int = 3, width: int = 220) -> str:
     """The most frequent reasons (figures aside), each shown by its first instance."""
+    found = [x for x in found if x.reason]
     first: Dict[str, str] = {}
     for x in found:
         first.setdefault(re.sub(r"\d[\d.,]*", "#", x.reason), x.reason)
@@ -348,31 +371,50 @@ def rounds_table(r: Results, engine: str) -> List[str]:
     return lines
 
 
+def mix_row(dt: str, what: str, lag: str, found: Sequence[Refresh]) -> Tuple[object, ...]:
+    """A DT's (or, dt "**all**", every DT's) actions over every round, the recomputes after the
+    first build that wrote only what differs, and the share kept incremental after it."""
+    after = [x for x in found if x.round != FIRST_BUILD and x.action in ACTIONS]
+    counts = Counter(x.action for x in found)
+    kept = sum(x.action in KEPT for x in after)
+    share = f"{kept} of {len(after)} ({kept / len(after):.0%})" if after else "–"
+    if dt == "**all**":
+        share = f"**{share}**"
+    rebuilt = [x for x in after if x.action in REBUILDS]
+    wrote = f"{sum(x.wrote_difference for x in rebuilt)} of {len(rebuilt)}" if rebuilt else "–"
+    return (dt, what, lag, *(counts[a] for a in ACTIONS), wrote, share)
+
+
 def mix_table(r: Results, engine: str) -> List[str]:
     lines = [
         "",
-        "Refresh actions per DT over every round (the first build included), and the share "
-        "INCREMENTAL or NO_DATA after it; then the reasons of the others:",
+        "Refresh actions per DT over every round (the first build included); of the FULL and "
+        "REINITIALIZE after the first build, those that wrote only the rows that differ from the "
+        "DT's, or nothing (their history row's state_message: the DTs downstream then see a small "
+        "change); the share INCREMENTAL or NO_DATA after the first build; then the reasons of the "
+        "others:",
         "",
     ]
-    table, reasons = [], []
-    for dt, (what, lag, _) in DYNAMIC_TABLES.items():
-        found = r.pick(engine, "project", model=dt)
-        after = [x for x in found if x.round != FIRST_BUILD and x.action in ACTIONS]
-        counts = Counter(x.action for x in found)
-        kept = sum(x.action in KEPT for x in after)
-        share = f"{kept} of {len(after)} ({kept / len(after):.0%})" if after else "–"
-        table.append((dt, what, lag, *(counts[a] for a in ACTIONS), share))
-        reasons.append((dt, top_reasons([x for x in after if x.action not in KEPT])))
-    found = after_first_build(r, engine)
-    kept = sum(x.action in KEPT for x in found)
-    everything = Counter(x.action for x in r.pick(engine, "project") if x.action in ACTIONS)
-    share = f"{kept} of {len(found)} ({kept / len(found):.0%})" if found else "–"
-    table.append(("**all**", "", "", *(everything[a] for a in ACTIONS), f"**{share}**"))
+    table = [
+        mix_row(dt, what, lag, r.pick(engine, "project", model=dt))
+        for dt, (what, lag, _) in DYNAMIC_TABLES.items()
+    ]
+    table.append(mix_row("**all**", "", "", [x for x in r.pick(engine, "project") if x.action in ACTIONS]))
+    reasons = [
+        (dt, top_reasons([x for x in after_first_build(r, engine) if x.model == dt and x.action not in KEPT]))
+        for dt in DYNAMIC_TABLES
+    ]
     lines += markdown_table(
-        ["DT", "what", "target lag", *ACTIONS, "INCR or NO_DATA after the first build"],
+        [
+            "DT",
+            "what",
+            "target lag",
+            *ACTIONS,
+            "of them wrote only what differs",
+            "INCR or NO_DATA after the first build",
+        ],
         table,
-        "lll" + "r" * 5,
+        "lll" + "r" * 6,
     )
     lines += [
         "",
@@ -381,27 +423,29 @@ def mix_table(r: Results, engine: str) -> List[str]:
     return lines
 
 
+def time_cell(x: Refresh) -> str:
+    """``Fd 0.512 (1,004 r, 1 f)``: the action's letter (d: wrote only what differs), the model
+    time, and the source rows and files read where the history records them."""
+    letter = LETTER.get(x.action, x.action) + "d" * x.wrote_difference
+    rows, files = x.reads.get(ROWS_READ), x.reads.get(FILES_READ)
+    read = f" ({rows:,} r, {files:,} f)" if isinstance(rows, int) and isinstance(files, int) else ""
+    return f"{letter} {seconds(x.seconds)}{read}"
+
+
 def times_table(r: Results, engine: str) -> List[str]:
     names = list(dict.fromkeys(x.name for x in r.rounds if x.engine == engine))
     lines = [
         "",
-        "Model time per DT per round (through dbt: run_results.json's execution_time; through the "
-        "runner: the refresh's own duration), with the action: F FULL, I INCREMENTAL, N NO_DATA, R "
-        "REINITIALIZE, and what the refresh read where the history records it:",
+        "Model time per DT per round in seconds (through dbt: run_results.json's execution_time; "
+        "through the runner: the refresh's own duration), with the action: F FULL, I INCREMENTAL, "
+        "N NO_DATA, R REINITIALIZE, d: the recompute wrote only the rows that differ (or nothing); "
+        "then the source rows (r) and files (f) the refresh read, where the history records them:",
         "",
     ]
     table = []
     for dt in DYNAMIC_TABLES:
-        cells = []
-        for name in names:
-            found = r.pick(engine, "project", model=dt, round=name)
-            reads = "; ".join(f"{k} {v}" for x in found for k, v in x.reads.items())
-            cells.append(
-                " ".join(f"{LETTER.get(x.action, x.action)} {seconds(x.seconds)}" for x in found)
-                + (f" ({reads})" if reads else "")
-                or "–"
-            )
-        table.append((dt, *cells))
+        found = [r.pick(engine, "project", model=dt, round=name) for name in names]
+        table.append((dt, *(" ".join(time_cell(x) for x in xs) or "–" for xs in found)))
     totals = [
         seconds(sum(x.seconds for x in r.pick(engine, "project", round=n) if x.action != "TEST"))
         for n in names
@@ -430,13 +474,14 @@ def focused_rows(r: Results, engine: str, rows: int) -> List[Tuple[str, str, str
         compared = (
             f"{ratios[model][0]:.1f}× NO_DATA + read"
             if round_ == "rebuilt"
-            else f"reads: {reads_text(found)}"
+            else f"read: {reads_text(found)}"
             if "after" in model
             else f"FULL/INCR {pair[0]:.1f}×"
             if pair and model.endswith("_incremental")
             else ""
         )
-        others = [x for x in found if x.action not in KEPT]
+        compared = "; ".join(filter(None, (compared, differences_text(found))))
+        others = [x for x in found if x.action not in KEPT] or found
         reason = top_reasons([x for x in others if x.reason == others[0].reason], 1, 160) if others else "–"
         table.append((case, model, actions_text(found), ms(median(found)), compared, reason))
     read = r.pick(engine, "focused", rows=rows, round="read", action="READ")
@@ -451,7 +496,14 @@ def focused_rows(r: Results, engine: str, rows: int) -> List[Tuple[str, str, str
 def focused_table(r: Results, engine: str, rows: int) -> List[str]:
     lines = [f"### Focused cases, {ENGINE_NAMES[engine]}, {rows_text(rows)} rows", ""]
     lines += markdown_table(
-        ["case", "DT", "action", "median", "compared", "reason (the first neither INCREMENTAL nor NO_DATA)"],
+        [
+            "case",
+            "DT",
+            "action",
+            "median",
+            "compared",
+            "reason (of the first not INCREMENTAL nor NO_DATA, else the first)",
+        ],
         focused_rows(r, engine, rows),
         "lllrll",
     )
@@ -476,105 +528,9 @@ def body(r: Results) -> List[str]:
     return lines
 
 
-# -- the plot ----------------------------------------------------------------------------------------
-
-COLORS = {
-    "INCREMENTAL": "tab:green",
-    "NO_DATA": "yellowgreen",
-    "FULL": "tab:red",
-    "REINITIALIZE": "tab:orange",
-}
-
-
-def plot(r: Results, path: Path) -> None:
-    """Per engine side by side (JVM Spark hatched), stacked by action: each DT's refreshes after the
-    first build, and the DTs' model time in each round; then the focused cases' ratios."""
-    plt = pyplot()  # type: ignore[no-untyped-call]
-    fig, axes = plt.subplots(1, 3, figsize=(18, 5.5))
-    engines = [e for e in ENGINES if any(x.engine == e for x in r.rounds)]
-    width = 0.8 / max(1, len(engines))
-    rounds = list(dict.fromkeys(x.name for x in r.rounds if x.name != FIRST_BUILD))
-    for i, engine in enumerate(engines):
-        found = after_first_build(r, engine)
-        for ax, labels, by in ((axes[0], list(DYNAMIC_TABLES), "model"), (axes[1], rounds, "round")):
-            bottom = [0.0] * len(labels)
-            for action in ACTIONS:
-                heights = [
-                    sum(
-                        1.0 if by == "model" else x.seconds
-                        for x in found
-                        if (x.action, getattr(x, by)) == (action, label)
-                    )
-                    for label in labels
-                ]
-                ax.bar(
-                    [k + i * width for k in range(len(labels))],
-                    heights,
-                    width,
-                    bottom=bottom,
-                    color=COLORS[action],
-                    hatch="//" if engine == "jvm" else None,
-                    label=action if i == 0 else None,
-                    edgecolor="white",
-                )
-                bottom = [b + h for b, h in zip(bottom, heights)]
-            centre = width * (len(engines) - 1) / 2
-            ax.set_xticks(
-                [k + centre for k in range(len(labels))], labels, rotation=40, ha="right", fontsize=7
-            )
-    hatched = " (hatched: JVM Spark)" if "jvm" in engines else ""
-    axes[0].set(ylabel="refreshes after the first build", title=f"the project: actions per DT{hatched}")
-    axes[1].set(ylabel="seconds of the DTs' model time", title=f"the project: each round's DT time{hatched}")
-    plot_focused(r, axes[2])
-    for ax in axes:
-        ax.title.set_fontsize(9)
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-
-
-def plot_focused(r: Results, ax: Any) -> None:
-    """The focused cases' ratios, a dotted line at each goal."""
-    bars: List[Tuple[str, float, float, str]] = []  # label, ratio, goal (0: none), colour
-    for engine in ENGINES:
-        for rows in sizes(r, engine, "focused"):
-            tag = f"{'JVM' if engine == 'jvm' else 'emb.'} {rows_text(rows)}"
-            for model, (ratio, *_) in rebuilt_ratios(r, engine, rows).items():
-                bars.append((f"{model}\n÷ NO_DATA+read\n{tag}", ratio, REBUILT_WITHIN, "tab:blue"))
-            down, twin = (
-                median(r.pick(engine, "focused", rows=rows, round="insert", model=f"humid_{m}"))
-                for m in DOWNSTREAM
-            )
-            if down and twin:
-                bars.append((f"DT after FULL\n÷ after INCR\n{tag}", down / twin, 0, "tab:gray"))
-            for kind in ("dv", "cow"):
-                pair = single_row(r, engine, rows, kind)
-                if pair:
-                    bars.append(
-                        (
-                            f"{kind}: FULL\n÷ INCR\n{tag}",
-                            pair[0],
-                            SINGLE_ROW_SPEEDUP if kind == "dv" else 0,
-                            "tab:purple",
-                        )
-                    )
-    drawn = ax.bar(range(len(bars)), [b[1] for b in bars], color=[b[3] for b in bars], label="ratio")
-    ax.bar_label(drawn, fmt="%.1f×", fontsize=7)
-    for k, (_, _, goal, _) in enumerate(bars):
-        if goal:
-            ax.hlines(goal, k - 0.4, k + 0.4, colors="black", linestyles=":")
-    ax.set_xticks(list(range(len(bars))), [b[0] for b in bars], fontsize=6)
-    ax.set_yscale("log")
-    ax.set(
-        ylabel="ratio (dotted: the goal)",
-        title="focused cases through `dbt run` (rebuilt: ≤ goal; dv: ≥ goal)",
-    )
-
-
 def report(r: Results, command: str, intro: str) -> None:
+    """results/user_shaped.md and its goals (the plot: benchmarks/user_shaped_plot.py)."""
     lines = body(r) + ["", f"![plot]({NAME}.png)"]
     if r.failures:
         lines = ["## Failures", "", *(f"- {cell(f)}" for f in r.failures), ""] + lines
     write_results(NAME, TITLE, command, intro, goals(r), lines)
-    plot(r, RESULTS / f"{NAME}.png")
