@@ -34,7 +34,8 @@ there the focused cases at the sizes up to 1M rows unless `--jvm-sizes` says.
     .venv/bin/python -m benchmarks.user_shaped --sizes 1000000 --engines embedded   # a quick run
 
 Results: benchmarks/results/user_shaped.md, user_shaped.goals.json, user_shaped.json (the
-measurements, for --keep-unmeasured and --report-only) and user_shaped.png.
+measurements, for --keep-unmeasured and --report-only) and user_shaped.png; the report and the plot
+set them beside user_shaped.before.json, the same code's run on main before issue 53's product work.
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ from benchmarks.iot_project import (
     write_dbt_project,
     write_project,
 )
+from benchmarks.user_shaped_before import BEFORE, compared
 from benchmarks.user_shaped_plot import plot
 from benchmarks.user_shaped_report import (
     ENGINE_NAMES,
@@ -397,9 +399,10 @@ def arguments(argv: Optional[Sequence[str]]) -> argparse.Namespace:
 
 
 def publish(results: Results, command: str) -> None:
-    """results/user_shaped.md, its goals and its plot."""
-    report(results, command, intro())
-    plot(results, RESULTS / f"{NAME}.png")
+    """results/user_shaped.md, its goals beside the run before issue 53's product work, and its plot."""
+    before = Results.load(BEFORE) if BEFORE.exists() else None
+    report(results, command, intro(), compared(before, results))
+    plot(results, before, RESULTS / f"{NAME}.png")
 
 
 def jvm_sizes(sizes: Sequence[int]) -> List[int]:

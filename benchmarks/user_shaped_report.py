@@ -528,9 +528,10 @@ def body(r: Results) -> List[str]:
     return lines
 
 
-def report(r: Results, command: str, intro: str) -> None:
-    """results/user_shaped.md and its goals (the plot: benchmarks/user_shaped_plot.py)."""
-    lines = body(r) + ["", f"![plot]({NAME}.png)"]
+def report(r: Results, command: str, intro: str, first: Sequence[str] = ()) -> None:
+    """results/user_shaped.md and its goals, ``first`` (the goals before and after,
+    benchmarks/user_shaped_before.py) ahead of the tables (the plot: benchmarks/user_shaped_plot.py)."""
+    lines = [*first, *body(r), "", f"![plot]({NAME}.png)"]
     if r.failures:
         lines = ["## Failures", "", *(f"- {cell(f)}" for f in r.failures), ""] + lines
     write_results(NAME, TITLE, command, intro, goals(r), lines)
