@@ -57,7 +57,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import pyarrow as pa
 from rich.console import Console
 
-from benchmarks.common import RESULTS, utc_minute
+from benchmarks.common import RESULTS, add_spark_jars_option, utc_minute
 from benchmarks.iot_project import (
     DEVICE_MODELS,
     DYNAMIC_TABLES,
@@ -381,12 +381,7 @@ def arguments(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     )
     parser.add_argument("--engines", nargs="+", choices=ENGINES, default=list(ENGINES))
     parser.add_argument("--parts", nargs="+", choices=("project", "focused"), default=["project", "focused"])
-    parser.add_argument(
-        "--spark-jars",
-        type=Path,
-        default=os.environ.get("DYNTABLE_SPARK_JARS") or None,
-        help="a folder of Delta's jars for JVM Spark (the profile's `spark_jars`)",
-    )
+    add_spark_jars_option(parser)
     parser.add_argument(
         "--keep-unmeasured",
         action="store_true",
