@@ -34,6 +34,7 @@ BEFORE = RESULTS / f"{NAME}.before.json"
 FIGURES: Dict[str, str] = {
     "share": f"the project: refreshes after the first build INCREMENTAL or NO_DATA (goal ≥ {KEPT_SHARE:.0%})",
     "exact": "the project: rounds after which every DT equals its query (goal: all)",
+    "time": "the project: the DTs' model time over the rounds after the first build",
     "rebuilt": "a DT joined to a rebuilt, unchanged table model of 10k rows: its refresh ÷ (a NO_DATA "
     f"refresh + one read of the table model), the worse of two DTs (goal ≤ {REBUILT_WITHIN:g}×)",
     "downstream": "a DT downstream of a DT that refreshed FULL: its action and median refresh "
@@ -55,10 +56,12 @@ def project_figures(r: Results, engine: str) -> Dict[str, Figure]:
     kept = sum(x.action in KEPT for x in found)
     share = kept / len(found) if found else 0.0
     exact = sum(x.exact == x.checked for x in rounds)
+    took = sum(x.seconds for x in found)
     at = f"{rows_text(rounds[0].rows)} readings"
     return {
         "share": (f"{share:.0%} ({kept} of {len(found)}; {at})", share),
         "exact": (f"{exact} of {len(rounds)}", None),
+        "time": (f"{took:.1f} s ({len(rounds) - 1} rounds; {at})", took),
     }
 
 
@@ -109,7 +112,9 @@ def compared(before: Optional[Results], now: Results) -> List[str]:
         "",
         f"The goals' figures on main before issue 53's product work ({before.command}, on "
         f"{', '.join(sorted(set(before.measured_at.values())))} UTC: results/{BEFORE.name}) and now, "
-        "measured by the same code; the ratio is now ÷ before (of a time, a share or a ratio).",
+        "measured by the same code; the ratio is now ÷ before (of a time, a share or a ratio). Times "
+        "move with the shared machine's load (each run's rounds table gives it, and the before's: "
+        f"results/{BEFORE.with_suffix('.md').name}).",
         "",
     ]
     lines += markdown_table(["engine", "figure", "before", "now", "now ÷ before"], rows, "lllll")

@@ -30,9 +30,9 @@ from benchmarks.user_shaped_report import (
 COLORS: Dict[str, str] = {
     "INCREMENTAL": "tab:green",
     "NO_DATA": "yellowgreen",
-    "FULL, wrote what differs": "lightcoral",
+    "FULL, wrote what differs": "tab:purple",
     "FULL": "tab:red",
-    "REINITIALIZE, wrote what differs": "navajowhite",
+    "REINITIALIZE, wrote what differs": "plum",
     "REINITIALIZE": "tab:orange",
 }
 
@@ -148,6 +148,10 @@ def plot_focused(r: Results, before: Optional[Results], ax: Any) -> None:
     """The focused cases' ratios, before (faded) and now, a dotted line at each goal."""
     then = focused_bars(before, "before") if before else []
     bars = then + focused_bars(r, "now")
+    if not bars:
+        ax.set_axis_off()
+        ax.set_title("focused cases: not measured")
+        return
     drawn = ax.bar(range(len(bars)), [b[1] for b in bars], color=[b[3] for b in bars], label="ratio")
     for patch in drawn.patches[: len(then)]:
         patch.set_alpha(0.4)

@@ -423,6 +423,37 @@ def mix_table(r: Results, engine: str) -> List[str]:
     return lines
 
 
+def reads_table(r: Results, engine: str) -> List[str]:
+    """Per action after the first build, the source rows and files a refresh read (the history's
+    source_rows_read, source_files_read): median and most."""
+    found = [x for x in after_first_build(r, engine) if isinstance(x.reads.get(ROWS_READ), int)]
+    if not found:
+        return []
+    table = []
+    for action in ACTIONS:
+        of = [x for x in found if x.action == action]
+        if of:
+            rows, files = ([int(str(x.reads.get(k, 0))) for x in of] for k in (ROWS_READ, FILES_READ))
+            table.append(
+                (
+                    action,
+                    len(of),
+                    f"{statistics.median(rows):,.0f}",
+                    f"{max(rows):,}",
+                    f"{statistics.median(files):g}",
+                    max(files),
+                )
+            )
+    lines = [
+        "",
+        "What a refresh read of its sources after the first build, by action (the refresh history):",
+        "",
+    ]
+    return lines + markdown_table(
+        ["action", "refreshes", "rows read, median", "most", "files read, median", "most"], table, "lrrrrr"
+    )
+
+
 def time_cell(x: Refresh) -> str:
     """``Fd 0.512 (1,004 r, 1 f)``: the action's letter (d: wrote only what differs), the model
     time, and the source rows and files read where the history records them."""
@@ -520,7 +551,8 @@ def body(r: Results) -> List[str]:
         if not any(x.engine == engine for x in r.rounds):
             lines += [f"The project: not measured ({r.skipped.get(engine, 'not in this run')}).", ""]
         else:
-            lines += rounds_table(r, engine) + mix_table(r, engine) + times_table(r, engine) + [""]
+            lines += rounds_table(r, engine) + mix_table(r, engine) + reads_table(r, engine)
+            lines += times_table(r, engine) + [""]
         for rows in sizes(r, engine, "focused"):
             lines += focused_table(r, engine, rows)
     took = [f"{k.replace(' ', ', ', 1)} rows: {v / 60:.0f} min" for k, v in r.durations.items()]
