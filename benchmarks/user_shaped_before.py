@@ -65,12 +65,8 @@ def project_figures(r: Results, engine: str) -> Dict[str, Figure]:
     }
 
 
-def focused_figures(r: Results, engine: str) -> Dict[str, Figure]:
-    """The focused cases at the largest size this engine measured."""
-    measured = sizes(r, engine, "focused")
-    if not measured:
-        return {}
-    rows = measured[-1]
+def focused_figures(r: Results, engine: str, rows: int) -> Dict[str, Figure]:
+    """The focused cases at one size (none where this engine did not measure it)."""
     at = f"{rows_text(rows)} rows"
     found: Dict[str, Figure] = {}
     ratios = rebuilt_ratios(r, engine, rows)
@@ -95,18 +91,21 @@ def ratio_text(before: Optional[Figure], now: Optional[Figure]) -> str:
 
 
 def compared(before: Optional[Results], now: Results) -> List[str]:
-    """The section "Before and after": one row a goal's figure and engine."""
+    """The section "Before and after": one row a goal's figure, engine and size."""
     if before is None:
         return []
     rows: List[Sequence[object]] = []
     for engine in ENGINES:
-        then, current = ({**project_figures(x, engine), **focused_figures(x, engine)} for x in (before, now))
-        for key, figure in FIGURES.items():
-            if key in then or key in current:
-                shown = [x[key][0] if key in x else "not measured" for x in (then, current)]
-                rows.append(
-                    (ENGINE_NAMES[engine], figure, *shown, ratio_text(then.get(key), current.get(key)))
-                )
+        pairs = [tuple(project_figures(x, engine) for x in (before, now))]
+        measured = sorted({*sizes(before, engine, "focused"), *sizes(now, engine, "focused")})
+        pairs += [tuple(focused_figures(x, engine, n) for x in (before, now)) for n in measured]
+        for then, current in pairs:
+            for key, figure in FIGURES.items():
+                if key in then or key in current:
+                    shown = [x[key][0] if key in x else "not measured" for x in (then, current)]
+                    rows.append(
+                        (ENGINE_NAMES[engine], figure, *shown, ratio_text(then.get(key), current.get(key)))
+                    )
     lines = [
         "## Before and after",
         "",
