@@ -57,7 +57,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import pyarrow as pa
 from rich.console import Console
 
-from benchmarks.common import RESULTS, add_spark_jars_option, utc_minute
+from benchmarks.common import RESULTS, add_spark_jars_option, docstring_paragraphs, say, utc_minute
 from benchmarks.iot_project import (
     DEVICE_MODELS,
     DYNAMIC_TABLES,
@@ -198,7 +198,7 @@ class Bench:
         self.results, self.console = results, console
 
     def say(self, engine: str, text: str) -> None:
-        self.console.print(f"[dim]{time.strftime('%H:%M:%S')}[/] {ENGINE_NAMES[engine]}: {text}")
+        say(self.console, f"{ENGINE_NAMES[engine]}: {text}")
 
     def record(
         self,
@@ -363,8 +363,7 @@ ROUNDS = (
 
 
 def intro() -> str:
-    paragraphs = (__doc__ or "").split("\n\n")
-    return "\n\n".join(" ".join(p.split()) for p in paragraphs[2:5])
+    return "\n\n".join(docstring_paragraphs(__doc__, 2, 3, 4))
 
 
 def arguments(argv: Optional[Sequence[str]]) -> argparse.Namespace:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from benchmarks.common import RESULTS, markdown_table
+from benchmarks.common import RESULTS, markdown_table, millions, ms
 from benchmarks.user_shaped_report import (
     DOWNSTREAM,
     ENGINE_NAMES,
@@ -21,9 +21,7 @@ from benchmarks.user_shaped_report import (
     actions_text,
     after_first_build,
     median,
-    ms,
     rebuilt_ratios,
-    rows_text,
     single_row,
     sizes,
 )
@@ -40,7 +38,7 @@ FIGURES: Dict[str, str] = {
     "downstream": "a DT downstream of a DT that refreshed FULL: its action and median refresh "
     "(goal: INCREMENTAL)",
     "dv": "single-row updates to a one-file source with deletion vectors: FULL ÷ INCREMENTAL refresh "
-    f"(goal ≥ {SINGLE_ROW_SPEEDUP}× at {rows_text(SINGLE_ROW_AT)} rows, AUTO INCREMENTAL)",
+    f"(goal ≥ {SINGLE_ROW_SPEEDUP}× at {millions(SINGLE_ROW_AT)} rows, AUTO INCREMENTAL)",
     "cow": "single-row updates to a one-file source without them (copy-on-write): FULL ÷ INCREMENTAL "
     "refresh (report the cost)",
 }
@@ -57,7 +55,7 @@ def project_figures(r: Results, engine: str) -> Dict[str, Figure]:
     share = kept / len(found) if found else 0.0
     exact = sum(x.exact == x.checked for x in rounds)
     took = sum(x.seconds for x in found)
-    at = f"{rows_text(rounds[0].rows)} readings"
+    at = f"{millions(rounds[0].rows)} readings"
     return {
         "share": (f"{share:.0%} ({kept} of {len(found)}; {at})", share),
         "exact": (f"{exact} of {len(rounds)}", None),
@@ -67,7 +65,7 @@ def project_figures(r: Results, engine: str) -> Dict[str, Figure]:
 
 def focused_figures(r: Results, engine: str, rows: int) -> Dict[str, Figure]:
     """The focused cases at one size (none where this engine did not measure it)."""
-    at = f"{rows_text(rows)} rows"
+    at = f"{millions(rows)} rows"
     found: Dict[str, Figure] = {}
     ratios = rebuilt_ratios(r, engine, rows)
     if ratios:

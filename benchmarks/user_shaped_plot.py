@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from benchmarks.common import pyplot
+from benchmarks.common import millions, pyplot
 from benchmarks.iot_project import DYNAMIC_TABLES
 from benchmarks.user_shaped_report import (
     DOWNSTREAM,
@@ -20,7 +20,6 @@ from benchmarks.user_shaped_report import (
     after_first_build,
     median,
     rebuilt_ratios,
-    rows_text,
     single_row,
     sizes,
 )
@@ -92,7 +91,7 @@ def series_of(r: Results, before: Optional[Results]) -> List[Series]:
 def plot(r: Results, before: Optional[Results], path: Path) -> None:
     """Per series side by side, stacked by action: each DT's refreshes after the first build, and
     the DTs' model time in each round; then the focused cases' ratios, before and now."""
-    plt = pyplot()  # type: ignore[no-untyped-call]
+    plt = pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(20, 6))
     series = series_of(r, before)
     width = 0.8 / max(1, len(series))
@@ -127,7 +126,7 @@ def focused_bars(r: Results, when: str) -> List[Tuple[str, float, float, str]]:
     bars: List[Tuple[str, float, float, str]] = []
     for engine in ENGINES:
         for rows in sizes(r, engine, "focused"):
-            tag = f"{when}, {'JVM' if engine == 'jvm' else 'emb.'} {rows_text(rows)}"
+            tag = f"{when}, {'JVM' if engine == 'jvm' else 'emb.'} {millions(rows)}"
             for model, (ratio, *_) in rebuilt_ratios(r, engine, rows).items():
                 bars.append((f"{model}\n÷ NO_DATA+read\n{tag}", ratio, REBUILT_WITHIN, "tab:blue"))
             down, twin = (

@@ -16,11 +16,11 @@ import json
 import re
 import statistics
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from benchmarks.common import Goal, markdown_table, seconds, write_results
+from benchmarks.common import Goal, markdown_table, millions, ms, seconds, write_results
 from benchmarks.iot_project import DYNAMIC_TABLES
 
 NAME = "user_shaped"
@@ -138,14 +138,6 @@ class Results:
 
 def median(found: Sequence[Refresh]) -> Optional[float]:
     return statistics.median(r.seconds for r in found) if found else None
-
-
-def ms(value: Optional[float]) -> str:
-    return "–" if value is None else f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"
-
-
-def rows_text(rows: int) -> str:
-    return f"{rows / 1e6:g}M"
 
 
 def actions_text(found: Sequence[Refresh]) -> str:
@@ -305,7 +297,7 @@ def single_row_goals(r: Results, engine: str, rows: int, where: str) -> List[Goa
             continue
         met = pair is not None and pair[0] >= SINGLE_ROW_SPEEDUP and pair[3].startswith("INCREMENTAL")
         goal += (
-            f"INCREMENTAL and ≥ {SINGLE_ROW_SPEEDUP}× faster than FULL (at {rows_text(SINGLE_ROW_AT)} rows)"
+            f"INCREMENTAL and ≥ {SINGLE_ROW_SPEEDUP}× faster than FULL (at {millions(SINGLE_ROW_AT)} rows)"
         )
         found.append(Goal(goal, measured, met if pair and rows >= SINGLE_ROW_AT else None))
     return found
@@ -316,7 +308,7 @@ def goals(r: Results) -> List[Goal]:
     for engine in ENGINES:
         found += project_goals(r, engine)
         for rows in sizes(r, engine, "focused"):
-            where = f"{ENGINE_NAMES[engine]}, {rows_text(rows)} rows"
+            where = f"{ENGINE_NAMES[engine]}, {millions(rows)} rows"
             found.append(rebuilt_goal(r, engine, rows, where))
             found.append(downstream_goal(r, engine, rows, where))
             found += single_row_goals(r, engine, rows, where)
@@ -349,7 +341,7 @@ def top_reasons(found: Sequence[Refresh], count: int = 3, width: int = 220) -> s
 def rounds_table(r: Results, engine: str) -> List[str]:
     rounds = [x for x in r.rounds if x.engine == engine]
     lines = [
-        f"Rounds, each followed by the check of every DT (verify.py, full), {rows_text(rounds[0].rows)} readings:",
+        f"Rounds, each followed by the check of every DT (verify.py, full), {millions(rounds[0].rows)} readings:",
         "",
     ]
     lines += markdown_table(
@@ -525,7 +517,7 @@ def focused_rows(r: Results, engine: str, rows: int) -> List[Tuple[str, str, str
 
 
 def focused_table(r: Results, engine: str, rows: int) -> List[str]:
-    lines = [f"### Focused cases, {ENGINE_NAMES[engine]}, {rows_text(rows)} rows", ""]
+    lines = [f"### Focused cases, {ENGINE_NAMES[engine]}, {millions(rows)} rows", ""]
     lines += markdown_table(
         [
             "case",
