@@ -92,7 +92,7 @@ def plot(r: Results, before: Optional[Results], path: Path) -> None:
     """Per series side by side, stacked by action: each DT's refreshes after the first build, and
     the DTs' model time in each round; then the focused cases' ratios, before and now."""
     plt = pyplot()
-    fig, axes = plt.subplots(1, 3, figsize=(20, 6))
+    fig, axes = plt.subplots(1, 3, figsize=(22, 7.5))
     series = series_of(r, before)
     width = 0.8 / max(1, len(series))
     rounds = list(dict.fromkeys(x.name for res, _, _ in series for x in res.rounds if x.name != FIRST_BUILD))
@@ -109,7 +109,7 @@ def plot(r: Results, before: Optional[Results], path: Path) -> None:
     order = ", ".join(
         f"{'before' if b else 'now'}{' (JVM Spark, hatched)' if e == 'jvm' else ''}" for _, e, b in series
     )
-    note = f"\nbars left to right: {order}; before = main ahead of issue 53's work, faded"
+    note = f"\nbars: {order}\n(before: main ahead of issue 53's work, faded)"
     axes[0].set(ylabel="refreshes after the first build", title=f"the project: actions per DT{note}")
     axes[1].set(ylabel="seconds of the DTs' model time", title=f"the project: each round's DT time{note}")
     plot_focused(r, before, axes[2])
@@ -158,7 +158,7 @@ def plot_focused(r: Results, before: Optional[Results], ax: Any) -> None:
     for k, (_, _, goal, _) in enumerate(bars):
         if goal:
             ax.hlines(goal, k - 0.4, k + 0.4, colors="black", linestyles=":")
-    ax.set_xticks(list(range(len(bars))), [b[0] for b in bars], fontsize=6)
+    ax.set_xticks(list(range(len(bars))), [b[0].replace("\n", " ") for b in bars], rotation=90, fontsize=6)
     ax.set_yscale("log")
     ax.set(
         ylabel="ratio (dotted: the goal)",
