@@ -28,6 +28,7 @@ from dbt.adapters.dyntable.engines.embedded import EmbeddedEngine
 from dbt.adapters.dyntable.engines.isolated import IsolatedServer
 from dbt.adapters.dyntable.engines.jvm import JvmSparkEngine
 from dbt.adapters.dyntable.engines.jvm_launch import CONNECT_MODE_VARIABLES, delta_version
+from tests.functional.engine_probe import probe_from_another_process
 from tests.functional.profiles import spark_jars_folder
 
 pytestmark = pytest.mark.jvm_ci
@@ -98,44 +99,6 @@ def test_embedded_listens_on_loopback_only_when_its_port_is_named(tmp_path: Path
         engine.stop()
 
 
-#: Another local process trying the embedded engine: through its socket (as its owner does), and
-#: on its port number on this machine's loopback. Each must be refused, for a read and a write.
-PROBE = """
-import socket, sys, uuid
-from pyspark.sql.connect.client.retries import DefaultPolicy
-from pyspark.sql.connect.session import SparkSession
-from dbt.adapters.dyntable.engines.isolated import IsolatedServer
-
-server = IsolatedServer.__new__(IsolatedServer)
-server.folder = sys.argv[1]
-outcomes = []
-try:
-    spark = SparkSession.builder.channelBuilder(server.channel_builder(str(uuid.uuid4()))).create()
-    spark.client.set_retry_policies([DefaultPolicy(max_retries=1, max_backoff=100)])
-    # By path, as any session may (its catalog is its own): the audit's probe did so.
-    attempts = {
-        "read": lambda: spark.sql("select * from delta.`" + sys.argv[3] + "`").collect(),
-        "write": lambda: spark.sql("select 666 as a").write.format("delta").mode("append").save(sys.argv[3]),
-    }
-    for what, attempt in attempts.items():
-        try:
-            attempt()
-            outcomes.append("ACCEPTED: " + what)
-        except Exception as exc:
-            outcomes.append("refused: " + what + " " + type(exc).__name__)
-except Exception as exc:
-    outcomes.append("refused: " + type(exc).__name__)
-with socket.socket() as tcp:
-    tcp.settimeout(5)
-    try:
-        tcp.connect(("127.0.0.1", int(sys.argv[2])))
-        outcomes.append("ACCEPTED: tcp")
-    except OSError as exc:
-        outcomes.append("refused: tcp " + type(exc).__name__)
-print("|".join(outcomes))
-"""
-
-
 #: Connecting to the engine's socket and to its port number on this machine's loopback.
 CONNECTS = """
 import socket, sys
@@ -163,10 +126,7 @@ def test_embedded_engine_refuses_every_other_process(tmp_path: Path) -> None:
         engine.execute("CREATE TABLE kept (a INT) USING delta")
         engine.execute("INSERT INTO kept VALUES (1)")
         location = engine.table_location("default", "kept")
-        probe = [sys.executable, "-c", PROBE, server.folder, str(engine.port), str(location)]
-        same_user = subprocess.run(probe, capture_output=True, text=True, timeout=300)
-        assert same_user.returncode == 0, same_user.stderr[-3000:]
-        said = same_user.stdout.strip().split("|")
+        said = probe_from_another_process(server, engine.port, str(location))
         assert len(said) == 3 and all(line.startswith("refused") for line in said), said
         if os.getuid() == 0 and Path(SYSTEM_PYTHON).exists():
             # Another user, where this test may switch to one (this project's interpreter may lie

@@ -237,12 +237,9 @@ class EmbeddedEngine(Engine):
         system allows no unprivileged user namespaces (then a warning says so, once)."""
         if self.port:
             return None
-        if self.warehouse.remote:
-            # A network of its own has no way out: the server could not reach the object store.
-            self._say_unisolated("its warehouse is in an object store, which it must reach")
-            return None
         try:
-            return isolated.start()
+            # An object store is reached through the child's egress process (``isolated.py``).
+            return isolated.start(way_out=self.warehouse.remote)
         except isolated.Unisolated as exc:
             self._say_unisolated(f"this system allows no unprivileged user namespaces ({exc})")
             return None
