@@ -10,6 +10,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 SCRIPT = textwrap.dedent(
     """
     import sys
@@ -34,6 +36,7 @@ SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_process_using_the_store_exits_with_zero(tmp_path):
     for attempt in range(4):  # the abort was not certain on every run
         run = subprocess.run(

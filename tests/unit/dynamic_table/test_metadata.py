@@ -207,6 +207,7 @@ def log_entries(store: MetadataStore, table: str) -> int:
     return len(list((Path(store.location(table)) / "_delta_log").glob("*.json")))
 
 
+@pytest.mark.slow
 def test_the_log_of_a_metadata_table_stays_bounded(tmp_path: Path) -> None:
     store = MetadataStore(tmp_path / "meta", "meta")
     store.ensure()
@@ -414,6 +415,7 @@ def _record_refreshes(root: str, writer: int, count: int) -> None:
         store.frontiers()  # as every refresh reads them, while the others check point and clean up
 
 
+@pytest.mark.slow
 def test_processes_checkpointing_and_cleaning_up_each_other_s_log_lose_and_double_nothing(
     tmp_path: Path,
 ) -> None:
