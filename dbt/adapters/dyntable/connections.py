@@ -28,6 +28,7 @@ from dbt.adapters.dyntable.dynamic_table.metadata import MetadataStore
 from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService, metadata_store
 from dbt.adapters.dyntable.engines import start_engine
 from dbt.adapters.dyntable.engines.base import Engine, EngineError
+from dbt.adapters.dyntable.vocabulary import sql_string
 
 logger = AdapterLogger("dyntable")
 
@@ -294,7 +295,7 @@ class EngineConnectionWrapper(SessionConnectionWrapper):
         # dbt-spark wraps text in quotes without escaping, so a quote or backslash in a seed
         # cell broke (or changed) the INSERT.
         if isinstance(value, str):
-            return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+            return sql_string(value)
         return super()._fix_binding(value)
 
 

@@ -261,9 +261,8 @@ class Engine(ABC):
 
     def _catalog_entry(self, schema: str, name: str) -> Dict[str, str]:
         """:meth:`catalog_entry` from the catalog itself: `SHOW TABLE EXTENDED`."""
-        pattern = "'" + name.replace("'", "\\'") + "'"
         try:
-            rows = self._run(f"SHOW TABLE EXTENDED IN `{schema}` LIKE {pattern}").collect()
+            rows = self._run(f"SHOW TABLE EXTENDED IN {quote(schema)} LIKE {sql_string(name)}").collect()
         except Exception:  # noqa: BLE001 - a missing schema means a missing table
             return {}
         entry: Dict[str, str] = {}
