@@ -31,8 +31,7 @@ from typing import Any, Callable, Dict, List
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
-from dbt.adapters.dyntable import delta_log
-from dbt.adapters.dyntable.delta_log import DeltaLog
+from dbt.adapters.dyntable.delta_log import DeltaLog, listing, snapshots
 
 
 def appended_rows(first: int, partitioned: bool) -> pa.Table:
@@ -76,7 +75,7 @@ def after_a_commit_ms(location: Path, repeat: int, listed_whole: bool) -> float:
         DeltaLog(location).latest_version()  # the listing a process holds from before the commit
         write_deltalake(location, pa.table({"id": [0], "v": [0]}), mode="append")
         if listed_whole:
-            delta_log._listings.pop(str(location / "_delta_log"))
+            listing._listings.pop(str(location / "_delta_log"))
         start = time.perf_counter()
         DeltaLog(location).latest_version()
         samples.append((time.perf_counter() - start) * 1000)
@@ -88,9 +87,9 @@ def next_version_ms(location: Path, repeat: int, partitioned: bool, applied: boo
     holding the version before it: a runner's next tick over a source. The new version is
     applied to the held snapshot, or (``applied`` off) loaded by ``deltalake``."""
     samples: List[float] = []
-    held_back = delta_log.APPLIED_COMMITS
+    held_back = snapshots.APPLIED_COMMITS
     try:
-        delta_log.APPLIED_COMMITS = held_back if applied else 0
+        snapshots.APPLIED_COMMITS = held_back if applied else 0
         for _ in range(repeat):
             log = DeltaLog(location)
             before = log.latest_version()
@@ -100,7 +99,7 @@ def next_version_ms(location: Path, repeat: int, partitioned: bool, applied: boo
             log.interval(before, before + 1)
             samples.append((time.perf_counter() - start) * 1000)
     finally:
-        delta_log.APPLIED_COMMITS = held_back
+        snapshots.APPLIED_COMMITS = held_back
     return statistics.median(samples)
 
 

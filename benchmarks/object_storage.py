@@ -76,15 +76,15 @@ def by_area(log: Sequence[str], warehouse_key: str) -> Counter[str]:
 def forget_what_the_process_read(bench: "InProcess") -> None:
     """Drop what this process remembers of the logs it read, as a fresh process (a `dbt run`)
     has nothing: listings, commit identities and timestamps, snapshots, the views listed."""
-    from dbt.adapters.dyntable import delta_log
+    from dbt.adapters.dyntable.delta_log import commits, deltalake_snapshots, object_listing, snapshots
 
     caches: Sequence[Any] = (
-        delta_log._object_listings,
-        delta_log._object_commit_ids,
-        delta_log._object_commit_icts,
-        delta_log._shared_snapshots,
-        delta_log._replay_bases,
-        delta_log._last_snapshots,
+        object_listing._object_listings,
+        commits._object_commit_ids,
+        commits._object_commit_icts,
+        snapshots._shared_snapshots,
+        deltalake_snapshots._replay_bases,
+        snapshots._last_snapshots,
     )
     for cache in caches:
         for key in list(cache):

@@ -16,15 +16,21 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from dbt.adapters.dyntable import delta_log
 from dbt.adapters.dyntable.delta_log import (
     DataFile,
     DeltaLog,
     HistoryUnavailable,
     IntervalKind,
     TableNotFound,
+    commits,
+    deltalake_snapshots,
+    listing,
+    snapshots,
     typed_partition_values,
 )
+from dbt.adapters.dyntable.delta_log.deltalake_snapshots import DeltalakeSnapshots, snapshot_of
+from dbt.adapters.dyntable.delta_log.lru import Lru
+from dbt.adapters.dyntable.delta_log.table_files import TableFiles
 
 
 def rows(ids: List[int], value: str = "x") -> pa.Table:
@@ -246,7 +252,7 @@ def test_intervals_count_the_rows_their_commits_changed(table: Path) -> None:
 def test_a_commit_counts_its_changed_rows_by_its_writers_metrics(
     operation: str, metrics: Dict[str, object], removes: bool, changed: object
 ) -> None:
-    commit = delta_log._Commit(
+    commit = commits.Commit(
         version=1,
         identity="c",
         commit_info={"operation": operation, "operationMetrics": metrics},
@@ -441,7 +447,7 @@ def test_a_recent_listing_is_reused_until_a_commit_or_checkpoint_follows_it(
     refresh writes): its listing is reused while no commit follows it and ``_last_checkpoint``
     is the same, though a change within one tick of a coarse clock leaves the folder's time as
     it was, as this test makes it."""
-    monkeypatch.setattr(delta_log, "LISTING_RACY_NS", 10**18)  # every folder is recent
+    monkeypatch.setattr(listing, "LISTING_RACY_NS", 10**18)  # every folder is recent
     folder = table / "_delta_log"
 
     def in_the_same_tick(change: Callable[[], object]) -> None:
@@ -449,12 +455,12 @@ def test_a_recent_listing_is_reused_until_a_commit_or_checkpoint_follows_it(
         change()
         os.utime(folder, ns=(before.st_atime_ns, before.st_mtime_ns))
 
-    listed = DeltaLog(table)._listing()
-    assert DeltaLog(table)._listing() is listed and DeltaLog(table).latest_version() == 4
+    listed = DeltaLog(table)._listing.get()
+    assert DeltaLog(table)._listing.get() is listed and DeltaLog(table).latest_version() == 4
     in_the_same_tick(lambda: write_deltalake(table, rows([7]), mode="append"))
     assert DeltaLog(table).latest_version() == 5
-    relisted = DeltaLog(table)._listing()
-    assert relisted is not listed and DeltaLog(table)._listing() is relisted
+    relisted = DeltaLog(table)._listing.get()
+    assert relisted is not listed and DeltaLog(table)._listing.get() is relisted
     in_the_same_tick(lambda: DeltaTable(table).create_checkpoint())
     assert DeltaLog(table).latest_checkpoint() == 5
 
@@ -473,35 +479,35 @@ def test_a_listing_is_extended_by_the_commits_after_it_until_a_checkpoint_or_cle
 
     monkeypatch.setattr(pafs, "FileSelector", counted)
 
-    def fresh() -> delta_log._Listing:
-        delta_log._listings.pop(str(table / "_delta_log"))
-        return DeltaLog(table)._listing()
+    def fresh() -> listing.Listing:
+        listing._listings.pop(str(table / "_delta_log"))
+        return DeltaLog(table)._listing.get()
 
     assert DeltaLog(table).latest_version() == 4 and len(listings) == 1
     for value in (7, 8, 9):
         write_deltalake(table, rows([value]), mode="append")
-    extended = DeltaLog(table)._listing()
+    extended = DeltaLog(table)._listing.get()
     assert extended.latest == 7 and len(listings) == 1
     assert extended == fresh() and len(listings) == 2
     DeltaTable(table).create_checkpoint()
     write_deltalake(table, rows([10]), mode="append")
     assert DeltaLog(table).latest_checkpoint() == 7 and len(listings) == 3
     commit_file(table, 0).unlink()  # the log cleaned up by hand: no new checkpoint
-    assert DeltaLog(table)._listing().earliest_loadable == 7 and len(listings) == 4
+    assert DeltaLog(table)._listing.get().earliest_loadable == 7 and len(listings) == 4
 
 
 def test_a_table_re_created_in_the_same_log_folder_is_listed_again(table: Path) -> None:
     """Its commits up to the listing's latest were written anew: not an extension of it."""
-    listed = DeltaLog(table)._listing()
+    listed = DeltaLog(table)._listing.get()
     for path in (table / "_delta_log").iterdir():
         path.unlink()
     for value in range(5):
         write_deltalake(table, rows([value]), mode="append")
-    relisted = DeltaLog(table)._listing()
+    relisted = DeltaLog(table)._listing.get()
     assert relisted.latest == listed.latest == 4
     assert relisted.commit_mtimes_ms != listed.commit_mtimes_ms
-    delta_log._listings.pop(str(table / "_delta_log"))
-    assert DeltaLog(table)._listing() == relisted
+    listing._listings.pop(str(table / "_delta_log"))
+    assert DeltaLog(table)._listing.get() == relisted
 
 
 def test_an_open_log_follows_a_table_re_created_under_it(table: Path) -> None:
@@ -531,7 +537,7 @@ def test_a_held_listing_answers_as_of_when_it_was_taken(table: Path) -> None:
 def test_reused_listings_are_bounded_least_recently_used_first(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(delta_log, "_listings", delta_log._Lru(2))
+    monkeypatch.setattr(listing, "_listings", Lru(2))
     folders = {}
     for name in ("a", "b", "c"):
         write_deltalake(tmp_path / name, rows([1]))
@@ -541,14 +547,14 @@ def test_reused_listings_are_bounded_least_recently_used_first(
     DeltaLog(tmp_path / "b").latest_version()
     DeltaLog(tmp_path / "a").latest_version()  # a reused: b is now the least recently used
     DeltaLog(tmp_path / "c").latest_version()
-    assert list(delta_log._listings) == [folders["a"], folders["c"]]
+    assert list(listing._listings) == [folders["a"], folders["c"]]
 
 
 def test_a_later_version_replayed_from_a_loaded_one_equals_a_fresh_load(
     table: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(delta_log, "_replay_bases", delta_log._Lru(delta_log.REPLAY_BASE_CACHE_SIZE))
-    monkeypatch.setattr(delta_log, "_shared_snapshots", delta_log._Lru(delta_log.SHARED_SNAPSHOT_CACHE_SIZE))
+    monkeypatch.setattr(deltalake_snapshots, "_replay_bases", Lru(deltalake_snapshots.REPLAY_BASE_CACHE_SIZE))
+    monkeypatch.setattr(snapshots, "_shared_snapshots", Lru(snapshots.SHARED_SNAPSHOT_CACHE_SIZE))
     replays: List[int] = []
     replay = DeltaTable.load_as_version
     monkeypatch.setattr(DeltaTable, "load_as_version", lambda t, v: replays.append(v) or replay(t, v))
@@ -557,7 +563,7 @@ def test_a_later_version_replayed_from_a_loaded_one_equals_a_fresh_load(
     write_deltalake(table, added_column, mode="append", schema_mode="merge")
     for version in (3, 4, 5):
         replayed = DeltaLog(table).snapshot(version)
-        fresh = delta_log.DeltaLog(table)._build_snapshot(DeltaTable(str(table), version=version), version)
+        fresh = snapshot_of(DeltaTable(str(table), version=version), version, TableFiles(table))
         assert replayed == fresh
     # 3 and 4 only add and remove files: applied to the snapshot before them (tests below); 5
     # adds a column: replayed from version 1's table.
@@ -566,9 +572,7 @@ def test_a_later_version_replayed_from_a_loaded_one_equals_a_fresh_load(
     shutil.rmtree(table)  # re-created with more versions than the base: never replayed onto
     for batch in ([1], [2], [3], [4], [5], [6], [7]):
         write_deltalake(table, rows(batch, "new"), mode="append")
-    assert DeltaLog(table).snapshot(6) == delta_log.DeltaLog(table)._build_snapshot(
-        DeltaTable(str(table), version=6), 6
-    )
+    assert DeltaLog(table).snapshot(6) == snapshot_of(DeltaTable(str(table), version=6), 6, TableFiles(table))
     assert DeltaLog(table).row_count(6) == 7
     assert replays == [5]  # the re-created table's version 6 was loaded afresh
 
@@ -576,8 +580,8 @@ def test_a_later_version_replayed_from_a_loaded_one_equals_a_fresh_load(
 def test_a_table_written_here_is_the_next_snapshot_s_base(
     table: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(delta_log, "_replay_bases", delta_log._Lru(delta_log.REPLAY_BASE_CACHE_SIZE))
-    monkeypatch.setattr(delta_log, "_shared_snapshots", delta_log._Lru(delta_log.SHARED_SNAPSHOT_CACHE_SIZE))
+    monkeypatch.setattr(deltalake_snapshots, "_replay_bases", Lru(deltalake_snapshots.REPLAY_BASE_CACHE_SIZE))
+    monkeypatch.setattr(snapshots, "_shared_snapshots", Lru(snapshots.SHARED_SNAPSHOT_CACHE_SIZE))
     log = DeltaLog(table)
     log.snapshot(4)
     writer = log.for_writing()
@@ -588,7 +592,7 @@ def test_a_table_written_here_is_the_next_snapshot_s_base(
     log.written(writer)
     assert log.for_writing() is writer  # the written table, at the version it committed
     log.written(writer)
-    assert DeltaLog(table).snapshot(5) == delta_log.DeltaLog(table)._build_snapshot(DeltaTable(str(table)), 5)
+    assert DeltaLog(table).snapshot(5) == snapshot_of(DeltaTable(str(table)), 5, TableFiles(table))
     assert DeltaLog(table).row_count(5) == 6  # 1, 2 (updated), 3, 5, 6 and 9
 
 
@@ -596,11 +600,11 @@ def test_a_table_written_here_is_the_next_snapshot_s_base(
 def loaded(monkeypatch: pytest.MonkeyPatch) -> List[Tuple[str, int]]:
     """Each snapshot loaded by ``deltalake`` from here on, as (table folder, version); none is
     shared from earlier tests."""
-    monkeypatch.setattr(delta_log, "_shared_snapshots", delta_log._Lru(delta_log.SHARED_SNAPSHOT_CACHE_SIZE))
+    monkeypatch.setattr(snapshots, "_shared_snapshots", Lru(snapshots.SHARED_SNAPSHOT_CACHE_SIZE))
     loads: List[Tuple[str, int]] = []
-    load = DeltaLog._load_snapshot
+    load = DeltalakeSnapshots.load
     monkeypatch.setattr(
-        DeltaLog, "_load_snapshot", lambda log, v: loads.append((Path(log.location).name, v)) or load(log, v)
+        DeltalakeSnapshots, "load", lambda log, v: loads.append((Path(log.location).name, v)) or load(log, v)
     )
     return loads
 
@@ -621,7 +625,7 @@ def test_a_version_applied_onto_an_earlier_snapshot_equals_a_fresh_load(
     log = DeltaLog(table)
     log.snapshot(0)
     for version in range(1, 11):
-        fresh = DeltaLog(table)._build_snapshot(DeltaTable(str(table), version=version), version)
+        fresh = snapshot_of(DeltaTable(str(table), version=version), version, TableFiles(table))
         assert log.snapshot(version) == fresh
     assert loaded == [("t", 0), ("t", 9)]
     assert log.row_count(10) == 10 and log.interval(9, 10).added_rows == 1
@@ -637,7 +641,7 @@ def test_a_version_asked_of_a_fresh_log_is_applied_onto_the_snapshot_the_process
     write_deltalake(table, rows([7]), mode="append")  # 5
     DeltaTable(table).delete("id = 7")  # 6
     for version in (5, 6):
-        fresh = DeltaLog(table)._build_snapshot(DeltaTable(str(table), version=version), version)
+        fresh = snapshot_of(DeltaTable(str(table), version=version), version, TableFiles(table))
         assert DeltaLog(table).snapshot(version) == fresh
     assert loaded == [("t", 4)]
     shutil.rmtree(table)  # re-created: its version 7 does not continue version 6
@@ -648,7 +652,7 @@ def test_a_version_asked_of_a_fresh_log_is_applied_onto_the_snapshot_the_process
 
 
 def partitioned_rows(ids: List[int]) -> pa.Table:
-    """Rows with a partition column of each type ``DeltaLog._applied`` types, nulls included."""
+    """Rows with a partition column of each type ``Snapshots._applied`` types, nulls included."""
 
     def every_third(values: List[object]) -> List[object]:
         return [None if i % 3 == 2 else values[i % len(values)] for i in ids]
@@ -683,7 +687,7 @@ def test_a_partitioned_version_applied_onto_an_earlier_snapshot_equals_a_fresh_l
     log = DeltaLog(partitioned)
     log.snapshot(0)
     for version in range(1, 5):
-        fresh = DeltaLog(partitioned)._build_snapshot(DeltaTable(str(partitioned), version=version), version)
+        fresh = snapshot_of(DeltaTable(str(partitioned), version=version), version, TableFiles(partitioned))
         assert log.snapshot(version) == fresh
     assert loaded == [("partitioned", 0)]
     day = {f.partition_values["day"] for f in log.snapshot(4).files.values()}
@@ -695,7 +699,7 @@ def test_a_partitioned_version_applied_onto_an_earlier_snapshot_equals_a_fresh_l
     write_deltalake(by_time, pa.table({"id": [2], "at": [moment]}), mode="append")
     log = DeltaLog(by_time)
     log.snapshot(0)
-    assert log.snapshot(1) == DeltaLog(by_time)._build_snapshot(DeltaTable(str(by_time), version=1), 1)
+    assert log.snapshot(1) == snapshot_of(DeltaTable(str(by_time), version=1), 1, TableFiles(by_time))
     assert loaded[-2:] == [("by_time", 0), ("by_time", 1)]
 
 

@@ -86,15 +86,21 @@ def as_a_new_process(project: Any) -> None:
 def forget_delta_logs(project: Any) -> None:
     """Forget what this process (and a JVM engine's driver) read of any Delta log, as a new
     process would: a table damaged since is read as it is now."""
-    from dbt.adapters.dyntable import delta_log
+    from dbt.adapters.dyntable.delta_log import (
+        deltalake_snapshots,
+        intervals,
+        listing,
+        object_listing,
+        snapshots,
+    )
 
     for cache in (
-        delta_log._shared_snapshots,
-        delta_log._replay_bases,
-        delta_log._listings,
-        delta_log._last_snapshots,
-        delta_log._shared_intervals,
-        delta_log._object_listings,
+        snapshots._shared_snapshots,
+        deltalake_snapshots._replay_bases,
+        listing._listings,
+        snapshots._last_snapshots,
+        intervals._shared_intervals,
+        object_listing._object_listings,
     ):
         for key in list(cache):
             cache.pop(key)
