@@ -26,6 +26,7 @@ from dbt.adapters.dyntable.dynamic_table.metadata import (
     MetadataDamaged,
     MetadataStore,
     SourceVersion,
+    compaction,
     utcnow,
 )
 
@@ -57,7 +58,8 @@ def test_frontiers_keep_one_row_per_table_after_compaction(tmp_path: Path) -> No
         "s.b": 2 * COMPACT_EVERY - 1,
     }
     assert fresh["s.a"].sources == {"s.t": SourceVersion(2 * COMPACT_EVERY - 1, f"c{2 * COMPACT_EVERY - 1}")}
-    store._prune_frontiers(store._open[FRONTIERS])  # what the next compaction keeps: the latest rows
+    # What the next compaction keeps: the latest rows.
+    store._compaction.prune_frontiers(store._tables._open[FRONTIERS])
     kept = DeltaTable(str(store.location(FRONTIERS))).to_pyarrow_table().to_pylist()
     assert sorted((row["name"], row["dt_version"]) for row in kept) == [
         ("s.a", 2 * COMPACT_EVERY - 1),
@@ -124,7 +126,7 @@ def test_a_frontier_being_written_at_a_batch_s_end_is_read_meanwhile(
     store.ensure()
     store.commit_intent("s.a", intent(1), 1, "d1")
     read_meanwhile: List[int] = []
-    append = store._append
+    append = store._access.append
 
     def append_and_read(table: str, records: List[dict]) -> None:
         if table == FRONTIERS:
@@ -133,12 +135,12 @@ def test_a_frontier_being_written_at_a_batch_s_end_is_read_meanwhile(
         if table == FRONTIERS:
             read_meanwhile.append(store.frontier("s.a").dt_version)  # type: ignore[union-attr]
 
-    monkeypatch.setattr(store, "_append", append_and_read)
+    monkeypatch.setattr(store._access, "append", append_and_read)
     store.open_batch()  # a tick still running
     with store.batch():  # a tick that ends
         store.commit_intent("s.a", intent(2), 2, "d2")
     assert read_meanwhile == [2, 2]
-    assert store._pending_frontiers == {}
+    assert store._batches._pending_frontiers == {}
     store.close_batch()
 
 
@@ -150,7 +152,7 @@ def test_history_rows_being_written_at_a_batch_s_end_are_read_meanwhile_once(
     store = MetadataStore(tmp_path / "meta", "meta")
     store.ensure()
     read_meanwhile: List[List[str]] = []
-    append = store._append
+    append = store._access.append
 
     def append_and_read(table: str, records: List[dict]) -> None:
         if table == REFRESH_HISTORY:
@@ -159,7 +161,7 @@ def test_history_rows_being_written_at_a_batch_s_end_are_read_meanwhile_once(
         if table == REFRESH_HISTORY:
             read_meanwhile.append([row.refresh_id for row in store.history("s.a")])
 
-    monkeypatch.setattr(store, "_append", append_and_read)
+    monkeypatch.setattr(store._access, "append", append_and_read)
     store.open_batch()  # a tick still running
     with store.batch():  # a tick that ends
         for refresh_id in ("r1", "r2"):
@@ -170,7 +172,7 @@ def test_history_rows_being_written_at_a_batch_s_end_are_read_meanwhile_once(
                 )
             )
     assert read_meanwhile == [["r1", "r2"], ["r1", "r2"]]
-    assert store._flushing_history == [] and store._pending_history == []
+    assert store._batches._flushing_history == [] and store._batches._pending_history == []
     store.close_batch()
     assert [row.refresh_id for row in MetadataStore(tmp_path / "meta", "meta").history("s.a")] == ["r1", "r2"]
 
@@ -234,7 +236,7 @@ def test_files_compaction_removed_are_deleted_after_the_retention(
 ) -> None:
     """Each commit writes a small file and compaction merges them: the merged-away files go with
     the vacuum that follows, once removed longer than the retention (here: at once)."""
-    monkeypatch.setattr(metadata, "VACUUM_RETENTION_HOURS", 0)
+    monkeypatch.setattr(compaction, "VACUUM_RETENTION_HOURS", 0)
     store = MetadataStore(tmp_path / "meta", "meta")
     store.ensure()
     for version in range(4 * COMPACT_EVERY):
@@ -319,8 +321,8 @@ def test_a_prefetched_store_serves_what_was_committed_after_its_prefetch(tmp_pat
     writer.commit_intent("s.a", intent(1), 1, "d1")
     reader = MetadataStore(tmp_path / "meta", "meta")
     reader.prefetch()
-    assert set(reader._open) == set(SCHEMAS)
-    assert set(reader._cached) == set(metadata.CACHED_TABLES)
+    assert set(reader._tables._open) == set(SCHEMAS)
+    assert set(reader._tables._cached) == set(metadata.CACHED_TABLES)
     writer.commit_intent("s.a", intent(2), 2, "d2")
     writer.commit_intent("s.b", intent(2), 2, "d2")
     reader.ensure()
@@ -350,14 +352,14 @@ def test_a_prefetched_store_still_brings_an_older_table_up_to_date(tmp_path: Pat
     current.ensure()
     prefetched = MetadataStore(tmp_path / "meta", "meta")
     prefetched.prefetch()
-    assert prefetched._current == set(SCHEMAS)
+    assert prefetched._migration._current == set(SCHEMAS)
     location = tmp_path / "old" / FRONTIERS
     location.mkdir(parents=True)
     older = pa.schema([f for f in SCHEMAS[FRONTIERS] if f.name != "views"])
     DeltaTable.create(str(location), schema=older)
     store = MetadataStore(tmp_path / "old", "meta")
     store.prefetch()
-    assert FRONTIERS not in store._current
+    assert FRONTIERS not in store._migration._current
     store.ensure()
     upgraded = DeltaTable(str(location))
     assert "views" in {f.name for f in upgraded.schema().fields}
@@ -385,7 +387,7 @@ def test_a_table_nobody_committed_to_is_not_brought_up_to_date_again(
     age_logs(store, 60)
     assert set(store.frontiers()) == {"s.a"}  # brought up to date once, the folder's stamp kept
     updates: List[str] = []
-    opened = store._open[FRONTIERS]
+    opened = store._tables._open[FRONTIERS]
     update = opened.update_incremental
     monkeypatch.setattr(opened, "update_incremental", lambda: updates.append("u") or update())
     assert {name: f.dt_version for name, f in store.frontiers().items()} == {"s.a": 1}
