@@ -35,7 +35,9 @@ Rows = List[Dict[str, Any]]
 class OpenTables:
     """The metadata tables under ``root`` (one folder per table) as this process holds them."""
 
-    #: Held by every metadata write of this process, whichever store makes it.
+    #: Held by every metadata write of this process, whichever store makes it: its writers take
+    #: turns instead of retrying against each other's commits (other processes' commits are
+    #: retried: ``TableAccess.commit``).
     write_lock: ClassVar[threading.Lock] = threading.Lock()
 
     def __init__(self, root: Union[str, Path], schema: str) -> None:
