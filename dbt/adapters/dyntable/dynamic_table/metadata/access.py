@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import time
 from datetime import datetime
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, TypeVar
 
 import pyarrow as pa
 from deltalake import write_deltalake
@@ -28,6 +28,8 @@ COMMIT_RETRIES = 20
 #: tried this many times more, the table read afresh each time, before it is called damaged.
 TRANSIENT_RETRIES = 3
 
+_Done = TypeVar("_Done")
+
 
 class TableAccess:
     """Reads and commits on ``tables``; ``after_commit(table, version)`` follows each commit this
@@ -40,8 +42,19 @@ class TableAccess:
         self.repairs = repairs
         self._after_commit = after_commit
 
+    def or_repaired(self, table: str, work: Callable[[], _Done]) -> _Done:
+        """``work`` on ``table``; when it finds the table damaged and this store repairs, the
+        table is repaired and ``work`` runs again (docs/ARCHITECTURE.md, "Metadata tables")."""
+        try:
+            return work()
+        except MetadataDamaged as damaged:
+            if not self.repairs.enabled:
+                raise
+            self.repairs.repair_damaged(table, damaged)
+        return work()
+
     def rows(self, table: str, name: Optional[str], since: Optional[datetime] = None) -> Rows:
-        return self.repairs.or_repaired(table, lambda: self._rows_read_afresh(table, name, since))
+        return self.or_repaired(table, lambda: self._rows_read_afresh(table, name, since))
 
     def _rows_read_afresh(self, table: str, name: Optional[str], since: Optional[datetime]) -> Rows:
         for attempt in range(TRANSIENT_RETRIES + 1):
@@ -83,7 +96,7 @@ class TableAccess:
         the log it read; ``landed`` says whether a write that failed committed all the same
         (without it the write is one that may run twice). ``patch`` turns the cached rows into
         the written version's when the write committed right after them."""
-        self.repairs.or_repaired(table, lambda: self._commit_once(table, write, patch, landed))
+        self.or_repaired(table, lambda: self._commit_once(table, write, patch, landed))
 
     def _commit_once(
         self,

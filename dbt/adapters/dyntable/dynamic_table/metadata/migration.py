@@ -48,7 +48,7 @@ class Migration:
         with tables.one_look():  # opened a moment ago, or by ``prefetch``: one check each
             for table in existing:
                 if table not in current:
-                    repairs.or_repaired(table, functools.partial(self._bring_up_to_date, table))
+                    self.access.or_repaired(table, functools.partial(self._bring_up_to_date, table))
         for table, schema in SCHEMAS.items():
             path = tables.location(table)
             if table in existing:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import fcntl
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Tuple, TypeVar
+from typing import Any, Dict, List, Optional, Tuple
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -28,8 +28,6 @@ from dbt.adapters.dyntable.vocabulary import first_line
 DAMAGED_DIR = ".damaged"
 #: The lock one process at a time repairs the metadata tables under (beside the refresh locks).
 REPAIR_LOCK = "metadata-repair.lock"
-
-_Done = TypeVar("_Done")
 
 
 @dataclass(frozen=True)
@@ -92,17 +90,6 @@ class Repairs:
         with _RepairLock(self.locks, self.tables.storage.remote), self.tables.write_lock, self.tables.lock:
             self.tables.forget_all()
             return [self._rebuild(table) for table in SCHEMAS]
-
-    def or_repaired(self, table: str, work: Callable[[], _Done]) -> _Done:
-        """``work`` on ``table``; when it finds the table damaged and this store repairs, the
-        table is repaired and ``work`` runs again (docs/ARCHITECTURE.md, "Metadata tables")."""
-        try:
-            return work()
-        except MetadataDamaged as damaged:
-            if not self.enabled:
-                raise
-            self.repair_damaged(table, damaged)
-        return work()
 
     def repair_damaged(self, table: str, damaged: MetadataDamaged) -> None:
         """Repair ``table`` as `dyntable repair` does, one process at a time (another may have
