@@ -13,8 +13,9 @@ new frontier after it (inside a batch, at the batch's end).
 :class:`MetadataStore` is what the rest of the plugin uses; under it, ``tables`` (names, columns,
 log settings, damage), ``rows`` (typed rows, the intent), ``open_tables`` (the tables a process
 holds open, their cached rows, reads), ``access`` (reads and commits retried through other
-processes' writes), ``repair``, ``batches`` (what waits for a batch's end), ``compaction`` and
-``migration`` (creating and upgrading the tables, the prefetch).
+processes' writes and repaired where damaged), ``repair`` (rebuilding a damaged table),
+``batches`` (what waits for a batch's end), ``compaction`` and ``migration`` (creating and
+upgrading the tables, the prefetch).
 """
 
 from __future__ import annotations
