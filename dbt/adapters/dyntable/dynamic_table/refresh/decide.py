@@ -435,27 +435,7 @@ def observe(
     states = []
     for name in names:
         consumed = resuming.sources.get(name) if resuming else None
-        log = engine.delta_log(name, hold_listing=True, since=consumed.version if consumed else None)
-        if log is None and not engine.capabilities.escaped_table_paths and not _plain(name):
-            raise RefreshError(
-                f"Source {name} cannot be read incrementally by the {engine.name} engine: it stores "
-                "a table whose name has spaces, punctuation or non-ASCII letters where its Delta log "
-                'cannot be found again (docs/ARCHITECTURE.md, "Engines"). Rename the table to '
-                "letters, digits and underscores, or run on Spark (method: session)."
-            )
-        if log is None:
-            schema, table = name.split(".", 1)
-            if engine.catalog_entry(schema, table):
-                raise RefreshError(
-                    f"Source {name} is not a Delta table, and a dynamic table reads Delta tables "
-                    "only. Build it as Delta: set `file_format: delta` for it (`+file_format: delta` "
-                    "for models, seeds and snapshots in dbt_project.yml) and build it again (dbt run, "
-                    "dbt seed)."
-                )
-            raise RefreshError(
-                f"Source {name} does not exist. Build it first (dbt run, dbt seed), or fix the "
-                "reference in the model."
-            )
+        log = _source_log(engine, name, consumed.version if consumed else None)
         read = _read_of(name, upstream, across, request)
         version = _version_read(log, name, read, upstream, effective, metadata)
         state = _source_state(log, name, version, read, resuming)
@@ -480,6 +460,33 @@ def observe(
     )
     return Observation(
         states, effective, views, _dt_changed(dt_log, resuming), dt_size, dt_rows, clock, held_by
+    )
+
+
+def _source_log(engine: Engine, name: str, since: Optional[int]) -> DeltaLog:
+    """The Delta log of source ``name`` (its listing held for the refresh), or the error saying
+    why it has none; ``since``: the version the refresh consumed last."""
+    log = engine.delta_log(name, hold_listing=True, since=since)
+    if log is None and not engine.capabilities.escaped_table_paths and not _plain(name):
+        raise RefreshError(
+            f"Source {name} cannot be read incrementally by the {engine.name} engine: it stores "
+            "a table whose name has spaces, punctuation or non-ASCII letters where its Delta log "
+            'cannot be found again (docs/ARCHITECTURE.md, "Engines"). Rename the table to '
+            "letters, digits and underscores, or run on Spark (method: session)."
+        )
+    if log is not None:
+        return log
+    schema, table = name.split(".", 1)
+    if engine.catalog_entry(schema, table):
+        raise RefreshError(
+            f"Source {name} is not a Delta table, and a dynamic table reads Delta tables "
+            "only. Build it as Delta: set `file_format: delta` for it (`+file_format: delta` "
+            "for models, seeds and snapshots in dbt_project.yml) and build it again (dbt run, "
+            "dbt seed)."
+        )
+    raise RefreshError(
+        f"Source {name} does not exist. Build it first (dbt run, dbt seed), or fix the "
+        "reference in the model."
     )
 
 
