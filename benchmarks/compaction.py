@@ -199,8 +199,7 @@ class Bench:
         from deltalake import DeltaTable
 
         from dbt.adapters.dyntable.delta_log import DeltaLog
-        from dbt.adapters.dyntable.dynamic_table.refresh.apply import merge_files
-        from dbt.adapters.dyntable.dynamic_table.refresh.compact import compaction_groups
+        from dbt.adapters.dyntable.dynamic_table.refresh.compact import compaction_groups, merge_files
 
         def size_tier(copy: Path) -> int:
             log = DeltaLog(copy)

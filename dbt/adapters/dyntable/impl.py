@@ -26,7 +26,7 @@ from dbt.adapters.dyntable.dynamic_table.config import VERIFY_MODES, DynamicTabl
 from dbt.adapters.dyntable.dynamic_table.lifecycle import RefreshRequest, Trigger
 from dbt.adapters.dyntable.dynamic_table.metadata import GRAPH_HISTORY, MetadataDamaged, MetadataStore
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable, built_tables
-from dbt.adapters.dyntable.dynamic_table.refresh.apply import datafusion_sql
+from dbt.adapters.dyntable.dynamic_table.refresh.deltalake_writer import datafusion_sql
 from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
 from dbt.adapters.dyntable.dynamic_table.snapshot import NoCommonSnapshot, common_snapshot
 from dbt.adapters.dyntable.dynamic_table.table_features import grants_refusal, lacks

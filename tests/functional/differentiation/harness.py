@@ -26,7 +26,8 @@ from dbt.adapters.dyntable.differentiation import (
 )
 from dbt.adapters.dyntable.dynamic_table.config import DynamicTableConfig
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
-from dbt.adapters.dyntable.dynamic_table.refresh.apply import DeltaApplier
+from dbt.adapters.dyntable.dynamic_table.refresh.target import Target
+from dbt.adapters.dyntable.dynamic_table.refresh.write import writer_for
 from dbt.adapters.dyntable.engines.base import Engine
 
 WEIGHT = "_dyn_weight"
@@ -205,5 +206,5 @@ class Warehouse:
         stored = DynamicTable(
             schema, name, "select 1", DynamicTableConfig.from_model(name, {"target_lag": "1 minute"})
         )
-        DeltaApplier(self.engine, stored).accumulate(delta.accumulation)
+        writer_for(Target(self.engine, stored)).accumulate(delta.accumulation, None)
         return self.rows(f"select * from {stored_relation}")

@@ -14,8 +14,11 @@ from deltalake import DeltaTable
 from dbt.adapters.dyntable.differentiation.aggregate import Accumulation
 from dbt.adapters.dyntable.dynamic_table.config import DynamicTableConfig
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
-from dbt.adapters.dyntable.dynamic_table.refresh import apply
-from dbt.adapters.dyntable.dynamic_table.refresh.apply import DeltaApplier, DeltaValidationError
+from dbt.adapters.dyntable.dynamic_table.refresh import deltalake_writer
+from dbt.adapters.dyntable.dynamic_table.refresh.apply import DeltaValidationError, prepare
+from dbt.adapters.dyntable.dynamic_table.refresh.engine_writer import EngineWriter
+from dbt.adapters.dyntable.dynamic_table.refresh.target import Target
+from dbt.adapters.dyntable.dynamic_table.refresh.write import writer_for
 
 pytestmark = pytest.mark.jvm_ci
 
@@ -59,23 +62,36 @@ def written_here(engine, dt):
     return written == engine.capabilities.merge_in_process
 
 
+def apply_delta(target, delta):
+    """``delta`` applied as a refresh applies it, by the writer ``write.writer_for`` chooses."""
+    return writer_for(target, delta).apply(delta, None)
+
+
+def append(target, delta_sql, columns):
+    return EngineWriter(target).append(delta_sql, columns, None)
+
+
+def accumulate(target, accumulation):
+    return writer_for(target).accumulate(accumulation, None)
+
+
 def delta_sql(rows):
     values = ", ".join(f"({k}, {'null' if v is None else repr(v)}, {w})" for k, v, w in rows)
     return f"select k, v, _dyn_weight from values {values} as d(k, v, _dyn_weight)"
 
 
 def test_bag_semantics_delete_one_of_two_copies_and_insert_duplicates(engine, dt):
-    applier = DeltaApplier(engine, dt)
-    prepared = applier.prepare(delta_sql([(1, "a", -1), (2, None, 1), (4, "d", 2)]), COLUMNS)
-    assert applier.apply(prepared) == (3, 1)
+    target = Target(engine, dt)
+    prepared = prepare(target, delta_sql([(1, "a", -1), (2, None, 1), (4, "d", 2)]), COLUMNS)
+    assert apply_delta(target, prepared) == (3, 1)
     assert contents(engine, dt) == Counter({(1, "a"): 1, (2, None): 2, (3, "c"): 1, (4, "d"): 2})
     assert last_commit(engine, dt)["operation"] == "MERGE" and written_here(engine, dt)
 
 
 def test_insert_only_delta_is_one_commit(engine, dt):
-    applier = DeltaApplier(engine, dt)
+    target = Target(engine, dt)
     before = version(engine, dt)
-    applier.apply(applier.prepare(delta_sql([(5, "e", 1), (1, "a", 1)]), COLUMNS))
+    apply_delta(target, prepare(target, delta_sql([(5, "e", 1), (1, "a", 1)]), COLUMNS))
     assert version(engine, dt) == before + 1
     assert contents(engine, dt)[(1, "a")] == 3
     assert written_here(engine, dt)
@@ -85,10 +101,10 @@ def test_writes_keep_a_checkpoint_every_ten_versions_whoever_writes(engine, dt):
     """The engines checkpoint a table every 10 versions (Delta's default); rows written by this
     process (``Capabilities.merge_in_process``) must too, or every reader of the DT replays up to
     deltalake's 100 commits."""
-    applier = DeltaApplier(engine, dt)
+    target = Target(engine, dt)
     start = version(engine, dt)
     for i in range(11):
-        applier.apply(applier.prepare(delta_sql([(100 + i, "n", 1)]), COLUMNS))
+        apply_delta(target, prepare(target, delta_sql([(100 + i, "n", 1)]), COLUMNS))
     location = engine.table_location(dt.schema, dt.identifier)
     tenth = next(v for v in range(start + 1, start + 12) if v % 10 == 0)
     assert (Path(location) / "_delta_log" / f"{tenth:020d}.checkpoint.parquet").exists()
@@ -98,18 +114,18 @@ def test_writes_keep_a_checkpoint_every_ten_versions_whoever_writes(engine, dt):
 def test_appended_delta_stays_in_the_engine_and_counts_its_rows(engine, dt):
     """An insert-only delta appended by one INSERT ... SELECT: a row of weight n goes in n times,
     nulls included, and the rows inserted come from the DT's log."""
-    applier = DeltaApplier(engine, dt)
+    target = Target(engine, dt)
     before = version(engine, dt)
-    assert applier.append(delta_sql([(5, "e", 1), (1, "a", 3), (2, None, 2)]), COLUMNS) == (6, 0)
+    assert append(target, delta_sql([(5, "e", 1), (1, "a", 3), (2, None, 2)]), COLUMNS) == (6, 0)
     assert version(engine, dt) == before + 1
     assert contents(engine, dt) == Counter({(1, "a"): 5, (2, None): 3, (3, "c"): 1, (5, "e"): 1})
 
 
 def test_an_appended_row_of_weight_below_one_fails_and_leaves_the_dt(engine, dt):
-    applier = DeltaApplier(engine, dt)
+    target = Target(engine, dt)
     before, held = version(engine, dt), contents(engine, dt)
     with pytest.raises(DeltaValidationError, match="an appended row has a weight below 1"):
-        applier.append(delta_sql([(5, "e", 1), (6, "f", 0)]), COLUMNS)
+        append(target, delta_sql([(5, "e", 1), (6, "f", 0)]), COLUMNS)
     assert (version(engine, dt), contents(engine, dt)) == (before, held)
 
 
@@ -117,37 +133,37 @@ def test_an_append_staged_here_refuses_a_weight_below_one_and_leaves_the_dt(engi
     """An append that comes to this process (the change fuse counts it, or ``immutable_where``
     filters it) is checked as the engine's INSERT checks it: the plan proves its weights
     positive, so a negative one is a bug, and appending it would drop rows silently."""
-    applier = DeltaApplier(engine, dt)
+    target = Target(engine, dt)
     before, held = version(engine, dt), contents(engine, dt)
     with pytest.raises(DeltaValidationError, match="an appended row has a weight below 1"):
-        applier.prepare(delta_sql([(5, "e", 1), (1, "a", -1)]), COLUMNS, insert_only=True)
+        prepare(target, delta_sql([(5, "e", 1), (1, "a", -1)]), COLUMNS, insert_only=True)
     assert (version(engine, dt), contents(engine, dt)) == (before, held)
 
 
 def test_an_appended_delta_of_no_rows_inserts_none(engine, dt):
-    applier = DeltaApplier(engine, dt)
+    target = Target(engine, dt)
     held = contents(engine, dt)
-    assert applier.append(delta_sql([(9, "z", 1)]) + " where false", COLUMNS) == (0, 0)
+    assert append(target, delta_sql([(9, "z", 1)]) + " where false", COLUMNS) == (0, 0)
     assert contents(engine, dt) == held
 
 
 def test_deleting_a_row_that_is_not_there_fails_and_leaves_the_dt(engine, dt):
-    applier = DeltaApplier(engine, dt)
+    target = Target(engine, dt)
     before = (version(engine, dt), contents(engine, dt))
     with pytest.raises(DeltaValidationError, match="deletes rows the table does not hold"):
-        applier.prepare(delta_sql([(3, "c", -2)]), COLUMNS)
+        prepare(target, delta_sql([(3, "c", -2)]), COLUMNS)
     with pytest.raises(DeltaValidationError, match="deletes rows the table does not hold"):
-        applier.prepare(delta_sql([(9, "z", -1), (4, "d", 1)]), COLUMNS)
+        prepare(target, delta_sql([(9, "z", -1), (4, "d", 1)]), COLUMNS)
     assert (version(engine, dt), contents(engine, dt)) == before
 
 
 def test_unconsolidated_delta_fails_and_leaves_the_dt(engine, dt):
-    applier = DeltaApplier(engine, dt)
+    target = Target(engine, dt)
     before = (version(engine, dt), contents(engine, dt))
     with pytest.raises(DeltaValidationError, match="more than once"):
-        applier.prepare(delta_sql([(4, "d", 1), (4, "d", 1)]), COLUMNS)
+        prepare(target, delta_sql([(4, "d", 1), (4, "d", 1)]), COLUMNS)
     with pytest.raises(DeltaValidationError, match="weight 0"):
-        applier.prepare(delta_sql([(4, "d", 0)]), COLUMNS)
+        prepare(target, delta_sql([(4, "d", 0)]), COLUMNS)
     assert (version(engine, dt), contents(engine, dt)) == before
 
 
@@ -173,12 +189,12 @@ def keyed_delta_sql(rows):
 def test_keyed_delta_replaces_the_row_under_its_key_despite_float_rounding(engine, keyed_dt):
     """The recomputed old sum (0.3) differs in its last bits from the stored one (0.1 + 0.2):
     matched on the whole row the delete would miss; matched on the group key it replaces it."""
-    applier = DeltaApplier(engine, keyed_dt)
+    target = Target(engine, keyed_dt)
     changes = keyed_delta_sql([(1, 0.3, -1), (1, 0.5, 1), (None, 7.0, -1), (3, 1.0, 1)])
     with pytest.raises(DeltaValidationError, match="deletes rows the table does not hold"):
-        applier.prepare(changes, ["k", "total"])
-    prepared = applier.prepare(changes, ["k", "total"], key=["k"])
-    assert applier.apply(prepared) == (2, 2)
+        prepare(target, changes, ["k", "total"])
+    prepared = prepare(target, changes, ["k", "total"], key=["k"])
+    assert apply_delta(target, prepared) == (2, 2)
     assert Counter(
         map(tuple, engine.execute(f"select k, total from {keyed_dt.relation}").collect())
     ) == Counter({(1, 0.5): 1, (2, 5.0): 1, (3, 1.0): 1})
@@ -186,12 +202,12 @@ def test_keyed_delta_replaces_the_row_under_its_key_despite_float_rounding(engin
 
 
 def test_keyed_delta_that_would_store_a_key_twice_fails_and_leaves_the_dt(engine, keyed_dt):
-    applier = DeltaApplier(engine, keyed_dt)
+    target = Target(engine, keyed_dt)
     before = version(engine, keyed_dt)
     with pytest.raises(DeltaValidationError, match=r"1 key\(s\) of \(k\) would hold two rows"):
-        applier.prepare(keyed_delta_sql([(2, 6.0, 1)]), ["k", "total"], key=["k"])
+        prepare(target, keyed_delta_sql([(2, 6.0, 1)]), ["k", "total"], key=["k"])
     with pytest.raises(DeltaValidationError, match="deletes rows the table does not hold"):
-        applier.prepare(keyed_delta_sql([(9, 1.0, -1)]), ["k", "total"], key=["k"])
+        prepare(target, keyed_delta_sql([(9, 1.0, -1)]), ["k", "total"], key=["k"])
     assert version(engine, keyed_dt) == before
 
 
@@ -200,15 +216,15 @@ def test_a_key_the_dt_already_breaks_is_never_matched_on(engine, keyed_dt):
     the plan proves fails the refresh; a declared one (a unique test the data breaks) falls back to
     whole-row matching, which is right for any multiset, and says so."""
     engine.execute(f"insert into {keyed_dt.relation} values (2, 8.0D)")
-    applier = DeltaApplier(engine, keyed_dt)
+    target = Target(engine, keyed_dt)
     before = version(engine, keyed_dt)
     changes = keyed_delta_sql([(2, 8.0, -1), (2, 9.0, 1)])
     with pytest.raises(DeltaValidationError, match="would hold two rows"):
-        applier.prepare(changes, ["k", "total"], key=["k"])
+        prepare(target, changes, ["k", "total"], key=["k"])
     assert version(engine, keyed_dt) == before
-    prepared = applier.prepare(changes, ["k", "total"], key=["k"], declared_by="a unique test on k")
+    prepared = prepare(target, changes, ["k", "total"], key=["k"], declared_by="a unique test on k")
     assert prepared.key is None and "declared by a unique test on k, is not unique" in prepared.warning
-    assert applier.apply(prepared) == (1, 1)
+    assert apply_delta(target, prepared) == (1, 1)
     assert Counter(
         map(tuple, engine.execute(f"select k, total from {keyed_dt.relation}").collect())
     ) == Counter({(1, 0.1 + 0.2): 1, (2, 5.0): 1, (2, 9.0): 1, (None, 7.0): 1})
@@ -218,10 +234,10 @@ def test_a_delta_on_a_proven_key_is_one_merge_checked_by_the_engine(engine, keye
     """Per key: a delete and an insert update the stored row (matched on the key, so the stored
     sum's rounding does not matter), a lone delete deletes it, a lone insert adds one; the counts
     come from the commit's metrics, an update being one of each."""
-    applier = DeltaApplier(engine, keyed_dt)
+    target = Target(engine, keyed_dt)
     before = version(engine, keyed_dt)
     changes = keyed_delta_sql([(1, 0.3, -1), (1, 0.5, 1), (None, 7.0, -1), (3, 1.0, 1)])
-    assert applier.merge_on_key(changes, ["k", "total"], ["k"]) == (2, 2)
+    assert EngineWriter(target).merge_on_key(changes, ["k", "total"], ["k"]) == (2, 2)
     assert version(engine, keyed_dt) == before + 1
     assert Counter(
         map(tuple, engine.execute(f"select k, total from {keyed_dt.relation}").collect())
@@ -239,22 +255,22 @@ def test_an_accumulation_folds_partials_into_the_stored_groups_in_one_commit(
     refolds small tables, a DT under ``REFOLDED_BYTES`` is folded by one query and written whole
     (``large``: the threshold at 0, so that the MERGE is tested on every engine)."""
     if not small:
-        monkeypatch.setattr(apply, "REFOLDED_BYTES", 0)
+        monkeypatch.setattr(deltalake_writer, "REFOLDED_BYTES", 0)
     rewritten = small and engine.capabilities.refolds_small_tables
-    applier = DeltaApplier(engine, keyed_dt)
+    target = Target(engine, keyed_dt)
     before = version(engine, keyed_dt)
     partials = "select k, total from values (2, 1.5D), (null, cast(null as double)), (4, 2.0D) as p(k, total)"
     accumulation = Accumulation(
         partials, ["K"], ["K", "Total"], {"Total": "sum"}
     )  # names as a query spells them
-    assert applier.accumulate(accumulation) == (3, 2)
+    assert accumulate(target, accumulation) == (3, 2)
     assert version(engine, keyed_dt) == before + 1
     operation = last_commit(engine, keyed_dt)["operation"]
     assert operation == ("WRITE" if rewritten else "MERGE") and written_here(engine, keyed_dt)
     assert contents_keyed(engine, keyed_dt) == Counter(
         {(1, 0.1 + 0.2): 1, (2, 6.5): 1, (None, 7.0): 1, (4, 2.0): 1}
     )
-    assert applier.accumulate(replace(accumulation, sql=partials + " where false")) == (0, 0)
+    assert accumulate(target, replace(accumulation, sql=partials + " where false")) == (0, 0)
     assert version(engine, keyed_dt) == before + 1  # no partials: no commit
 
 
@@ -274,18 +290,20 @@ TWICE, NOT_HELD = r"a key of \(k\) would hold two rows", "deletes rows the table
     ],
 )
 def test_a_merge_on_a_proven_key_that_fails_a_check_leaves_the_dt(engine, keyed_dt, rows, detail):
-    applier = DeltaApplier(engine, keyed_dt)
+    target = Target(engine, keyed_dt)
     before = (version(engine, keyed_dt), contents_keyed(engine, keyed_dt))
     changes = keyed_delta_sql([(3, 1.0, 1), *rows])  # a valid row beside: nothing is applied
     with pytest.raises(DeltaValidationError, match=detail):
-        applier.merge_on_key(changes, ["k", "total"], ["k"])
+        EngineWriter(target).merge_on_key(changes, ["k", "total"], ["k"])
     assert (version(engine, keyed_dt), contents_keyed(engine, keyed_dt)) == before
 
 
 def test_an_empty_merge_on_a_key_commits_nothing(engine, keyed_dt):
-    applier = DeltaApplier(engine, keyed_dt)
+    target = Target(engine, keyed_dt)
     before = version(engine, keyed_dt)
-    assert applier.merge_on_key(keyed_delta_sql([(9, 1.0, 1)]) + " where false", ["k", "total"], ["k"]) == (
+    assert EngineWriter(target).merge_on_key(
+        keyed_delta_sql([(9, 1.0, 1)]) + " where false", ["k", "total"], ["k"]
+    ) == (
         0,
         0,
     )
@@ -305,7 +323,7 @@ def test_a_global_aggregate_merges_on_no_key(engine, request):
         changes = (
             "select n, total, _dyn_weight from values (3, 1.5D, -1), (5, 4.5D, 1) as d(n, total, _dyn_weight)"
         )
-        assert DeltaApplier(engine, table).merge_on_key(changes, ["n", "total"], []) == (1, 1)
+        assert EngineWriter(Target(engine, table)).merge_on_key(changes, ["n", "total"], []) == (1, 1)
         assert [tuple(r) for r in engine.execute(f"select n, total from {table.relation}").collect()] == [
             (5, 4.5)
         ]

@@ -235,19 +235,19 @@ class TestDynamicTableChain:
         checks the engine runs inside the MERGE (docs/ARCHITECTURE.md, "Applying"): nothing is
         committed, the intent is withdrawn, and the run fails naming the model; the next run
         refreshes the DT from where it was."""
-        from dbt.adapters.dyntable.dynamic_table.refresh.apply import DeltaApplier
+        from dbt.adapters.dyntable.dynamic_table.refresh.engine_writer import EngineWriter
 
         project.run_sql(f"insert into {raw}.orders values (50, 1, 5.0)")
         run_dbt(["run"])
         name = f"{project.test_schema}.revenue_dt"
         before = assert_dvs(project, dyntable_warehouse, "revenue_dt")
-        merge_on_key = DeltaApplier.merge_on_key
+        merge_on_key = EngineWriter.merge_on_key
 
         def doubling(self, delta_sql, columns, key):
             inserts = f"SELECT * FROM ({delta_sql}) AS d WHERE _dyn_weight > 0"
             return merge_on_key(self, f"SELECT * FROM ({delta_sql}) AS d UNION ALL {inserts}", columns, key)
 
-        monkeypatch.setattr(DeltaApplier, "merge_on_key", doubling)
+        monkeypatch.setattr(EngineWriter, "merge_on_key", doubling)
         # An update, so the groups' delta is merged on their key (inserts alone are accumulated).
         project.run_sql(f"update {raw}.orders set amount = 6.0 where order_id = 50")
         _, output = run_dbt_and_capture(["run"], expect_pass=False)

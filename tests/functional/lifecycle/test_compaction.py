@@ -15,7 +15,7 @@ from dbt.tests.util import run_dbt
 from deltalake import DeltaTable
 
 from dbt.adapters.dyntable.delta_log import DeltaLog, IntervalKind
-from dbt.adapters.dyntable.dynamic_table.refresh.apply import COMPACTION_FOLDER
+from dbt.adapters.dyntable.dynamic_table.refresh.compact import COMPACTION_FOLDER
 from tests.functional.adapter.delta import delta_project
 from tests.functional.dynamic_table.dvs import project_engine
 from tests.functional.lifecycle.helpers import assert_refreshed, commits, last, location

@@ -15,7 +15,7 @@ import pytest
 from dbt.tests.util import run_dbt, write_file
 from deltalake import DeltaTable, write_deltalake
 
-from dbt.adapters.dyntable.dynamic_table.refresh import apply
+from dbt.adapters.dyntable.dynamic_table.refresh import write
 from tests.functional.adapter.delta import delta_project
 from tests.functional.dynamic_table.dvs import project_engine
 from tests.functional.lifecycle.helpers import assert_refreshed, commits, location
@@ -235,7 +235,7 @@ class TestRewrittenInputs:
         self, project, raw, dyntable_warehouse, monkeypatch
     ):
         # Every DT counts as large: the engine deletes its rows in deletion vectors.
-        monkeypatch.setattr(apply, "MASKED_BYTES", 0)
+        monkeypatch.setattr(write, "MASKED_BYTES", 0)
         self.build(project, dyntable_warehouse)
         busy = location(project, f"{project.test_schema}.busy_sites")
         written = len(commits(busy))

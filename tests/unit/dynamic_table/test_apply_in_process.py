@@ -8,7 +8,8 @@ import json
 import pytest
 
 from dbt.adapters.dyntable.delta_log import Snapshot
-from dbt.adapters.dyntable.dynamic_table.refresh.apply import _writable_in_process, datafusion_sql
+from dbt.adapters.dyntable.dynamic_table.refresh.deltalake_writer import datafusion_sql
+from dbt.adapters.dyntable.dynamic_table.refresh.write import writable_in_process
 from dbt.adapters.dyntable.engines.jvm import reads_may_be_stale
 
 
@@ -30,8 +31,8 @@ def snapshot(configuration=None, writer_features=(), column_type="long", min_wri
 
 
 def test_a_plain_dt_is_merged_in_process():
-    assert _writable_in_process(snapshot({"delta.checkpointInterval": "10"}))
-    assert _writable_in_process(snapshot(min_writer_version=7))  # table features, none listed
+    assert writable_in_process(snapshot({"delta.checkpointInterval": "10"}))
+    assert writable_in_process(snapshot(min_writer_version=7))  # table features, none listed
 
 
 @pytest.mark.parametrize(
@@ -52,7 +53,7 @@ def test_a_plain_dt_is_merged_in_process():
     ],
 )
 def test_a_dt_using_what_deltalake_might_not_keep_keeps_the_engines_merge(changed):
-    assert not _writable_in_process(snapshot(**changed))
+    assert not writable_in_process(snapshot(**changed))
 
 
 def test_conditions_become_datafusion_each_conjunct_parenthesized():

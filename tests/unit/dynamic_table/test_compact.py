@@ -14,11 +14,12 @@ from deltalake import DeltaTable, write_deltalake
 from deltalake.transaction import AddAction
 
 from dbt.adapters.dyntable.delta_log import DataFile, DeltaLog, Snapshot
-from dbt.adapters.dyntable.dynamic_table.refresh.apply import COMPACTION_FOLDER, merge_files
 from dbt.adapters.dyntable.dynamic_table.refresh.compact import (
+    COMPACTION_FOLDER,
     MERGED_FILE_BYTES,
     SMALL_FILE_BYTES,
     compaction_groups,
+    merge_files,
 )
 
 MB = 1024 * 1024

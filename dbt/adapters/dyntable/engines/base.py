@@ -100,10 +100,10 @@ class Capabilities:
     rebuilding the DT's state, rewriting files); deltalake's costs about 25 ms."""
     refolds_small_tables: bool = False
     """With ``merge_in_process``: an accumulation of inserts into a DT whose files weigh less than
-    ``apply.REFOLDED_BYTES`` is folded by one query that reads the DT beside the partials, and this
-    process writes the DT whole (about 7 ms for a few hundred groups, where deltalake's MERGE of
-    the same rows takes 17-20). On Sail 0.7 a small table's scan costs milliseconds; on delta-spark
-    a Delta scan is a Spark job, dearer than the MERGE it would save."""
+    ``deltalake_writer.REFOLDED_BYTES`` is folded by one query that reads the DT beside the
+    partials, and this process writes the DT whole (about 7 ms for a few hundred groups, where
+    deltalake's MERGE of the same rows takes 17-20). On Sail 0.7 a small table's scan costs
+    milliseconds; on delta-spark a Delta scan is a Spark job, dearer than the MERGE it would save."""
     staged_delta_cost_bytes: int = 0
     """What a delta brought to this process costs beyond the bytes AUTO counts for it, as bytes
     of a recompute's scan: the staging statement's shuffles (consolidating the delta, joining it

@@ -28,10 +28,10 @@ from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, RefreshRequest
 from dbt.adapters.dyntable.dynamic_table.metadata import Frontier, MetadataStore
 from dbt.adapters.dyntable.dynamic_table.model import PLAIN_NAME, DynamicTable, RefreshError
 from dbt.adapters.dyntable.dynamic_table.pinning import boundary_tables, read_views
-from dbt.adapters.dyntable.dynamic_table.refresh.apply import DeltaApplier, InEngine, in_engine
 from dbt.adapters.dyntable.dynamic_table.refresh.facts import Decision, Definition, Observation, SourceState
 from dbt.adapters.dyntable.dynamic_table.refresh.guard import is_guarded
 from dbt.adapters.dyntable.dynamic_table.refresh.plan import NotPlanned, PlannedOrNot, PlannedQuery
+from dbt.adapters.dyntable.dynamic_table.refresh.strategy import InEngine, appends, in_engine
 from dbt.adapters.dyntable.engines.base import Capabilities, Engine
 from dbt.adapters.dyntable.vocabulary import quoted_table
 
@@ -296,9 +296,9 @@ def estimate(
         else:
             parts[f"{name} at {version}"] = count * source.size_bytes
     stored_reads = applied.count(stored) + (0 if delta.insert_only else 1)
-    if engine_alone is None and not DeltaApplier.appends(delta.insert_only, key.columns, key.declared_by):
+    if engine_alone is None and not appends(delta.insert_only, key.columns, key.declared_by):
         # Staged in this process, the delta is joined to the DT to count the copies it holds of
-        # each row (``DeltaApplier.prepare``): one more read of the DT before the MERGE's own.
+        # each row (``apply.prepare``): one more read of the DT before the MERGE's own.
         stored_reads += 1
         if capabilities.staged_delta_cost_bytes:
             parts["staging the delta"] = capabilities.staged_delta_cost_bytes

@@ -20,12 +20,11 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import Callable, List, Optional, Sequence, Tuple, Union
+from typing import List, Optional, Sequence, Tuple, Union
 
-from dbt.adapters.dyntable.changes import SourceReads, version_reads
 from dbt.adapters.dyntable.delta_log import DeltaLog
 from dbt.adapters.dyntable.dynamic_table.failpoints import failpoint
 from dbt.adapters.dyntable.dynamic_table.lifecycle import (
@@ -36,14 +35,8 @@ from dbt.adapters.dyntable.dynamic_table.lifecycle import (
     Trigger,
 )
 from dbt.adapters.dyntable.dynamic_table.locking import RefreshLock
-from dbt.adapters.dyntable.dynamic_table.metadata import (
-    Frontier,
-    Intent,
-    MetadataDamaged,
-    MetadataStore,
-    utcnow,
-)
-from dbt.adapters.dyntable.dynamic_table.model import DynamicTable, RefreshError
+from dbt.adapters.dyntable.dynamic_table.metadata import Frontier, MetadataDamaged, MetadataStore, utcnow
+from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
 from dbt.adapters.dyntable.dynamic_table.pinning import read_views
 from dbt.adapters.dyntable.dynamic_table.refresh import (
     compact,
@@ -52,89 +45,27 @@ from dbt.adapters.dyntable.dynamic_table.refresh import (
     derive,
     failures,
     guard,
-    immutable,
     net_change,
     plan,
 )
-from dbt.adapters.dyntable.dynamic_table.refresh.apply import (
-    FULL_REFRESH_FIX,
-    Carry,
-    DeltaApplier,
-    DeltaValidationError,
-    InEngine,
-    PreparedDelta,
-    in_engine,
-)
-from dbt.adapters.dyntable.dynamic_table.refresh.facts import (
-    NET_CHANGE_MAX_ROWS,
-    Decision,
-    Definition,
-    Observation,
-)
-from dbt.adapters.dyntable.dynamic_table.refresh.record import Recorder, RefreshResult, carrying
-from dbt.adapters.dyntable.dynamic_table.table_features import TableFeatures, once
+from dbt.adapters.dyntable.dynamic_table.refresh.apply import FULL_REFRESH_FIX, DeltaValidationError
+from dbt.adapters.dyntable.dynamic_table.refresh.commit import Refresh, no_data
+from dbt.adapters.dyntable.dynamic_table.refresh.facts import Decision, Definition, Observation
+from dbt.adapters.dyntable.dynamic_table.refresh.incremental import incremental
+from dbt.adapters.dyntable.dynamic_table.refresh.rebuild import check_output, create_empty, rebuild
+from dbt.adapters.dyntable.dynamic_table.refresh.record import Recorder, RefreshResult
+from dbt.adapters.dyntable.dynamic_table.refresh.target import Target
+from dbt.adapters.dyntable.dynamic_table.table_features import TableFeatures
 from dbt.adapters.dyntable.dynamic_table.verify import DvsCheck, VerifyFailed, verify
 from dbt.adapters.dyntable.engines.base import Engine
 from dbt.adapters.dyntable.table_damage import damage
 from dbt.adapters.dyntable.vocabulary import first_line
 
-#: The reason of an INCREMENTAL refresh whose delta turned out empty: the DT was not written.
-UNCHANGED_RESULT = "sources changed; the query's result did not"
-#: A rebuild writes only the rows that differ from the DT's where they are at most this many, or
-#: half its rows (docs/ARCHITECTURE.md, "Rewritten inputs").
-DIFFERENCE_MIN_ROWS = 10_000
 #: What `dbt run --empty` does to a DT that exists, and to one that does not.
 EMPTY_KEPT = "dbt --empty: not refreshed; the table keeps its rows and data timestamp"
 EMPTY_CREATED = "dbt --empty: created empty with the query's columns; a run without --empty fills it"
 #: How long `dbt run` waits for another process's refresh of a DT (a runner's) before failing it.
 LOCK_WAIT_SECONDS = 300.0
-
-
-@dataclass(frozen=True)
-class _Refresh:
-    """One refresh in flight: the DT, what it maintains, and the facts its decision rests on."""
-
-    dt: DynamicTable
-    refresh_id: str
-    definition: Definition
-    frontier: Optional[Frontier]
-    observed: Observation
-    decision: Decision
-    #: Whether the change fuse checks this refresh (docs/ARCHITECTURE.md, "Change fuse").
-    guarded: bool = False
-
-    def intent(self, base_version: int, writer: Optional[str] = None) -> Intent:
-        assert self.decision.action is not None
-        return Intent(
-            self.refresh_id,
-            self.observed.data_timestamp,
-            self.observed.consumed,
-            base_version,
-            self.definition.hash,
-            self.dt.config.refresh_mode,
-            self.definition.sql,
-            self.decision.action,
-            self.observed.view_fingerprints,
-            writer,
-        )
-
-    def result(self, reached: Frontier, inserted: int = 0, deleted: int = 0) -> RefreshResult:
-        """The result of a refresh that left the DT where frontier ``reached`` says; what it read
-        of its sources so far: the rewrites it measured."""
-        return RefreshResult(
-            self.dt.name,
-            self.decision.action,
-            self.decision.state,
-            self.decision.reason,
-            self.observed.data_timestamp,
-            inserted,
-            deleted,
-            reached.dt_version,
-            source_versions=self.observed.versions,
-            warnings=list(self.definition.warnings),
-            dt_commit=reached.dt_commit,
-            source_reads=self.observed.measured_reads,
-        )
 
 
 class RefreshPipeline:
@@ -182,7 +113,7 @@ class RefreshPipeline:
                 raise
             planned = decided[0].planned if decided else None
             self._finish(dt, result, planned.key.columns if planned else None)
-            self._compact(dt, result)
+            compact.compact_after(self.engine, dt, result)
             self.recorder.refreshed(dt, refresh_id, request.trigger, started, result)
             result.warnings += self.metadata.take_warnings()
             if result.action is not None and result.state is not State.SKIPPED and result.data_timestamp:
@@ -218,10 +149,10 @@ class RefreshPipeline:
         read as 0 rows, is only checked, and the DT created empty where it does not exist, so the
         models reading it run too. A DT is never refreshed from it: rebuilt, it would hold no
         rows; refreshed, it would record a definition no run without --empty has."""
-        applier = DeltaApplier(self.engine, dt)
-        applier.check_output(dt.sql)
+        target = Target(self.engine, dt)
+        check_output(target, dt.sql)
         exists = self._dt_log(dt) is not None
-        warnings = [] if exists else applier.create_empty(dt.sql)
+        warnings = [] if exists else create_empty(target, dt.sql)
         message = EMPTY_KEPT if exists else EMPTY_CREATED
         self.recorder.not_refreshed(dt, request.data_timestamp, request.trigger, State.SKIPPED, message)
         return RefreshResult(dt.name, None, State.SKIPPED, message, request.data_timestamp, warnings=warnings)
@@ -282,35 +213,6 @@ class RefreshPipeline:
         else:
             result.state, result.message = State.FAILED, f"the table {mismatch}"
 
-    def _compact(self, dt: DynamicTable, result: RefreshResult) -> None:
-        """Compact the DT after a refresh that wrote it, when its small files are due
-        (``compact.py``); what it did goes to the refresh's history. A compaction that fails
-        leaves the DT as the refresh left it, and warns once per process."""
-        after_files = dt.config.compact_after_files
-        if (
-            after_files is None
-            or result.state is not State.SUCCEEDED
-            or result.action in (None, Action.NO_DATA)
-        ):
-            return
-        log = self._dt_log(dt)
-        if log is None:
-            return
-        try:
-            compacted = compact.compact_if_due(DeltaApplier(self.engine, dt, log), log, after_files)
-        except Exception as exc:  # noqa: BLE001 - the refresh stands; compaction is housekeeping
-            result.warnings += once(
-                self.engine,
-                dt.name,
-                "compaction",
-                f"Model '{dt.model}': dynamic table {dt.name} was refreshed, but compacting its small "
-                f"files failed: {first_line(exc)}. Its rows are unchanged. Compact it with OPTIMIZE on "
-                "JVM Spark, or set auto_compact: false on the model.",
-            )
-            return
-        if compacted is not None:
-            result.message = f"{result.message}; {compacted}" if result.message else compacted
-
     def _row_key(self, dt: DynamicTable) -> Optional[Sequence[str]]:
         """The row key of the definition ``dt``'s frontier maintains, planned over its sources'
         columns at the versions consumed; else its ``unique_key``."""
@@ -340,7 +242,7 @@ class RefreshPipeline:
     ) -> RefreshResult:
         dt_log = self._dt_log(dt)
         if decide.creates_empty(dt, dt_log is not None, request):
-            warnings = DeltaApplier(self.engine, dt).create_empty(dt.sql)  # only its schema is read
+            warnings = create_empty(Target(self.engine, dt), dt.sql)  # only its schema is read
             return RefreshResult(
                 dt.name,
                 None,
@@ -380,7 +282,7 @@ class RefreshPipeline:
         # --full-refresh, a new definition), and lets through a change they accepted.
         guarded = guard.is_guarded(dt) and definition.rebuild_reason is None
         guarded = guarded and not self.recorder.change_accepted(dt)
-        refresh = _Refresh(dt, refresh_id, definition, frontier, observed, decision, guarded)
+        refresh = Refresh(dt, refresh_id, definition, frontier, observed, decision, guarded)
         result = self._act(refresh, dt_log, request.trigger)
         # A source whose writer's clock runs ahead holds its newer commits back: said every time.
         result.warnings += [
@@ -408,11 +310,11 @@ class RefreshPipeline:
         why = f"{decide.FULL_REFRESH}; its table was damaged ({found}): moved to {moved}, built anew"
         return replace(definition, rebuild_reason=why), None
 
-    def _act(self, refresh: _Refresh, dt_log: Optional[DeltaLog], trigger: Trigger) -> RefreshResult:
+    def _act(self, refresh: Refresh, dt_log: Optional[DeltaLog], trigger: Trigger) -> RefreshResult:
         """Carry out the refresh's decision."""
         dt, observed, decision = refresh.dt, refresh.observed, refresh.decision
         if decision.action is Action.NO_DATA:
-            result = self._no_data(refresh)
+            result = no_data(self.recorder, refresh)
             if observed.held_by and trigger is Trigger.DBT_RUN:
                 result.warnings.append(
                     f"Model '{dt.model}': dynamic table {dt.name} stays at data timestamp "
@@ -422,259 +324,22 @@ class RefreshPipeline:
                 )
             return result
         if decision.rebuilds:
-            return self._rebuild(refresh, dt_log)
+            return rebuild(self.engine, self.recorder, refresh, dt_log)
         assert dt_log is not None
         try:
-            return self._incremental(refresh, dt_log)
+            return incremental(self.engine, self.recorder, refresh, dt_log)
         except DeltaValidationError as invalid:
             if dt.config.refresh_mode != "auto":
                 raise
             # A validation failure is never a dead end: the DT was not touched, recompute it.
             why = f"the incremental delta failed validation ({invalid.detail}); recomputed instead"
-            return self._rebuild(replace(refresh, decision=Decision(Action.FULL, why)), dt_log)
+            return rebuild(
+                self.engine, self.recorder, replace(refresh, decision=Decision(Action.FULL, why)), dt_log
+            )
 
     def _plan(self, dt: DynamicTable, definition: Definition, observed: Observation) -> plan.PlannedOrNot:
         columns = {s.name: s.log.schema_at(s.end).fieldNames() for s in observed.sources}
         return plan.plan(dt, definition.sql, observed.views, columns)
 
-    def _no_data(self, refresh: _Refresh) -> RefreshResult:
-        if refresh.decision.state is State.SKIPPED:
-            frontier = refresh.frontier  # None: only the DT's lock knows how far it got
-            return RefreshResult(
-                refresh.dt.name,
-                Action.NO_DATA,
-                State.SKIPPED,
-                refresh.decision.reason,
-                frontier.data_timestamp if frontier else refresh.observed.data_timestamp,
-                dt_version=frontier.dt_version if frontier else None,
-                source_versions=frontier.source_versions if frontier else {},
-                dt_commit=frontier.dt_commit if frontier else None,
-            )
-        assert refresh.frontier is not None
-        frontier = refresh.frontier  # its DT version and commit were checked by observe()
-        self.recorder.advance(frontier, refresh.intent(frontier.dt_version))
-        return refresh.result(frontier)
-
-    def _rebuild(self, refresh: _Refresh, dt_log: Optional[DeltaLog]) -> RefreshResult:
-        dt, observed = refresh.dt, refresh.observed
-        from_scratch = refresh.definition.rebuild_reason == decide.FULL_REFRESH
-        with (
-            derive.pinned_query(
-                self.engine,
-                refresh.definition.sql,
-                observed.versions,
-                observed.views,
-                dt.schema,
-                observed.data_timestamp,
-            ) as query,
-            immutable.rebuilt_rows(
-                self.engine, dt, dt_log, query, observed.data_timestamp, from_scratch
-            ) as pinned,
-        ):
-            applier = DeltaApplier(self.engine, dt)
-            try:
-                applier.check_output(pinned)
-            except RefreshError:
-                raise
-            except Exception as exc:
-                changed = _columns_changed(refresh)
-                if not changed:
-                    raise
-                # The engine's words name a column, not why it is gone (docs/ARCHITECTURE.md,
-                # "Reading sources", "Schema changes").
-                raise RefreshError(
-                    f"its query no longer runs on its sources, whose columns changed: {changed}. "
-                    f"The engine said: {first_line(exc)}. Fix the model's query for the new columns "
-                    "and run it again (a --full-refresh alone will not help)."
-                ) from exc
-            difference = self._difference(refresh, applier, dt_log, pinned)
-            if refresh.guarded:
-                guard.check(dt, refresh.decision.action, _rebuilt_change(applier, pinned, difference))
-            warnings: List[str] = []
-            if dt_log is None:
-                warnings = applier.create_empty(pinned)
-                dt_log = self._dt_log(dt)
-                assert dt_log is not None
-                self.recorder.forget(dt)
-            current = self.metadata.frontier(dt.name)
-            if difference is None:
-                result = self._commit(refresh, dt_log, current, lambda: applier.overwrite(pinned))
-            elif difference.is_empty:
-                result = self._unchanged(refresh, dt_log)
-                result.message = "recomputed: its result did not change, so the table was not written"
-            else:
-                changes = difference
-                result = self._commit(
-                    refresh,
-                    dt_log,
-                    current,
-                    lambda: applier.apply(changes),
-                    carry=applier.carry_in_apply(changes),
-                )
-                result.message = "recomputed: wrote only the rows that differ, not the whole table"
-        result.warnings += warnings
-        for source in observed.sources:
-            result.source_reads += version_reads(source.log, source.end)
-        return result
-
-    def _difference(
-        self, refresh: _Refresh, applier: DeltaApplier, dt_log: Optional[DeltaLog], query: str
-    ) -> Optional[PreparedDelta]:
-        """What a rebuild the data caused (a source reloaded or re-created, AUTO's choice to
-        recompute, a query that cannot be differentiated) writes: the rows that differ from the
-        DT's, where they are few, so the tables reading the DT see a small change and stay
-        incremental (docs/ARCHITECTURE.md, "Rewritten inputs"). None, to overwrite it, where a
-        person asked for every row again (--full-refresh, a new definition), the DT's columns
-        or partitioning change, or most of its rows differ."""
-        reason = refresh.definition.rebuild_reason
-        if dt_log is None or reason in (decide.FULL_REFRESH, decide.DEFINITION_CHANGED):
-            return None
-        if not applier.keeps_layout(query):
-            return None
-        held = dt_log.row_count(dt_log.latest_version()) or 0
-        limit = min(NET_CHANGE_MAX_ROWS, max(DIFFERENCE_MIN_ROWS, held // 2))
-        return applier.difference(query, limit)
-
-    def _unchanged(self, refresh: _Refresh, dt_log: DeltaLog) -> RefreshResult:
-        """The result of a refresh that found nothing to write: the frontier moves to the
-        sources' versions, the DT stays at its version."""
-        version = dt_log.latest_version()
-        reached = self.recorder.commit(
-            refresh.dt, refresh.intent(version), version, dt_log.commit_id(version)
-        )
-        return refresh.result(reached)
-
-    def _incremental(self, refresh: _Refresh, dt_log: DeltaLog) -> RefreshResult:
-        dt, planned = refresh.dt, refresh.decision.planned
-        assert planned is not None
-        with (
-            derive.delta_query(self.engine, dt, planned, refresh.observed.sources) as (delta, reads),
-            immutable.mutable_delta(self.engine, dt, delta.sql, refresh.observed.data_timestamp) as (
-                delta_sql,
-                ignored,
-            ),
-        ):
-            applier = DeltaApplier(self.engine, dt)
-            key, columns = planned.key, planned.plan.columns
-            how = in_engine(dt, refresh.guarded, delta, key.columns, key.declared_by)
-            if how is InEngine.APPEND:
-                return self._in_engine(
-                    refresh,
-                    dt_log,
-                    lambda: applier.append(delta_sql, columns),
-                    reads(delta_sql),
-                    carry=applier.carry_in_append,
-                )
-            accumulation = delta.accumulation
-            if how is InEngine.ACCUMULATE and accumulation is not None:
-                return self._in_engine(
-                    refresh,
-                    dt_log,
-                    lambda: applier.accumulate(accumulation),
-                    reads(accumulation.sql),
-                    carry=applier.carry,
-                )
-            if how is InEngine.MERGE:
-                assert key.columns is not None
-                proven = key.columns
-                return self._in_engine(
-                    refresh,
-                    dt_log,
-                    lambda: applier.merge_on_key(delta_sql, columns, proven),
-                    reads(delta_sql),
-                )
-            staged = applier.prepare(delta_sql, columns, key.columns, key.declared_by, delta.insert_only)
-            if refresh.guarded:
-                change = guard.Change(applier.row_count(), staged.inserted, staged.deleted)
-                guard.check(dt, Action.INCREMENTAL, change)
-            if staged.is_empty:
-                result = self._unchanged(refresh, dt_log)
-                result.reason = (
-                    f"{UNCHANGED_RESULT} outside the immutable region" if ignored else UNCHANGED_RESULT
-                )
-            else:
-                result = self._commit(
-                    refresh,
-                    dt_log,
-                    refresh.frontier,
-                    lambda: applier.apply(staged),
-                    carry=applier.carry_in_apply(staged),
-                )
-        result.warnings += [staged.warning] if staged.warning else []
-        result.immutable_rows_ignored = ignored
-        result.source_reads += reads(delta_sql)
-        return result
-
-    def _in_engine(
-        self,
-        refresh: _Refresh,
-        dt_log: DeltaLog,
-        apply: Callable[[], Tuple[int, int]],
-        read: SourceReads,
-        carry: Optional[Carry] = None,
-    ) -> RefreshResult:
-        result = self._commit(refresh, dt_log, refresh.frontier, apply, carry)
-        if result.rows_inserted == result.rows_deleted == 0:
-            result.reason = UNCHANGED_RESULT
-        result.source_reads += read
-        return result
-
-    def _commit(
-        self,
-        refresh: _Refresh,
-        dt_log: DeltaLog,
-        current: Optional[Frontier],
-        apply: Callable[[], Tuple[int, int]],
-        carry: Optional[Carry] = None,
-    ) -> RefreshResult:
-        """The exactly-once commit (docs/ARCHITECTURE.md, "Exactly once"): the intent, the DT's
-        one commit by ``apply``, then the frontier it reached. The intent goes in the DT's commit
-        where ``carry`` (of the applier ``apply`` writes with) says that commit can carry it;
-        else in the frontier table first."""
-        intent = refresh.intent(dt_log.latest_version(), self.metadata.writer())
-        carried = carry is not None and carry(carrying(intent))
-        if not carried:
-            self.recorder.intend(refresh.dt, current, intent)
-        failpoint("after_intent")
-        failpoint("during_apply")
-        try:
-            inserted, deleted = apply()
-        except Exception:
-            # A statement that failed (a check inside it, or the engine) committed nothing:
-            # withdraw the intent rather than leave it for the next refresh to discard.
-            # The statement's own error is the one to report, whatever the withdrawal meets.
-            with contextlib.suppress(Exception):
-                if not carried and dt_log.latest_version() == intent.base_version:
-                    self.recorder.withdraw(refresh.dt, current)
-            raise
-        failpoint("after_apply")
-        dt_version = dt_log.latest_version()
-        reached = self.recorder.commit(refresh.dt, intent, dt_version, dt_log.commit_id(dt_version))
-        return refresh.result(reached, inserted, deleted)
-
     def _dt_log(self, dt: DynamicTable) -> Optional[DeltaLog]:
         return self.engine.delta_log(dt.name)
-
-
-def _rebuilt_change(applier: DeltaApplier, query: str, difference: Optional[PreparedDelta]) -> guard.Change:
-    """What a rebuild changes, for the change fuse: the difference's rows where it writes only
-    those, else the net change in row count (one more engine job counting the query's rows)."""
-    held = applier.row_count()
-    if difference is not None:
-        return guard.Change(held, difference.inserted, difference.deleted)
-    computed = applier.rows_of(f"({query})")
-    return guard.Change(held, max(computed - held, 0), max(held - computed, 0))
-
-
-def _columns_changed(refresh: _Refresh) -> str:
-    """The sources whose columns changed since the DT's frontier consumed them, each with the
-    change in words ("s.orders (dropped amount)"); empty when none did."""
-    if refresh.frontier is None:
-        return ""
-    changes = []
-    for source in refresh.observed.sources:
-        consumed = refresh.frontier.sources.get(source.name)
-        change = source.log.columns_changed(consumed.version, source.end) if consumed else None
-        if change is not None:
-            changes.append(f"{source.name} ({change})")
-    return "; ".join(changes)

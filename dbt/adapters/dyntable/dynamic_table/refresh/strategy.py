@@ -1,0 +1,55 @@
+"""Which path a delta takes to the DT (docs/ARCHITECTURE.md, "Applying"). Pure: AUTO's estimate
+(``decide.py``) and the pipeline choose by the same rules, so the estimate counts the reads of
+the path the refresh then takes.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Optional, Sequence
+
+from dbt.adapters.dyntable.differentiation import DeltaQuery
+from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
+
+
+class InEngine(str, Enum):
+    """How a delta is applied by the engine alone, its rows never brought to this process to be
+    validated (docs/ARCHITECTURE.md, "Applying")."""
+
+    APPEND = "append"
+    """It only inserts, matched on whole rows or a declared key: one INSERT ... SELECT."""
+    MERGE = "merge"
+    """It is matched on a key the plan proves: one MERGE checked by the engine."""
+    ACCUMULATE = "accumulate"
+    """It only inserts under a stored GROUP BY of count, sum, min and max: one MERGE on the
+    group keys folds its partials into the stored groups, its source never reading the DT."""
+
+
+def appends(insert_only: bool, key: Optional[Sequence[str]], declared_by: Optional[str]) -> bool:
+    """Whether a delta is applied by appending it, never reading the DT: it only inserts, and
+    the DT is matched on whole rows or on a declared key (appends through filters and joins)."""
+    return insert_only and (key is None or declared_by is not None)
+
+
+def in_engine(
+    dt: DynamicTable,
+    guarded: bool,
+    delta: DeltaQuery,
+    key: Optional[Sequence[str]],
+    declared_by: Optional[str],
+) -> Optional[InEngine]:
+    """How ``dt``'s delta is applied by the engine alone; None when it comes to this process: the
+    change fuse counts its rows first (``guarded``), ``immutable_where`` filters them, or it
+    deletes rows matched whole or on a declared key."""
+    if guarded or dt.config.immutable_where is not None:
+        return None
+    if appends(delta.insert_only, key, declared_by):
+        return InEngine.APPEND
+    if key is None or declared_by is not None:
+        return None
+    accumulation = delta.accumulation
+    if accumulation is not None and sorted(c.lower() for c in accumulation.keys) == sorted(
+        c.lower() for c in key
+    ):
+        return InEngine.ACCUMULATE
+    return InEngine.MERGE
