@@ -61,8 +61,8 @@ class Outcome:
     after: Counter
     delta_rows: List[Tuple[Tuple[Any, ...], int]]
     applied: Counter
-    #: The stored rows after the delta's accumulation was applied to them (``DeltaApplier.
-    #: accumulate``, one MERGE in the engine), when the delta offers one.
+    #: The stored rows after the delta's accumulation was applied to them (``Writer.accumulate``,
+    #: one MERGE), when the delta offers one.
     accumulated: Optional[Counter] = None
 
     def report(self, dml: Sequence[str]) -> str:

@@ -7,8 +7,10 @@ Under the DT's cross-process lock, after resolving what a crashed refresh left:
    REINITIALIZE, FULL or INCREMENTAL, with the reason;
 2. **plan** (``plan.py``): the query's differentiation plan and row key, when the action needs it;
 3. **derive** (``derive.py``): the delta query, or the query pinned at the sources' versions;
-4. **apply** (``apply.py``): validate, then exactly one Delta commit on the DT;
-5. **record** (``record.py``): intent before the commit, frontier and history after.
+4. **apply** (``incremental.py`` or ``rebuild.py``): the delta applied by the engine alone, or
+   staged and validated here (``apply.py``), then exactly one Delta commit on the DT by the
+   writer ``write.py`` chooses;
+5. **record** (``commit.py``, ``record.py``): intent before the commit, frontier and history after.
 
 Before its history row is written, a refresh keeps the DT's table features (clustering, comments),
 with the ``verify`` config compares the DT with its query, and compacts the DT's small files when
