@@ -5,9 +5,9 @@ and the DT refreshed again, INCREMENTAL, in this process on the embedded engine,
 hook on every Python call. Of each call made in the package during that refresh, the chain of
 package functions it runs under (from ``DynamicTableService.refresh`` down, in the refreshing
 thread) is taken: a *hop* is a call on that chain into another stop. Two views: by file, every
-package file is a stop; through the stages, each library the stages use (``delta_log/``,
-``differentiation/``, ``storage/``, ``engines/``: docs/ARCHITECTURE.md, "The refresh path") is
-one stop, whatever it calls inside. The report names, per view, the chain with the most hops and
+package file is a stop; through the stages, each library below the stages (as docs/ARCHITECTURE.md,
+"The refresh path", names them, and ``storage/`` under the engines) is one stop, whatever it calls
+inside. The report names, per view, the chain with the most hops and
 the stops it passes through (what carries the refresh), and every package file any call ran in
 (the files touched). The goals are judged through the stages.
 
@@ -45,7 +45,14 @@ Stop = Tuple[str, str]
 
 
 #: The libraries below the stages, each one stop on the path through the stages.
-LIBRARIES = ("delta_log", "differentiation", "storage", "engines")
+LIBRARIES = (
+    "differentiation/",
+    "changes.py",
+    "delta_log/",
+    "dynamic_table/metadata/",
+    "engines/",
+    "storage/",
+)
 
 
 def by_file(where: str) -> str:
@@ -53,8 +60,7 @@ def by_file(where: str) -> str:
 
 
 def through_the_stages(where: str) -> str:
-    folder = where.split("/", 1)[0]
-    return f"{folder}/" if folder in LIBRARIES else where
+    return next((library for library in LIBRARIES if where.startswith(library)), where)
 
 
 View = Callable[[str], str]
