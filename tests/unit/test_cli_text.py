@@ -4,7 +4,7 @@ from datetime import datetime, timedelta, timezone
 
 from rich.console import Console
 
-from dbt.adapters.dyntable import cli
+from dbt.adapters.dyntable.cli import output as cli
 
 
 def test_clock_text_shows_the_date_only_when_it_is_not_today():

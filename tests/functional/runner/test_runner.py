@@ -40,8 +40,8 @@ import yaml
 from dbt.tests.util import run_dbt, write_file
 from typer.testing import CliRunner
 
-from dbt.adapters.dyntable import cli
 from dbt.adapters.dyntable.cli import app
+from dbt.adapters.dyntable.cli import output as cli
 from dbt.adapters.dyntable.dynamic_table.config import TargetLag
 from dbt.adapters.dyntable.dynamic_table.lifecycle import SchedulingState, Trigger
 from dbt.adapters.dyntable.runner.graph import CANONICAL_UNIT_MS, canonical_period_ms

@@ -1,5 +1,5 @@
 """`dyntable run` and `dyntable ui`: the scheduler with its clean stop (SIGTERM, SIGINT), its JSON
-log, and the live page; registered on :data:`dbt.adapters.dyntable.cli.app`."""
+log, and the live page."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import List, Optional, Tuple
 import typer
 from typing_extensions import Annotated
 
-from dbt.adapters.dyntable.cli import (
+from dbt.adapters.dyntable.cli.base import (
     EXIT_FAILED,
     ProfilesDir,
     ProjectDir,
@@ -23,17 +23,13 @@ from dbt.adapters.dyntable.cli import (
     UiPort,
     UiToken,
     app,
-    clock_text,
-    console,
     fail,
     load,
     metadata_checked,
-    outcome_table,
     parse_duration,
-    schedule_table,
-    seconds_text,
     start_service,
 )
+from dbt.adapters.dyntable.cli.output import clock_text, console, outcome_table, schedule_table, seconds_text
 from dbt.adapters.dyntable.dynamic_table.refresh.record import Recorder
 from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
 from dbt.adapters.dyntable.runner import control
