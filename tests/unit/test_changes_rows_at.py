@@ -10,7 +10,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 
-from dbt.adapters.dyntable.changes import _rows_at
+from dbt.adapters.dyntable.data_files import _rows_at
 
 ROWS = 50_000
 

@@ -1,0 +1,203 @@
+"""A Delta snapshot's data files read into Spark frames alike on every engine (docs/ARCHITECTURE.md,
+"Reading sources"): with ``spark.read.parquet``, one scan per partition and, where the engine's
+scan merges them, per Arrow schema the files declare; the rows a deletion vector masks or names
+through Arrow, as only a read of the file in order finds a row by position. Change extraction
+(:mod:`.changes`) reads an interval's files with a weight; versions read from files
+(:class:`~dbt.adapters.dyntable.changes.VersionedRelations`) read a snapshot's."""
+
+from __future__ import annotations
+
+import functools
+import urllib.parse
+from datetime import datetime
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import DataType, DecimalType, StructType, TimestampNTZType, TimestampType
+
+from dbt.adapters.dyntable import storage
+from dbt.adapters.dyntable.delta_log import DataFile, Snapshot
+from dbt.adapters.dyntable.engines.base import Capabilities
+from dbt.adapters.dyntable.vocabulary import WEIGHT, quote
+
+
+def column(name: str) -> Column:
+    """The column ``name``, quoted: a source's column may be named anything."""
+    return F.col(quote(name))
+
+
+def read_files(
+    spark: SparkSession,
+    snapshot: Snapshot,
+    files: Sequence[DataFile],
+    weight: int,
+    capabilities: Optional[Capabilities],
+) -> List[DataFrame]:
+    """Read ``files`` with the snapshot's schema, adding the partition columns the Parquet files
+    of partitioned tables do not hold: one read per distinct partition, since the values come
+    from the log and differ per file. Where the engine's scan merges the Arrow schemas the files
+    declare (``Capabilities.parquet_scan_merges_file_types``; so too with no ``capabilities``),
+    also one read per declared schema. A file with a deletion vector is read without the rows it
+    masks."""
+
+    by_declared_types = capabilities is None or capabilities.parquet_scan_merges_file_types
+    groups: Dict[Tuple[Tuple[Any, ...], str], List[str]] = {}
+    frames: List[DataFrame] = []
+    for data_file in files:
+        masked = snapshot.deleted_rows.get(data_file.path)
+        if masked is not None:
+            frames.extend(read_rows(spark, snapshot, data_file, masked, weight, keep=False))
+            continue
+        values = tuple(data_file.partition_values.get(c) for c in snapshot.partition_columns)
+        declared = _declared_types(data_file.uri) if by_declared_types else ""
+        groups.setdefault((values, declared), []).append(data_file.uri)
+    file_schema = _file_schema(snapshot)
+    for (values, _), uris in groups.items():
+        partitions = dict(zip(snapshot.partition_columns, values))
+        per_scan = (capabilities.files_per_scan if capabilities else 0) or len(uris)
+        for start in range(0, len(uris), per_scan):  # Capabilities.files_per_scan
+            batch = uris[start : start + per_scan]
+            frame = spark.read.schema(file_schema).parquet(*[_readable_path(uri) for uri in batch])
+            frames.append(_with_partitions(frame, snapshot, partitions, weight))
+    return frames
+
+
+def _file_schema(snapshot: Snapshot) -> StructType:
+    """The columns a data file of the snapshot holds: all but the partition columns."""
+    return StructType([f for f in snapshot.schema.fields if f.name not in snapshot.partition_columns])
+
+
+@functools.lru_cache(maxsize=65536)
+def _declared_types(uri: str) -> str:
+    """The Arrow schema a data file declares in its footer, metadata left out. A data file is
+    written once under a new name, so its answer is kept by URI: for as many files as a run of
+    ten thousand small commits adds, each read by several DTs."""
+    filesystem, path = storage.arrow(uri)
+    declared: pa.Schema = pq.read_schema(path, filesystem=filesystem)
+    return str(declared.remove_metadata().to_string(show_field_metadata=False))
+
+
+def _with_partitions(
+    frame: DataFrame, snapshot: Snapshot, values: Mapping[str, Any], weight: int
+) -> DataFrame:
+    """``frame``'s columns in the snapshot's order, the partition columns as ``values``, and the
+    weight."""
+    columns = [
+        _partition_literal(values[f.name], f.dataType).alias(f.name)
+        if f.name in values
+        else column(f.name).cast(f.dataType).alias(f.name)
+        for f in snapshot.schema.fields
+    ]
+    return frame.select(*columns, F.lit(weight).cast("int").alias(WEIGHT))
+
+
+def read_rows(
+    spark: SparkSession,
+    snapshot: Snapshot,
+    data_file: DataFile,
+    positions: "np.ndarray[Any, Any]",
+    weight: int,
+    keep: bool = True,
+) -> List[DataFrame]:
+    """The rows at ``positions`` of one data file (or, with ``keep`` off, all its other rows):
+    a deletion vector names rows by position, which only a read of the file in order can
+    match, so the file is read here, through Arrow (no frame when no row is left): the
+    snapshot's columns only, in plain Arrow types."""
+    filesystem, path = storage.arrow(data_file.uri)
+    columns = _file_schema(snapshot).names
+    if keep:
+        rows = _rows_at(filesystem, path, columns, positions)
+    else:
+        rows = pq.read_table(path, filesystem=filesystem, columns=columns)
+        rows = rows.cast(pa.schema([f.with_type(_plain(f.type)) for f in rows.schema]))
+        kept = np.ones(rows.num_rows, dtype=bool)
+        kept[positions[positions < rows.num_rows]] = False
+        rows = rows.filter(pa.array(kept))
+    if rows.num_rows == 0:
+        return []
+    frame = spark.createDataFrame(rows)
+    return [_with_partitions(frame, snapshot, dict(data_file.partition_values), weight)]
+
+
+def _rows_at(
+    filesystem: pafs.FileSystem, path: str, columns: Sequence[str], positions: "np.ndarray[Any, Any]"
+) -> pa.Table:
+    """The rows at ``positions`` of a Parquet file, in that order and in plain Arrow types,
+    reading only the row groups that hold them: one row updated in a file of millions reads one
+    row group, not the file."""
+    with filesystem.open_input_file(path) as source:
+        parquet = pq.ParquetFile(source)
+        sizes = [parquet.metadata.row_group(g).num_rows for g in range(parquet.num_row_groups)]
+        starts = np.cumsum([0, *sizes])
+        group = np.searchsorted(starts, positions, side="right") - 1
+        wanted = np.unique(group)
+        rows = parquet.read_row_groups([int(g) for g in wanted], columns=list(columns))
+    rows = rows.cast(pa.schema([f.with_type(_plain(f.type)) for f in rows.schema]))  # take needs them
+    # Where each wanted group starts among the rows read.
+    read_from = np.concatenate([[0], np.cumsum(starts[wanted + 1] - starts[wanted])[:-1]])
+    at = read_from[np.searchsorted(wanted, group)] + positions - starts[group]
+    return rows.take(pa.array(at, pa.int64()))
+
+
+def _plain(data_type: pa.DataType) -> pa.DataType:
+    """``data_type`` without the view, large and dictionary encodings a writer may declare (the
+    ``deltalake`` package writes view types): the same values, in the types PySpark's Arrow
+    conversion takes."""
+    if pa.types.is_string_view(data_type) or pa.types.is_large_string(data_type):
+        return pa.string()
+    if pa.types.is_binary_view(data_type) or pa.types.is_large_binary(data_type):
+        return pa.binary()
+    if pa.types.is_dictionary(data_type):
+        return _plain(data_type.value_type)
+    if (
+        pa.types.is_list(data_type)
+        or pa.types.is_large_list(data_type)
+        or pa.types.is_list_view(data_type)
+        or pa.types.is_large_list_view(data_type)
+    ):
+        return pa.list_(data_type.value_field.with_type(_plain(data_type.value_type)))
+    if pa.types.is_map(data_type):
+        return pa.map_(
+            data_type.key_field.with_type(_plain(data_type.key_type)),
+            data_type.item_field.with_type(_plain(data_type.item_type)),
+        )
+    if pa.types.is_struct(data_type):
+        return pa.struct([field.with_type(_plain(field.type)) for field in data_type])
+    return data_type
+
+
+def _readable_path(uri: str) -> str:
+    """How ``spark.read.parquet`` finds a data file on every engine.
+
+    A data file's URI is the table's URI plus the path the log records, which is URL-encoded
+    (a partition value "eu west" is the folder ``region=eu west`` on disk and ``region=eu%20west``
+    in the log). JVM Spark reads a path string as a Hadoop path, whose percent signs are literal,
+    so the encoded URI names no file there; a local file is therefore given as its plain path,
+    decoded once, which JVM Spark and Sail both read. An object store's URI passes as it is,
+    S3's as Hadoop's ``s3a://``, which JVM Spark and Sail both read (docs/ARCHITECTURE.md,
+    "Object storage").
+    """
+    if uri.startswith("file:"):
+        return urllib.parse.unquote(urllib.parse.urlparse(uri).path)
+    return storage.spark_location(uri)
+
+
+def _partition_literal(value: Any, data_type: DataType) -> Column:
+    """A typed literal for a partition value as ``deltalake`` parsed it from the log.
+
+    Timestamps travel as text with an explicit offset (or none, for TIMESTAMP_NTZ) so neither the
+    client's nor the session's time zone can shift them; decimals as text to keep their digits.
+    """
+
+    if value is None:
+        return F.lit(None).cast(data_type)
+    if isinstance(data_type, (TimestampType, TimestampNTZType)) and isinstance(value, datetime):
+        return F.lit(value.isoformat(sep=" ")).cast(data_type)
+    if isinstance(data_type, DecimalType):
+        return F.lit(str(value)).cast(data_type)
+    return F.lit(value).cast(data_type)
