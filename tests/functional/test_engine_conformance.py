@@ -471,7 +471,7 @@ def test_window_ordered_by_a_window_over_one_row(request: pytest.FixtureRequest,
 def test_union_widens_a_number_and_a_string_to_string(request: pytest.FixtureRequest, engine: Engine) -> None:
     """Spark types a set operation's column as the wider of its branches' types. Sail 0.7 reports
     the first branch's (bigint) while its rows carry strings: a table created with that schema
-    stores NULL for them, so the embedded engine refuses such a query (`EmbeddedEngine._schema`)."""
+    stores NULL for them, so the embedded engine refuses such a query (`embedded_set_operations.checked_schema`)."""
     embedded_lacks(request, engine, "a set operation's column typed as its branches' wider type")
     query = "SELECT CAST(1 AS BIGINT) AS c UNION ALL SELECT 'x' AS c"
     assert engine.spark.sql(query).schema.fields[0].dataType.simpleString() == "string"

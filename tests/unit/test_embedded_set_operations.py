@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import types as t
 
-from dbt.adapters.dyntable.engines.embedded import _fits
+from dbt.adapters.dyntable.engines.embedded_set_operations import _fits
 
 
 @pytest.mark.parametrize(
