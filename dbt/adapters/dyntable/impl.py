@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import re
 import threading
 import traceback
@@ -19,21 +18,23 @@ from dbt.flags import get_flags
 from dbt_common.exceptions import CompilationError, DbtRuntimeError
 from dbt_common.invocation import get_invocation_started_at
 
-from dbt.adapters.dyntable import storage
+from dbt.adapters.dyntable.catalog_details import dynamic_table_details
 from dbt.adapters.dyntable.changes import VersionedRelations
 from dbt.adapters.dyntable.connections import SPARK_METHODS, DyntableConnectionManager, warehouse_of
 from dbt.adapters.dyntable.dynamic_table.config import VERIFY_MODES, DynamicTableConfigError
 from dbt.adapters.dyntable.dynamic_table.lifecycle import RefreshRequest, Trigger
-from dbt.adapters.dyntable.dynamic_table.metadata import GRAPH_HISTORY, MetadataDamaged, MetadataStore
+from dbt.adapters.dyntable.dynamic_table.metadata import MetadataDamaged
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable, built_tables
-from dbt.adapters.dyntable.dynamic_table.refresh.deltalake_writer import datafusion_sql
 from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
 from dbt.adapters.dyntable.dynamic_table.snapshot import NoCommonSnapshot, common_snapshot
 from dbt.adapters.dyntable.dynamic_table.table_features import grants_refusal, lacks
+from dbt.adapters.dyntable.invocation import ParsedProjectFreeze, compile_ahead
 from dbt.adapters.dyntable.vocabulary import DYNAMIC_TABLE, quoted_table, relation_name, sql_string
 
 if TYPE_CHECKING:
     import agate
+
+    from dbt.adapters.dyntable.delta_log import DeltaLog
 
 logger = AdapterLogger("dyntable")
 
@@ -47,26 +48,6 @@ _SQL_TYPE_NAMES = {"long": "bigint", "integer": "int", "short": "smallint", "byt
 
 def _is_dynamic_table(node: Any) -> bool:
     return getattr(getattr(node, "config", None), "materialized", None) == DYNAMIC_TABLE
-
-
-def _compile_ahead(manifest: Any, project_name: str, adapter_type: str) -> None:
-    """What is compiled once per process, at the first model that needs it: sqlparse's lexer
-    (about 50 regular expressions) and the dynamic_table materialization's Jinja, into dbt's
-    template cache, and sqlglot's Spark dialect and the SQL deltalake's MERGE reads, which sqlglot
-    loads at their first use. Started when dbt hands over its parsed project, it runs while the
-    engine starts, which leaves this process's CPU mostly idle (docs/ARCHITECTURE.md, "Cost of a
-    refresh")."""
-    try:
-        from dbt_common.clients.jinja import template_cache
-        from sqlparse.lexer import Lexer
-
-        Lexer.get_default_instance()  # type: ignore[no-untyped-call]
-        macro = manifest.find_materialization_macro_by_name(project_name, DYNAMIC_TABLE, adapter_type)
-        if macro is not None:
-            template_cache.get_node_template(macro)
-        datafusion_sql("t.`k` <=> s.`k`")
-    except Exception as exc:  # noqa: BLE001 - the first model compiles it and reports any error
-        logger.debug(f"Compiling ahead of the first dynamic table failed: {exc}")
 
 
 @dataclass
@@ -95,11 +76,7 @@ class DyntableAdapter(SparkAdapter):
         self._batched: List[DynamicTableService] = []
         #: Relations pinned to versions for consistent reads, kept until the invocation ends.
         self._versioned: Optional[VersionedRelations] = None
-        #: The collector's frozen count right after this invocation froze dbt's parsed project.
-        self._frozen_count = 0
-        #: Whether this invocation has decided to freeze or not: counting frozen objects walks
-        #: them all (about 8 ms for a dbt project), so it is done once, not at every refresh.
-        self._freeze_decided = False
+        self._parsed_project = ParsedProjectFreeze()
 
     @classmethod
     def type(cls) -> str:
@@ -127,13 +104,7 @@ class DyntableAdapter(SparkAdapter):
         refused to run on them; table models were dropped instead of replaced, losing history).
         """
         schema, name, information = super()._get_relation_information(row)
-        information = _PROVIDER_LINE.sub(lambda m: m.group(1) + m.group(2).lower(), information or "")
-        # dbt-spark reads a view's column types from that tree: `dbt docs` showed a view's
-        # bigint column as `long` on JVM Spark, and the same column of a table as `bigint`.
-        information = _SCHEMA_TREE_COLUMN.sub(
-            lambda m: m.group(1) + _SQL_TYPE_NAMES[m.group(2)] + m.group(3), information
-        )
-        return schema, name, information
+        return schema, name, _spark_information(information or "")
 
     def get_columns_in_relation(self, relation: BaseRelation) -> List[SparkColumn]:
         """dbt-spark's columns, or, where the catalog lists none for a Delta table (the embedded
@@ -144,22 +115,7 @@ class DyntableAdapter(SparkAdapter):
             return columns
         engine = self.connections.environment(self.connections.get_thread_connection()).engine
         log = engine.delta_log(relation_name(relation.schema, relation.identifier))
-        if log is None:
-            return columns
-        return [
-            SparkColumn(
-                table_database=None,
-                table_schema=relation.schema,
-                table_name=relation.name,
-                table_type=relation.type,
-                table_owner="",
-                table_stats=None,
-                column=field.name,
-                column_index=index,
-                dtype=field.dataType.simpleString(),
-            )
-            for index, field in enumerate(log.schema_at(log.latest_version()).fields)
-        ]
+        return columns if log is None else _log_columns(relation, log)
 
     def list_relations_without_caching(self, schema_relation: BaseRelation) -> List[BaseRelation]:
         """The schema's tables and views, without the session's temporary views.
@@ -174,11 +130,11 @@ class DyntableAdapter(SparkAdapter):
 
     def set_macro_resolver(self, macro_resolver: Any) -> None:
         """dbt's parsed project, handed over before the engine starts: the first model's
-        one-time compilation starts on a thread of its own (:func:`_compile_ahead`)."""
+        one-time compilation starts on a thread of its own (:func:`~.invocation.compile_ahead`)."""
         super().set_macro_resolver(macro_resolver)
         if any(_is_dynamic_table(node) for node in getattr(macro_resolver, "nodes", {}).values()):
             threading.Thread(
-                target=_compile_ahead,
+                target=compile_ahead,
                 args=(macro_resolver, self.config.project_name, self.type()),
                 name="dyntable-compile-ahead",
                 daemon=True,
@@ -186,28 +142,15 @@ class DyntableAdapter(SparkAdapter):
 
     def set_relations_cache(self, *args: Any, **kwargs: Any) -> None:
         """dbt's start of a run, before its first model compiles."""
-        self._freeze_parsed_project()
+        self._parsed_project.freeze()
         super().set_relations_cache(*args, **kwargs)
-
-    def _freeze_parsed_project(self) -> None:
-        """Hide dbt's parsed project (manifest, macros), which lives until the invocation ends,
-        from the collector's full passes: a pass over it cost whichever model it landed in 100-200
-        ms, often the first (docs/ARCHITECTURE.md, "Cost of a refresh"). A process that froze
-        objects itself is left alone."""
-        with self._batch_lock:
-            if self._freeze_decided:
-                return
-            self._freeze_decided = True
-            if gc.get_freeze_count() == 0:
-                gc.freeze()
-                self._frozen_count = gc.get_freeze_count()
 
     # -- dynamic tables --------------------------------------------------------------------------
 
     def _service(self) -> DynamicTableService:
         """The dynamic-table service of this thread's connection (engine started on first use),
         its metadata batched until the end of the invocation (``cleanup_connections``)."""
-        self._freeze_parsed_project()  # a run without cache population (--no-populate-cache)
+        self._parsed_project.freeze()  # a run without cache population (--no-populate-cache)
         connection = self.connections.get_thread_connection()
         service = self.connections.environment(connection).service(connection.credentials)
         with self._batch_lock:
@@ -222,12 +165,7 @@ class DyntableAdapter(SparkAdapter):
         with self._batch_lock:
             batched, self._batched = self._batched, []
             versioned, self._versioned = self._versioned, None
-            # A process running several invocations collects each one's garbage. Unfreezing is
-            # all or nothing: if anyone froze more since (the count only falls as frozen objects
-            # die), it is left to them.
-            if self._frozen_count and gc.get_freeze_count() <= self._frozen_count:
-                gc.unfreeze()
-            self._frozen_count, self._freeze_decided = 0, False
+        self._parsed_project.thaw()
         if versioned is not None:
             versioned.close()
         for service in batched:
@@ -241,47 +179,13 @@ class DyntableAdapter(SparkAdapter):
     def _get_columns_for_catalog(self, relation: BaseRelation) -> Iterable[Dict[str, Any]]:
         """dbt-spark's catalog rows; a dynamic table's say so, with its lag, mode and freshness
         (shown by `dbt docs` beside the table's other details)."""
-        details = self._dynamic_table_catalog_details(relation)
+        creds = self.config.credentials
+        root = f"{warehouse_of(creds, self.connections.project_root)}/{creds.metadata_schema.lower()}"
+        name = relation_name(relation.schema, relation.identifier or "")
+        details = dynamic_table_details(root, creds.metadata_schema, name)
         for row in super()._get_columns_for_catalog(relation):
             row.update(details)
             yield row
-
-    def _dynamic_table_catalog_details(self, relation: BaseRelation) -> Dict[str, Any]:
-        creds = self.config.credentials
-        root = f"{warehouse_of(creds, self.connections.project_root)}/{creds.metadata_schema.lower()}"
-        store = _catalog_store(root, creds.metadata_schema)
-        if store is None:
-            return {}
-        name = relation_name(relation.schema, relation.identifier or "")
-        try:
-            graph = store.graph(name).get(name)
-            frontier = store.frontier(name)
-        except MetadataDamaged as damaged:
-            logger.warning(f"{name} is shown without its dynamic table details. {damaged}")
-            return {}
-        if graph is None:
-            return {}
-        stats = {
-            "target_lag": ("Target lag", graph.target_lag, "How stale the table may get"),
-            "refresh_mode": ("Refresh mode", graph.refresh_mode, "auto, full or incremental"),
-            "scheduling_state": ("Scheduling state", str(graph.scheduling_state), "ACTIVE or SUSPENDED"),
-            "data_timestamp": (
-                "Data timestamp",
-                frontier.data_timestamp.isoformat() if frontier else "not initialized",
-                "The table equals its query as of this time",
-            ),
-        }
-        details: Dict[str, Any] = {"table_type": "dynamic table"}
-        for key, (label, value, description) in stats.items():
-            details.update(
-                {
-                    f"stats:{key}:label": label,
-                    f"stats:{key}:value": value,
-                    f"stats:{key}:description": description,
-                    f"stats:{key}:include": True,
-                }
-            )
-        return details
 
     @available.parse_none
     def dynamic_table(self, model: Any, graph: Optional[Mapping[str, Any]] = None) -> DynamicTable:
@@ -308,13 +212,7 @@ class DyntableAdapter(SparkAdapter):
         """Refresh ``dt`` at the invocation's data timestamp: the materialization. The tables the
         invocation builds (from dbt's ``graph`` and ``selected_resources``) are read at the
         version it produced."""
-        flags = get_flags()  # type: ignore[no-untyped-call]
-        full_refresh = dt.config.full_refresh
-        if full_refresh is None:
-            full_refresh = bool(flags.FULL_REFRESH)  # should_full_refresh()
-        built = built_tables(graph, selected_resources)
-        empty = bool(getattr(flags, "EMPTY", False))  # dbt run/build --empty
-        request = RefreshRequest(invocation_started_at(), Trigger.DBT_RUN, full_refresh, built, empty)
+        request = _dbt_run_request(dt, graph, selected_resources)
         service: Optional[DynamicTableService] = None
         try:
             service = self._service()
@@ -326,7 +224,7 @@ class DyntableAdapter(SparkAdapter):
             raise DbtRuntimeError(dt.said(why)) from exc
         for warning in result.warnings:
             logger.warning(warning)
-        if empty:
+        if request.empty:
             logger.info(dt.said(result.reason))
         return {
             "action": str(result.action) if result.action else None,
@@ -374,16 +272,7 @@ class DyntableAdapter(SparkAdapter):
                 f"{', '.join(VERIFY_MODES)}."
             )
         name = relation_name(relation.schema, relation.identifier or "")
-        node = next(
-            (
-                n
-                for n in (graph or {}).get("nodes", {}).values()
-                if n.get("resource_type") == "model"
-                and n.get("config", {}).get("materialized") == DYNAMIC_TABLE
-                and relation_name(n.get("schema") or "", n.get("alias") or n.get("name") or "") == name
-            ),
-            None,
-        )
+        node = _dynamic_table_node(graph, name)
         if node is None:
             raise CompilationError(
                 f"dynamic_table_matches_query: {name} is not a dynamic table of this project "
@@ -444,15 +333,58 @@ def invocation_started_at() -> datetime:
     return get_invocation_started_at()
 
 
-_catalog_stores: Dict[str, MetadataStore] = {}
-_catalog_stores_lock = threading.Lock()
+def _dbt_run_request(
+    dt: DynamicTable, graph: Optional[Mapping[str, Any]], selected_resources: Optional[Iterable[str]]
+) -> RefreshRequest:
+    """The refresh `dbt run` asks of ``dt``: at the invocation's start, from scratch as
+    ``--full-refresh`` or the model's ``full_refresh`` says, reading the tables the invocation
+    builds at the versions it produced; none at all under ``--empty``."""
+    flags = get_flags()  # type: ignore[no-untyped-call]
+    full_refresh = dt.config.full_refresh
+    if full_refresh is None:
+        full_refresh = bool(flags.FULL_REFRESH)  # should_full_refresh()
+    built = built_tables(graph, selected_resources)
+    empty = bool(getattr(flags, "EMPTY", False))  # dbt run/build --empty
+    return RefreshRequest(invocation_started_at(), Trigger.DBT_RUN, full_refresh, built, empty)
 
 
-def _catalog_store(root: str, schema: str) -> Optional[MetadataStore]:
-    """The metadata tables `dbt docs generate` reads each relation's details from, opened once
-    per process (in an object store, each opening costs requests); None where they do not exist."""
-    with _catalog_stores_lock:
-        found = _catalog_stores.get(root)
-        if found is None and storage.is_delta_table(f"{root}/{GRAPH_HISTORY}"):
-            found = _catalog_stores[root] = MetadataStore(root, schema)
-        return found
+def _dynamic_table_node(graph: Optional[Mapping[str, Any]], name: str) -> Optional[Mapping[str, Any]]:
+    """The node of dbt's flat ``graph`` whose dynamic table is ``name``, if any."""
+    return next(
+        (
+            n
+            for n in (graph or {}).get("nodes", {}).values()
+            if n.get("resource_type") == "model"
+            and n.get("config", {}).get("materialized") == DYNAMIC_TABLE
+            and relation_name(n.get("schema") or "", n.get("alias") or n.get("name") or "") == name
+        ),
+        None,
+    )
+
+
+def _spark_information(information: str) -> str:
+    """`SHOW TABLE EXTENDED` information as dbt-spark reads it from JVM Spark."""
+    information = _PROVIDER_LINE.sub(lambda m: m.group(1) + m.group(2).lower(), information)
+    # dbt-spark reads a view's column types from that tree: `dbt docs` showed a view's
+    # bigint column as `long` on JVM Spark, and the same column of a table as `bigint`.
+    return _SCHEMA_TREE_COLUMN.sub(
+        lambda m: m.group(1) + _SQL_TYPE_NAMES[m.group(2)] + m.group(3), information
+    )
+
+
+def _log_columns(relation: BaseRelation, log: "DeltaLog") -> List[SparkColumn]:
+    """The columns of ``relation``'s Delta log, as dbt-spark lists a relation's columns."""
+    return [
+        SparkColumn(
+            table_database=None,
+            table_schema=relation.schema,
+            table_name=relation.name,
+            table_type=relation.type,
+            table_owner="",
+            table_stats=None,
+            column=field.name,
+            column_index=index,
+            dtype=field.dataType.simpleString(),
+        )
+        for index, field in enumerate(log.schema_at(log.latest_version()).fields)
+    ]
