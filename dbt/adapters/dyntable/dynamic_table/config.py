@@ -134,66 +134,76 @@ class DynamicTableConfig:
     ) -> "DynamicTableConfig":
         """The config of ``model``; a key that is neither a dynamic table's nor in ``known``
         (dbt's and the adapter's own model configs) is a warning naming the closest key."""
-
-        def fail(key: str, value: Any, accepted: str) -> DynamicTableConfigError:
-            return DynamicTableConfigError(f"Model '{model}': {key} {value!r} is not valid. Use {accepted}.")
-
-        def choice(key: str, allowed: Sequence[str], default: str) -> str:
-            value = config.get(key)
-            if value is None:
-                return default
-            if not isinstance(value, str) or value.lower() not in allowed:
-                raise fail(key, value, " | ".join(allowed))
-            return value.lower()
-
-        def names(key: str, what: str = "column") -> Tuple[str, ...]:
-            value = config.get(key)
-            if value is None:
-                return ()
-            items = [value] if isinstance(value, str) else value
-            if not isinstance(items, (list, tuple)) or not all(
-                isinstance(i, str) and i.strip() for i in items
-            ):
-                raise fail(key, value, f"a {what} name or a list of {what} names")
-            return tuple(i.strip() for i in items)
-
-        def positive(key: str, kind: type, example: str) -> Any:
-            value = config.get(key)
-            if value is None:
-                return None
-            try:
-                number = kind(value)
-            except (TypeError, ValueError):
-                number = 0
-            if isinstance(value, bool) or number <= 0 or (kind is int and number != value):
-                raise fail(key, value, f"a positive {'whole ' if kind is int else ''}number (e.g. {example})")
-            return number
-
+        read = _ConfigReader(model, config)
         file_format = config.get("file_format") or "delta"
         if file_format not in FILE_FORMATS:
-            raise fail("file_format", file_format, "'delta' (dynamic tables are Delta tables)")
+            raise read.fail("file_format", file_format, "'delta' (dynamic tables are Delta tables)")
         immutable_where, backfill_from = _immutability(model, config)
-        partition_by, cluster_by = _layout(model, names("partition_by"), names("cluster_by"))
+        partition_by, cluster_by = _layout(model, read.names("partition_by"), read.names("cluster_by"))
         verify = config.get("verify")
         return cls(
             target_lag=_target_lag(model, config.get("target_lag")),
-            refresh_mode=choice("refresh_mode", REFRESH_MODES, "auto"),
-            initialize=choice("initialize", INITIALIZE, "on_create"),
-            on_configuration_change=choice("on_configuration_change", ON_CONFIGURATION_CHANGE, "apply"),
-            unique_key=names("unique_key"),
+            refresh_mode=read.choice("refresh_mode", REFRESH_MODES, "auto"),
+            initialize=read.choice("initialize", INITIALIZE, "on_create"),
+            on_configuration_change=read.choice("on_configuration_change", ON_CONFIGURATION_CHANGE, "apply"),
+            unique_key=read.names("unique_key"),
             partition_by=partition_by,
-            deterministic_functions=tuple(f.lower() for f in names("deterministic_functions", "function")),
+            deterministic_functions=tuple(
+                f.lower() for f in read.names("deterministic_functions", "function")
+            ),
             full_refresh=None if config.get("full_refresh") is None else bool(config.get("full_refresh")),
-            max_change_ratio=positive("max_change_ratio", float, "0.5: half the table's rows"),
-            max_change_rows=positive("max_change_rows", int, "100000"),
+            max_change_ratio=read.positive("max_change_ratio", float, "0.5: half the table's rows"),
+            max_change_rows=read.positive("max_change_rows", int, "100000"),
             immutable_where=immutable_where,
             backfill_from=backfill_from,
-            verify=None if verify is None or verify is False else choice("verify", VERIFY_MODES, ""),
-            verify_failure=choice("verify_failure", VERIFY_FAILURE, "error"),
+            verify=None if verify is None or verify is False else read.choice("verify", VERIFY_MODES, ""),
+            verify_failure=read.choice("verify_failure", VERIFY_FAILURE, "error"),
             cluster_by=cluster_by,
             compact_after_files=_compact_after_files(model, config.get("auto_compact", True)),
             warnings=unknown_keys(model, config, DYNAMIC_TABLE_KEYS | frozenset(known)),
         )
+
+
+@dataclass(frozen=True)
+class _ConfigReader:
+    """The values of one model's config, typed; a bad one is an error naming the model, the key
+    and the accepted forms."""
+
+    model: str
+    config: Mapping[str, Any]
+
+    def fail(self, key: str, value: Any, accepted: str) -> DynamicTableConfigError:
+        return DynamicTableConfigError(f"Model '{self.model}': {key} {value!r} is not valid. Use {accepted}.")
+
+    def choice(self, key: str, allowed: Sequence[str], default: str) -> str:
+        value = self.config.get(key)
+        if value is None:
+            return default
+        if not isinstance(value, str) or value.lower() not in allowed:
+            raise self.fail(key, value, " | ".join(allowed))
+        return value.lower()
+
+    def names(self, key: str, what: str = "column") -> Tuple[str, ...]:
+        value = self.config.get(key)
+        if value is None:
+            return ()
+        items = [value] if isinstance(value, str) else value
+        if not isinstance(items, (list, tuple)) or not all(isinstance(i, str) and i.strip() for i in items):
+            raise self.fail(key, value, f"a {what} name or a list of {what} names")
+        return tuple(i.strip() for i in items)
+
+    def positive(self, key: str, kind: type, example: str) -> Any:
+        value = self.config.get(key)
+        if value is None:
+            return None
+        try:
+            number = kind(value)
+        except (TypeError, ValueError):
+            number = 0
+        if isinstance(value, bool) or number <= 0 or (kind is int and number != value):
+            whole = "whole " if kind is int else ""
+            raise self.fail(key, value, f"a positive {whole}number (e.g. {example})")
+        return number
 
 
 def unknown_keys(model: str, config: Mapping[str, Any], known: FrozenSet[str]) -> Tuple[str, ...]:
