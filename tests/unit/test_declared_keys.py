@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
-from dbt.adapters.dyntable.dynamic_table.declared_keys import declared_keys, relation_name
+from dbt.adapters.dyntable.dynamic_table.declared_keys import declared_keys, node_relation_name
 
 
 def model(uid: str, parents: List[str], **extra: Any) -> Dict[str, Any]:
@@ -88,5 +88,5 @@ def test_relation_names_of_dicts_and_objects() -> None:
     class Node:
         schema, alias, name = "S", "Dt", "dt"
 
-    assert relation_name(Node()) == "s.dt" == relation_name({"schema": "S", "alias": "Dt"})
-    assert relation_name(SOURCE) == "raw.orders"
+    assert node_relation_name(Node()) == "s.dt" == node_relation_name({"schema": "S", "alias": "Dt"})
+    assert node_relation_name(SOURCE) == "raw.orders"

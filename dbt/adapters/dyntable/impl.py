@@ -22,6 +22,7 @@ from dbt.adapters.dyntable.catalog_details import dynamic_table_details
 from dbt.adapters.dyntable.changes import VersionedRelations
 from dbt.adapters.dyntable.connections import SPARK_METHODS, DyntableConnectionManager, warehouse_of
 from dbt.adapters.dyntable.dynamic_table.config import VERIFY_MODES, DynamicTableConfigError
+from dbt.adapters.dyntable.dynamic_table.declared_keys import node_relation_name
 from dbt.adapters.dyntable.dynamic_table.lifecycle import RefreshRequest, Trigger
 from dbt.adapters.dyntable.dynamic_table.metadata import MetadataDamaged
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable, built_tables
@@ -356,7 +357,7 @@ def _dynamic_table_node(graph: Optional[Mapping[str, Any]], name: str) -> Option
             for n in (graph or {}).get("nodes", {}).values()
             if n.get("resource_type") == "model"
             and n.get("config", {}).get("materialized") == DYNAMIC_TABLE
-            and relation_name(n.get("schema") or "", n.get("alias") or n.get("name") or "") == name
+            and node_relation_name(n) == name
         ),
         None,
     )

@@ -57,7 +57,7 @@ def declared_keys(graph: Mapping[str, Any], model_id: str) -> KeysByRelation:
         node = nodes.get(uid) or sources.get(uid)
         if node is None:
             continue
-        wanted[uid] = relation_name(node)
+        wanted[uid] = node_relation_name(node)
         pending.extend((node.get("depends_on") or {}).get("nodes") or [])
     keys: KeysByRelation = {}
     for uid, relation in wanted.items():
@@ -82,8 +82,9 @@ def node_field(node: Any) -> Callable[[str], Any]:
     return lambda name: getattr(node, name, None)
 
 
-def relation_name(node: Any) -> str:
-    """``schema.identifier`` (lower case) of a flat-graph dict or a manifest node object."""
+def node_relation_name(node: Any) -> str:
+    """The canonical name (``vocabulary.relation_name``) of the table a node builds, from a
+    flat-graph dict or a manifest node object: the one way a node's table is named."""
     field = node_field(node)
     return vocabulary.relation_name(field("schema"), field("alias") or field("identifier") or field("name"))
 

@@ -13,7 +13,12 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, FrozenSet, Iterable, Mapping, Optional
 
 from dbt.adapters.dyntable.dynamic_table.config import DynamicTableConfig, DynamicTableConfigError
-from dbt.adapters.dyntable.dynamic_table.declared_keys import KeysByRelation, declared_keys, node_field
+from dbt.adapters.dyntable.dynamic_table.declared_keys import (
+    KeysByRelation,
+    declared_keys,
+    node_field,
+    node_relation_name,
+)
 from dbt.adapters.dyntable.vocabulary import quote, relation_name
 
 #: What ``refresh_boundary(ref('x'))`` leaves beside the relation it renders in compiled SQL
@@ -165,5 +170,5 @@ def built_tables(graph: Optional[Mapping[str, Any]], selected: Optional[Iterable
         config = get("config") or {}
         materialized = config.get("materialized") if isinstance(config, Mapping) else None
         if get("resource_type") in ("seed", "snapshot") or materialized in BUILT_TABLES:
-            built.add(relation_name(get("schema"), get("alias") or get("identifier") or get("name")))
+            built.add(node_relation_name(node))
     return frozenset(built)

@@ -29,7 +29,7 @@ from dbt.adapters.dyntable.connections import (
     warehouse_of,
 )
 from dbt.adapters.dyntable.dynamic_table.config import DynamicTableConfigError
-from dbt.adapters.dyntable.dynamic_table.declared_keys import relation_name
+from dbt.adapters.dyntable.dynamic_table.declared_keys import node_relation_name
 from dbt.adapters.dyntable.dynamic_table.metadata import MetadataStore
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable, refresh_boundaries
 from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
@@ -249,7 +249,7 @@ def _graph_node(manifest: Any, uid: str, node: Any, sql: Optional[str]) -> Graph
         parent = manifest.nodes.get(parent_id) or manifest.sources.get(parent_id)
         if parent is None:
             continue
-        relation = relation_name(parent)
+        relation = node_relation_name(parent)
         if relation in boundaries:
             continue
         is_dt = parent_id in manifest.nodes and parent.config.materialized == DYNAMIC_TABLE
@@ -295,7 +295,7 @@ def _select(manifest: Any, options: ProjectOptions, dt_nodes: Dict[str, Any]) ->
         raise ProjectError(f"--select {' '.join(options.select)}: {_why(listed)}")
     lines = listed.result if isinstance(listed.result, list) else []
     ids = {json.loads(line)["unique_id"] for line in lines}
-    chosen = {relation_name(dt_nodes[uid]) for uid in ids if uid in dt_nodes}
+    chosen = {node_relation_name(dt_nodes[uid]) for uid in ids if uid in dt_nodes}
     if not chosen:
         raise ProjectError(
             f"--select {' '.join(options.select)} picks no dynamic table. Dynamic tables: "
