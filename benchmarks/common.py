@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence,
 from rich.console import Console
 
 if TYPE_CHECKING:
+    from dbt.adapters.dyntable.dynamic_table.config import DynamicTableConfig
+    from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
     from dbt.adapters.dyntable.engines.embedded import EmbeddedEngine
     from dbt.adapters.dyntable.engines.jvm import JvmSparkEngine
 
@@ -76,6 +78,22 @@ def embedded_engine(port: int = 0) -> Iterator[Tuple["EmbeddedEngine", Path]]:
     finally:
         engine.stop()
         shutil.rmtree(warehouse, ignore_errors=True)
+
+
+def events_service(
+    engine: "EmbeddedEngine", warehouse: Path, events: Path
+) -> Tuple["DynamicTableService", "DynamicTableConfig"]:
+    """The Delta table at ``events`` registered as ``raw.events``, a schema ``app`` for DTs, and
+    the service and incremental config that refresh them in this process."""
+    from dbt.adapters.dyntable.dynamic_table.config import DynamicTableConfig
+    from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
+
+    engine.execute("create schema if not exists raw")
+    engine.execute(f"create table raw.events using delta location '{events}'")
+    engine.execute("create schema if not exists app")
+    service = DynamicTableService(engine, warehouse, "dyntable_meta")
+    config = DynamicTableConfig.from_model("bench", {"target_lag": "1 minute", "refresh_mode": "incremental"})
+    return service, config
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]], align: str = "") -> List[str]:

@@ -30,7 +30,6 @@ import pyarrow.compute as pc
 from deltalake import write_deltalake
 
 import dbt.adapters.dyntable as package
-from dbt.adapters.dyntable.dynamic_table.config import DynamicTableConfig
 from dbt.adapters.dyntable.dynamic_table.lifecycle import RefreshRequest, Trigger
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
 from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
@@ -136,7 +135,7 @@ def traced_refresh(service: DynamicTableService, dt: DynamicTable) -> Tuple[Trac
 
 
 def measured(rows: int, changed: int) -> Tuple[Trace, str]:
-    from benchmarks.common import embedded_engine
+    from benchmarks.common import embedded_engine, events_service
 
     with embedded_engine() as (engine, warehouse):
         events = warehouse / "raw" / "events"
@@ -150,13 +149,7 @@ def measured(rows: int, changed: int) -> Tuple[Trace, str]:
             )
 
         append(0, rows)
-        engine.execute("create schema if not exists raw")
-        engine.execute(f"create table raw.events using delta location '{events}'")
-        engine.execute("create schema if not exists app")
-        service = DynamicTableService(engine, warehouse, "dyntable_meta")
-        config = DynamicTableConfig.from_model(
-            "bench", {"target_lag": "1 minute", "refresh_mode": "incremental"}
-        )
+        service, config = events_service(engine, warehouse, events)
         dt = DynamicTable("app", "by_kind", QUERY, config, model="by_kind")
         service.refresh(dt, RefreshRequest(datetime.now(timezone.utc), Trigger.SCHEDULED))
         append(rows, changed)

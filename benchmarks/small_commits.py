@@ -25,7 +25,6 @@ from typing import List, Tuple
 import pyarrow as pa
 from deltalake import write_deltalake
 
-from dbt.adapters.dyntable.dynamic_table.config import DynamicTableConfig
 from dbt.adapters.dyntable.dynamic_table.lifecycle import RefreshRequest, Trigger
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
 from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
@@ -63,7 +62,7 @@ def refreshed(service: DynamicTableService, dt: DynamicTable) -> Tuple[float, in
 
 
 def main() -> None:
-    from benchmarks.common import Goal, embedded_engine, markdown_table, write_results
+    from benchmarks.common import Goal, embedded_engine, events_service, markdown_table, write_results
 
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--commits", type=int, default=10_000)
@@ -75,13 +74,7 @@ def main() -> None:
     with embedded_engine(port) as (engine, warehouse):
         events = warehouse / "raw" / "events"
         write_deltalake(str(events), pa.table({"id": pa.array([0], pa.int64()), "kind": ["a"]}))
-        engine.execute("create schema if not exists raw")
-        engine.execute(f"create table raw.events using delta location '{events}'")
-        engine.execute("create schema if not exists app")
-        service = DynamicTableService(engine, warehouse, "dyntable_meta")
-        config = DynamicTableConfig.from_model(
-            "bench", {"target_lag": "1 minute", "refresh_mode": "incremental"}
-        )
+        service, config = events_service(engine, warehouse, events)
         dts = [DynamicTable("app", name, sql, config, model=name) for name, sql in QUERIES.items()]
         for dt in dts:
             service.refresh(dt, RefreshRequest(datetime.now(timezone.utc), Trigger.SCHEDULED))
