@@ -26,6 +26,7 @@ from dbt.adapters.dyntable.dynamic_table.declared_keys import node_relation_name
 from dbt.adapters.dyntable.dynamic_table.lifecycle import RefreshRequest, Trigger
 from dbt.adapters.dyntable.dynamic_table.metadata import MetadataDamaged
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable, built_tables
+from dbt.adapters.dyntable.dynamic_table.refresh import RefreshFailed
 from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
 from dbt.adapters.dyntable.dynamic_table.snapshot import NoCommonSnapshot, common_snapshot
 from dbt.adapters.dyntable.dynamic_table.table_features import grants_refusal, lacks
@@ -219,7 +220,10 @@ class DyntableAdapter(SparkAdapter):
             service = self._service()
             result = service.refresh(dt, request)
         except Exception as exc:  # noqa: BLE001 - one clear error per failed refresh
-            why = service.engine.failure_message(exc) if service is not None else str(exc)
+            if isinstance(exc, RefreshFailed):
+                why = exc.message  # what its history row records
+            else:  # it failed before it started: the engine, the lock, the metadata tables
+                why = service.engine.failure_message(exc) if service is not None else str(exc)
             # dbt shows the message; its debug log keeps where it came from, for a bug report.
             logger.debug("".join(traceback.format_exception(exc)))
             raise DbtRuntimeError(dt.said(why)) from exc

@@ -8,7 +8,9 @@ from collections import defaultdict
 from datetime import datetime, timedelta, timezone
 from typing import Dict, List
 
-from dbt.adapters.dyntable.dynamic_table.lifecycle import SchedulingState, State, Trigger
+from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, SchedulingState, State, Trigger
+from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
+from dbt.adapters.dyntable.dynamic_table.refresh import RefreshFailed, RefreshResult
 from dbt.adapters.dyntable.runner.graph import build_graph
 from dbt.adapters.dyntable.runner.scheduler import (
     Outcome,
@@ -281,6 +283,27 @@ def test_a_stopping_scheduler_starts_no_refresh_and_a_cancelled_one_is_no_failur
     outcomes = scheduler.execute(scheduler.dispatch(int(START * 1000), roots=[name("orders")]))
     assert [(o.model, o.state) for o in outcomes] == [("orders", State.CANCELLED)]
     assert backend.failures == {}
+
+
+class FailingAfterChoosing(FakeBackend):
+    """Its refreshes fail as the pipeline's do once they chose INCREMENTAL."""
+
+    def refresh(self, dt: DynamicTable, data_timestamp: datetime, trigger: Trigger) -> RefreshResult:
+        state = State.CANCELLED if self.interrupted else FAILED
+        error = RuntimeError("the delta query failed")
+        raise RefreshFailed(dt, Action.INCREMENTAL, "", state, "its incremental refresh failed", error)
+
+
+def test_a_failed_refresh_reports_the_action_it_had_chosen():
+    graph = pipeline()
+    for interrupted, state in ((False, FAILED), (True, State.CANCELLED)):
+        backend = FailingAfterChoosing(interrupted=interrupted)
+        scheduler = Scheduler(graph, backend)
+        (outcome,) = scheduler.execute(scheduler.dispatch(int(START * 1000), roots=[name("orders")]))
+        assert (outcome.state, outcome.action) == (state, Action.INCREMENTAL)
+        assert backend.failures == ({} if interrupted else {name("orders"): 1})
+        if not interrupted:
+            assert outcome.message == "its incremental refresh failed"
 
 
 def test_an_outcome_carries_what_the_json_log_needs():

@@ -51,7 +51,7 @@ from typing import (
 from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, SchedulingState, State, Trigger
 from dbt.adapters.dyntable.dynamic_table.locking import RefreshLocked
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
-from dbt.adapters.dyntable.dynamic_table.refresh import RefreshResult
+from dbt.adapters.dyntable.dynamic_table.refresh import RefreshFailed, RefreshResult
 from dbt.adapters.dyntable.runner.graph import DynamicTableGraph
 from dbt.adapters.dyntable.vocabulary import first_line
 
@@ -367,8 +367,10 @@ class Scheduler:
         except RefreshLocked as exc:
             # Another runner (or dbt run) is refreshing it: that refresh covers this tick.
             return self._not_refreshed(plan, name, State.SKIPPED, str(exc), started)
-        except Exception as exc:  # noqa: BLE001 - a failed refresh is an outcome, not a crash
-            return self._failed(plan, name, exc, started)
+        except RefreshFailed as failed:
+            return self._failed(plan, name, failed, started, failed.action)
+        except Exception as exc:  # noqa: BLE001 - a refresh that failed before it started is one too
+            return self._failed(plan, name, exc, started, None)
         return Outcome(
             name,
             node.model,
@@ -383,15 +385,16 @@ class Scheduler:
             reason=result.reason,
         )
 
-    def _failed(self, plan: TickPlan, name: str, exc: Exception, started: float) -> Outcome:
-        """The outcome of a refresh that raised: CANCELLED by a stopping runner, else FAILED,
-        suspending the DT at its ``max_failures``-th consecutive failure."""
+    def _failed(
+        self, plan: TickPlan, name: str, exc: Exception, started: float, action: Optional[Action]
+    ) -> Outcome:
+        """The outcome of a refresh that raised, having chosen ``action``: CANCELLED by a stopping
+        runner, else FAILED, suspending the DT at its ``max_failures``-th consecutive failure."""
         node = self.graph.nodes[name]
         if self.backend.interrupted:
             # A stop cancelled its statements: the pipeline recorded it CANCELLED, and it
             # counts as no failure of the DT's (docs/ARCHITECTURE.md, "Interrupting a run").
             message = "cancelled: the runner was stopping"
-            action = getattr(exc, "action", None)
             return plan.outcome(
                 name, node.model, State.CANCELLED, message, time.monotonic() - started, action
             )
@@ -408,7 +411,7 @@ class Scheduler:
                 f"`dyntable resume {node.model}`]"
             )
         seconds = time.monotonic() - started
-        return plan.outcome(name, node.model, State.FAILED, message, seconds, suspended=suspend)
+        return plan.outcome(name, node.model, State.FAILED, message, seconds, action, suspend)
 
     # -- the loop --------------------------------------------------------------------------------
 

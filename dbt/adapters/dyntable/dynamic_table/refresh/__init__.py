@@ -6,6 +6,6 @@
 from dbt.adapters.dyntable.dynamic_table.lifecycle import RefreshRequest
 from dbt.adapters.dyntable.dynamic_table.model import RefreshError
 from dbt.adapters.dyntable.dynamic_table.refresh.pipeline import RefreshPipeline
-from dbt.adapters.dyntable.dynamic_table.refresh.record import RefreshResult
+from dbt.adapters.dyntable.dynamic_table.refresh.record import RefreshFailed, RefreshResult
 
-__all__ = ["RefreshError", "RefreshPipeline", "RefreshRequest", "RefreshResult"]
+__all__ = ["RefreshError", "RefreshFailed", "RefreshPipeline", "RefreshRequest", "RefreshResult"]

@@ -25,7 +25,7 @@ import uuid
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple, Union
+from typing import Optional, Sequence, Tuple, Union
 
 from dbt.adapters.dyntable.delta_log import DeltaLog
 from dbt.adapters.dyntable.dynamic_table.failpoints import failpoint
@@ -55,7 +55,7 @@ from dbt.adapters.dyntable.dynamic_table.refresh.commit import Refresh, no_data
 from dbt.adapters.dyntable.dynamic_table.refresh.facts import Decision, Definition, Observation
 from dbt.adapters.dyntable.dynamic_table.refresh.incremental import incremental
 from dbt.adapters.dyntable.dynamic_table.refresh.rebuild import check_output, create_empty, rebuild
-from dbt.adapters.dyntable.dynamic_table.refresh.record import Recorder, RefreshResult
+from dbt.adapters.dyntable.dynamic_table.refresh.record import Recorder, RefreshFailed, RefreshResult
 from dbt.adapters.dyntable.dynamic_table.refresh.target import Target
 from dbt.adapters.dyntable.dynamic_table.table_features import TableFeatures
 from dbt.adapters.dyntable.dynamic_table.verify import DvsCheck, VerifyFailed, verify
@@ -66,6 +66,8 @@ from dbt.adapters.dyntable.vocabulary import first_line
 #: What `dbt run --empty` does to a DT that exists, and to one that does not.
 EMPTY_KEPT = "dbt --empty: not refreshed; the table keeps its rows and data timestamp"
 EMPTY_CREATED = "dbt --empty: created empty with the query's columns; a run without --empty fills it"
+#: What `initialize: on_schedule` does under `dbt run` to a DT that does not exist.
+CREATED_EMPTY = "initialize is 'on_schedule': created empty; the first scheduled refresh fills it"
 #: How long `dbt run` waits for another process's refresh of a DT (a runner's) before failing it.
 LOCK_WAIT_SECONDS = 300.0
 
@@ -89,31 +91,20 @@ class RefreshPipeline:
             started = utcnow()
             if request.empty:
                 return self._empty(dt, request)
-            decided: List[Decision] = []
             try:
-                result = self._refresh_again_if_moved_on(dt, refresh_id, frontier, request, decided, lock)
+                attempt = self._refresh_again_if_moved_on(dt, refresh_id, frontier, request, lock)
             except Exception as exc:
-                if isinstance(exc, guard.ChangeFuseTripped):
+                failed = exc if isinstance(exc, RefreshFailed) else self._failure(dt, None, exc)
+                if isinstance(failed.error, guard.ChangeFuseTripped):
                     self.recorder.schedule(dt, SchedulingState.SUSPENDED)
-                # The action the refresh had chosen when it failed; none if it failed deciding.
-                action = getattr(exc, "action", None) or (decided[0].action if decided else None)
-                error = failures.explained(self.engine, self.metadata, dt, exc, action)
-                failed = RefreshResult(
-                    dt.name,
-                    action,
-                    # Ctrl-C cancelled it: no failure of the DT's to back off from or count
-                    State.CANCELLED if self.engine.interrupted else State.FAILED,
-                    getattr(exc, "reason", "") or "",
-                    request.data_timestamp,
-                    message=self.engine.failure_message(error),
-                )
                 # The failure may be the history table's own: then the error is what remains.
                 with contextlib.suppress(MetadataDamaged):
-                    self.recorder.refreshed(dt, refresh_id, request.trigger, started, failed)
-                if error is not exc:
-                    raise error from exc
-                raise
-            planned = decided[0].planned if decided else None
+                    self.recorder.refreshed(
+                        dt, refresh_id, request.trigger, started, failed.result(request.data_timestamp)
+                    )
+                raise failed from failed.error
+            result, decision = attempt
+            planned = decision.planned if decision else None
             self._finish(dt, result, planned.key.columns if planned else None)
             compact.compact_after(self.engine, dt, result)
             self.recorder.refreshed(dt, refresh_id, request.trigger, started, result)
@@ -122,8 +113,23 @@ class RefreshPipeline:
                 lock.record(result.data_timestamp)  # what its frontier says once written
             failpoint("after_refresh")  # inside a batch, its frontier is not written yet
             if result.state is State.FAILED:
-                raise VerifyFailed(result.message)
+                mismatch = VerifyFailed(result.message)
+                raise RefreshFailed(dt, result.action, result.reason, State.FAILED, result.message, mismatch)
             return result
+
+    def _failure(self, dt: DynamicTable, action: Optional[Action], error: Exception) -> RefreshFailed:
+        """The failure of ``dt``'s refresh, which ``error`` failed having chosen ``action``
+        (None: before it chose one): the change fuse's own action and reason, the error told as
+        ``failures.explained`` says, CANCELLED where Ctrl-C cancelled it (no failure of the DT's
+        to back off from or count)."""
+        reason = ""
+        if isinstance(error, guard.ChangeFuseTripped):
+            action, reason = error.action, error.reason
+        told = failures.explained(self.engine, self.metadata, dt, error, action)
+        if told is not error:
+            told.__cause__ = error
+        state = State.CANCELLED if self.engine.interrupted else State.FAILED
+        return RefreshFailed(dt, action, reason, state, self.engine.failure_message(told), error)
 
     def _refresh_again_if_moved_on(
         self,
@@ -131,20 +137,18 @@ class RefreshPipeline:
         refresh_id: str,
         frontier: Optional[Frontier],
         request: RefreshRequest,
-        decided: List[Decision],
         lock: RefreshLock,
-    ) -> RefreshResult:
+    ) -> Tuple[RefreshResult, Optional[Decision]]:
         """The refresh, run once more where a source moved on past what its engine can read of
         the version observed (a checkpoint written meanwhile): observed again, it is read from
         its files (docs/ARCHITECTURE.md, "Engines")."""
         try:
-            return self._refresh(dt, refresh_id, frontier, request, decided, lock.reached)
+            return self._refresh(dt, refresh_id, frontier, request, lock.reached)
         except Exception as exc:
-            if not self.engine.read_moved_on(exc):
+            if not self.engine.read_moved_on(exc.error if isinstance(exc, RefreshFailed) else exc):
                 raise
-        decided.clear()
         frontier = self.recorder.recover(dt, self._dt_log(dt))
-        return self._refresh(dt, refresh_id, frontier, request, decided, lock.reached)
+        return self._refresh(dt, refresh_id, frontier, request, lock.reached)
 
     def _empty(self, dt: DynamicTable, request: RefreshRequest) -> RefreshResult:
         """`dbt run --empty` (docs/ARCHITECTURE.md, "dbt run --empty"): the query, every source
@@ -239,20 +243,15 @@ class RefreshPipeline:
         refresh_id: str,
         frontier: Optional[Frontier],
         request: RefreshRequest,
-        decided: List[Decision],
         reached: Optional[datetime] = None,
-    ) -> RefreshResult:
+    ) -> Tuple[RefreshResult, Optional[Decision]]:
+        """The refresh and what it decided (None: it stopped before deciding); a failure after
+        it decided is a :class:`RefreshFailed` with the decision's action."""
         dt_log = self._dt_log(dt)
         if decide.creates_empty(dt, dt_log is not None, request):
             warnings = create_empty(Target(self.engine, dt), dt.sql)  # only its schema is read
-            return RefreshResult(
-                dt.name,
-                None,
-                State.SKIPPED,
-                "initialize is 'on_schedule': created empty; the first scheduled refresh fills it",
-                request.data_timestamp,
-                warnings=warnings,
-            )
+            when = request.data_timestamp
+            return RefreshResult(dt.name, None, State.SKIPPED, CREATED_EMPTY, when, warnings=warnings), None
         definition, dt_log = self._maintained(dt, frontier, dt_log, request)
         held = decide.held_data_timestamp(frontier, reached)
         requested = request.data_timestamp
@@ -263,7 +262,7 @@ class RefreshPipeline:
         try:
             observed = decide.observe(self.engine, self.metadata, dt, definition, frontier, request)
         except decide.SourceNotReady as waiting:
-            return RefreshResult(dt.name, None, State.SKIPPED, str(waiting), request.data_timestamp)
+            return RefreshResult(dt.name, None, State.SKIPPED, str(waiting), request.data_timestamp), None
         if definition.rebuild_reason is None:
             observed = net_change.measured(self.engine, dt.name, observed, dt_log)
         decision = decide.decide(
@@ -279,18 +278,20 @@ class RefreshPipeline:
             decision = replace(decision, reason=f"{decision.reason}; {decide.raised_for(held, requested)}")
         if observed.waiting and decision.action is not Action.NO_DATA:
             decision = replace(decision, reason="; ".join([decision.reason, *observed.waiting]))
-        decided.append(decision)
         # The fuse guards what the data causes, not what a person asked for (a first build,
         # --full-refresh, a new definition), and lets through a change they accepted.
         guarded = guard.is_guarded(dt) and definition.rebuild_reason is None
         guarded = guarded and not self.recorder.change_accepted(dt)
         refresh = Refresh(dt, refresh_id, definition, frontier, observed, decision, guarded)
-        result = self._act(refresh, dt_log, request.trigger)
+        try:
+            result = self._act(refresh, dt_log, request.trigger)
+        except Exception as exc:
+            raise self._failure(dt, decision.action, exc) from exc
         # A source whose writer's clock runs ahead holds its newer commits back: said every time.
         result.warnings += [
             f"Model '{dt.model}': dynamic table {dt.name} reads {why}." for why in observed.waiting
         ]
-        return result
+        return result, decision
 
     def _maintained(
         self,

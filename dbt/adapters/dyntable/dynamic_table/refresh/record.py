@@ -88,6 +88,38 @@ class RefreshResult:
         return f"{self.action if done else self.state} +{self.rows_inserted} -{self.rows_deleted}"
 
 
+class RefreshFailed(Exception):
+    """A refresh of ``dt`` that failed, as its history row records it: the ``action`` it had
+    chosen (None: it failed before choosing), the ``reason`` it records, its ``state`` (FAILED, or
+    CANCELLED by Ctrl-C or a stopping runner) and its message, what the user is told
+    (docs/ARCHITECTURE.md, "Errors name the DT once"). ``error``, also its ``__cause__``, is what
+    failed it."""
+
+    def __init__(
+        self,
+        dt: DynamicTable,
+        action: Optional[Action],
+        reason: str,
+        state: State,
+        message: str,
+        error: Exception,
+    ) -> None:
+        super().__init__(message)
+        self.dt = dt
+        self.action = action
+        self.reason = reason
+        self.state = state
+        self.message = message
+        self.error = error
+        self.__cause__ = error
+
+    def result(self, data_timestamp: datetime) -> RefreshResult:
+        """The result its history row records, for a refresh asked at ``data_timestamp``."""
+        return RefreshResult(
+            self.dt.name, self.action, self.state, self.reason, data_timestamp, message=self.message
+        )
+
+
 class Recorder:
     """Writes what refreshes do into one metadata store."""
 
