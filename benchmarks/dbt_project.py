@@ -205,12 +205,11 @@ class RunnerTicks:
     of them in one metadata batch, as a tick of `dyntable run` does."""
 
     def __init__(self, service: "DynamicTableService", nodes: Iterable["GraphNode"]) -> None:
-        from dbt.adapters.dyntable.runner.backend import ServiceBackend
         from dbt.adapters.dyntable.runner.graph import build_graph
         from dbt.adapters.dyntable.runner.scheduler import Scheduler
 
         self.graph = build_graph(list(nodes))
-        self.scheduler = Scheduler(self.graph, ServiceBackend(service))
+        self.scheduler = Scheduler(self.graph, service)
 
     def tick(self) -> List["Outcome"]:
         plan = self.scheduler.dispatch(int(time.time() * 1000), roots=self.graph.order)

@@ -38,12 +38,11 @@ from benchmarks.common import (
     write_results,
 )
 from dbt.adapters.dyntable.dynamic_table.config import DynamicTableConfig, TargetLag
-from dbt.adapters.dyntable.dynamic_table.lifecycle import Trigger
+from dbt.adapters.dyntable.dynamic_table.lifecycle import RefreshRequest, Trigger
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
 from dbt.adapters.dyntable.dynamic_table.refresh import RefreshResult
 from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
 from dbt.adapters.dyntable.engines.base import Engine
-from dbt.adapters.dyntable.runner.backend import ServiceBackend
 from dbt.adapters.dyntable.runner.graph import GraphNode, build_graph
 from dbt.adapters.dyntable.runner.scheduler import Scheduler, SystemClock
 
@@ -85,16 +84,18 @@ class Refresh:
     message: str
 
 
-class RecordingBackend(ServiceBackend):
-    """The runner's backend, recording when each refresh finished and the data timestamp it reached."""
+class RecordingService(DynamicTableService):
+    """The runner's dynamic tables, recording when each refresh finished and the data timestamp it
+    reached."""
 
-    def __init__(self, service: DynamicTableService) -> None:
-        super().__init__(service)
+    def __init__(self, engine: Engine, warehouse: Path) -> None:
+        super().__init__(engine, warehouse, "dyntable_meta")
         self.refreshes: List[Refresh] = []
 
-    def refresh(self, dt: DynamicTable, data_timestamp: datetime, trigger: Trigger) -> RefreshResult:
+    def refresh(self, dt: DynamicTable, request: RefreshRequest) -> RefreshResult:
+        data_timestamp = request.data_timestamp
         try:
-            result = super().refresh(dt, data_timestamp, trigger)
+            result = super().refresh(dt, request)
         except Exception as exc:
             self.refreshes.append(
                 Refresh(dt.name, data_timestamp, time.time(), None, "FAILED", str(exc).splitlines()[0])
@@ -190,7 +191,7 @@ def pipeline_nodes() -> List[GraphNode]:
 
 def run(engine: Engine, warehouse: Path, seconds: float, console: Console) -> LagRun:
     create_sources(engine)
-    backend = RecordingBackend(DynamicTableService(engine, warehouse, "dyntable_meta"))
+    backend = RecordingService(engine, warehouse)
     nodes = pipeline_nodes()
     graph = build_graph(nodes, unit_ms=UNIT_MS)
     scheduler = Scheduler(graph, backend)

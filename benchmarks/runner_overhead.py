@@ -20,11 +20,11 @@ from pathlib import Path
 from typing import ContextManager, Dict, List
 
 from dbt.adapters.dyntable.dynamic_table.config import DynamicTableConfig, TargetLag
-from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, State
+from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, DynamicTableState, RefreshRequest, State
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
 from dbt.adapters.dyntable.dynamic_table.refresh import RefreshResult
 from dbt.adapters.dyntable.runner.graph import GraphNode, build_graph
-from dbt.adapters.dyntable.runner.scheduler import DynamicTableState, Scheduler
+from dbt.adapters.dyntable.runner.scheduler import Scheduler
 
 LAGS = ["1 minute", "5 minutes", "downstream", "1 hour", "10 minutes"]
 
@@ -38,9 +38,11 @@ class InstantBackend:
     def states(self) -> Dict[str, DynamicTableState]:
         return {name: DynamicTableState(ts) for name, ts in self.data_ts.items()}
 
-    def refresh(self, dt: DynamicTable, data_timestamp: datetime, trigger: str) -> RefreshResult:
-        self.data_ts[dt.name] = data_timestamp
-        return RefreshResult(dt.name, Action.NO_DATA, State.SUCCEEDED, "no source changed", data_timestamp)
+    def refresh(self, dt: DynamicTable, request: RefreshRequest) -> RefreshResult:
+        self.data_ts[dt.name] = request.data_timestamp
+        return RefreshResult(
+            dt.name, Action.NO_DATA, State.SUCCEEDED, "no source changed", request.data_timestamp
+        )
 
     def record_not_refreshed(self, *args: object) -> None:
         pass
@@ -112,7 +114,6 @@ def bench_scheduling(count: int = 1000, ticks: int = 5) -> float:
 def bench_no_data_tick(count: int = 20, ticks: int = 10) -> float:
     from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
     from dbt.adapters.dyntable.engines.embedded import EmbeddedEngine
-    from dbt.adapters.dyntable.runner.backend import ServiceBackend
 
     with tempfile.TemporaryDirectory() as folder:
         engine = EmbeddedEngine(Path(folder) / "warehouse").start()
@@ -134,7 +135,7 @@ def bench_no_data_tick(count: int = 20, ticks: int = 10) -> float:
                 dt = DynamicTable("bench", f"dt{i}", sql, config)
                 nodes.append(GraphNode(f"dt{i}", dt, frozenset([upstream] if upstream else [])))
             graph = build_graph(nodes)
-            scheduler = Scheduler(graph, ServiceBackend(service))
+            scheduler = Scheduler(graph, service)
             first = int(time.time() * 1000)
             scheduler.execute(scheduler.dispatch(first, roots=graph.order))  # initialize
             # Warm-up tick: the engine's first catalog lookups of each table are slower.

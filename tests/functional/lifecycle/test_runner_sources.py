@@ -11,7 +11,6 @@ import pytest
 from dbt.tests.util import run_dbt
 
 from dbt.adapters.dyntable.dynamic_table.lifecycle import Trigger
-from dbt.adapters.dyntable.runner.backend import ServiceBackend
 from dbt.adapters.dyntable.runner.graph import build_graph
 from dbt.adapters.dyntable.runner.project import ProjectOptions, load_project
 from dbt.adapters.dyntable.runner.scheduler import Scheduler
@@ -105,7 +104,7 @@ class TestRunnerAndFreshSources:
         assert commits(events)
 
         loaded = load_project(ProjectOptions(Path(project.project_root), Path(project.profiles_dir)))
-        scheduler = Scheduler(build_graph(loaded.nodes), ServiceBackend(loaded.service()))
+        scheduler = Scheduler(build_graph(loaded.nodes), loaded.service())
         name = scheduler.graph.by_model("late").name
         roots = [name, scheduler.graph.by_model("downstream").name]
         outcomes = {

@@ -43,9 +43,8 @@ from typer.testing import CliRunner
 from dbt.adapters.dyntable.cli import app
 from dbt.adapters.dyntable.cli import output as cli
 from dbt.adapters.dyntable.dynamic_table.config import TargetLag
-from dbt.adapters.dyntable.dynamic_table.lifecycle import SchedulingState, Trigger
+from dbt.adapters.dyntable.dynamic_table.lifecycle import SchedulingState, Trigger, to_ms
 from dbt.adapters.dyntable.runner.graph import CANONICAL_UNIT_MS, canonical_period_ms
-from dbt.adapters.dyntable.runner.scheduler import to_ms
 from tests.functional.dynamic_table.dvs import assert_dvs, history, metadata, project_engine
 from tests.functional.sources import raw_sources
 
@@ -442,14 +441,13 @@ class TestFailuresAndBoundaries:
 
     @pytest.fixture(scope="class")
     def runner(self, project, raw):
-        from dbt.adapters.dyntable.runner.backend import ServiceBackend
         from dbt.adapters.dyntable.runner.graph import build_graph
         from dbt.adapters.dyntable.runner.project import ProjectOptions, load_project
         from dbt.adapters.dyntable.runner.scheduler import Scheduler
 
         loaded = load_project(ProjectOptions(Path(project.project_root), Path(project.profiles_dir)))
         graph = build_graph(loaded.nodes, unit_ms=2400)
-        return Scheduler(graph, ServiceBackend(loaded.service())), loaded.service()
+        return Scheduler(graph, loaded.service()), loaded.service()
 
     def test_failures_upstream_failed_auto_suspend_and_resume(self, project, raw, runner, dyntable_warehouse):
         scheduler, service = runner

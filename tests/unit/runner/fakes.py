@@ -9,12 +9,18 @@ from datetime import datetime
 from typing import Any, Callable, ContextManager, Dict, Iterable, List, Set, Tuple
 
 from dbt.adapters.dyntable.dynamic_table.config import DynamicTableConfig, TargetLag
-from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, SchedulingState, State, Trigger
+from dbt.adapters.dyntable.dynamic_table.lifecycle import (
+    Action,
+    DynamicTableState,
+    RefreshRequest,
+    SchedulingState,
+    State,
+    Trigger,
+)
 from dbt.adapters.dyntable.dynamic_table.locking import RefreshLocked
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
 from dbt.adapters.dyntable.dynamic_table.refresh import RefreshResult
 from dbt.adapters.dyntable.runner.graph import GraphNode
-from dbt.adapters.dyntable.runner.scheduler import DynamicTableState
 
 ACTIVE, SUSPENDED = SchedulingState.ACTIVE, SchedulingState.SUSPENDED
 
@@ -86,7 +92,8 @@ class FakeBackend:
             for n in names
         }
 
-    def refresh(self, dt: DynamicTable, data_timestamp: datetime, trigger: Trigger) -> RefreshResult:
+    def refresh(self, dt: DynamicTable, request: RefreshRequest) -> RefreshResult:
+        data_timestamp, trigger = request.data_timestamp, request.trigger
         if dt.name in self.locked:
             raise RefreshLocked(dt.name, self.locked[dt.name])
         self.calls.append((dt.name, data_timestamp, trigger))

@@ -8,16 +8,19 @@ from collections import defaultdict
 from datetime import datetime, timedelta, timezone
 from typing import Dict, List
 
-from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, SchedulingState, State, Trigger
-from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
-from dbt.adapters.dyntable.dynamic_table.refresh import RefreshFailed, RefreshResult
-from dbt.adapters.dyntable.runner.graph import build_graph
-from dbt.adapters.dyntable.runner.scheduler import (
-    Outcome,
-    Scheduler,
+from dbt.adapters.dyntable.dynamic_table.lifecycle import (
+    Action,
+    RefreshRequest,
+    SchedulingState,
+    State,
+    Trigger,
     from_ms,
     to_ms,
 )
+from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
+from dbt.adapters.dyntable.dynamic_table.refresh import RefreshFailed, RefreshResult
+from dbt.adapters.dyntable.runner.graph import build_graph
+from dbt.adapters.dyntable.runner.scheduler import Outcome, Scheduler
 from tests.unit.runner.fakes import FakeBackend, FakeClock, InlineExecutor, name, node
 
 FAILED, SKIPPED, SUCCEEDED = State.FAILED, State.SKIPPED, State.SUCCEEDED
@@ -288,7 +291,7 @@ def test_a_stopping_scheduler_starts_no_refresh_and_a_cancelled_one_is_no_failur
 class FailingAfterChoosing(FakeBackend):
     """Its refreshes fail as the pipeline's do once they chose INCREMENTAL."""
 
-    def refresh(self, dt: DynamicTable, data_timestamp: datetime, trigger: Trigger) -> RefreshResult:
+    def refresh(self, dt: DynamicTable, request: RefreshRequest) -> RefreshResult:
         state = State.CANCELLED if self.interrupted else FAILED
         error = RuntimeError("the delta query failed")
         raise RefreshFailed(dt, Action.INCREMENTAL, "", state, "its incremental refresh failed", error)

@@ -21,7 +21,6 @@ from dbt.adapters.dyntable.cli.base import (
 from dbt.adapters.dyntable.cli.output import clock_text, console, outcome_table
 from dbt.adapters.dyntable.dynamic_table.lifecycle import State
 from dbt.adapters.dyntable.runner import control
-from dbt.adapters.dyntable.runner.backend import ServiceBackend
 from dbt.adapters.dyntable.runner.scheduler import Scheduler
 
 
@@ -35,7 +34,7 @@ def refresh(
 ) -> None:
     """Refresh one dynamic table now, at a new data timestamp, with the DTs it reads."""
     graph, node, service = model_in_service(model, project_dir, profiles_dir, target)
-    scheduler = Scheduler(graph, ServiceBackend(service))
+    scheduler = Scheduler(graph, service)
     plan = control.manual_refresh(scheduler, node)
     with Progress(
         SpinnerColumn(),

@@ -13,11 +13,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from dbt.adapters.dyntable.dynamic_table.lifecycle import SchedulingState, State
+from dbt.adapters.dyntable.dynamic_table.lifecycle import DynamicTableState, SchedulingState, State, from_ms
 from dbt.adapters.dyntable.dynamic_table.metadata import GraphRow, HistoryRow
 from dbt.adapters.dyntable.runner.graph import DynamicTableGraph
 from dbt.adapters.dyntable.runner.live import target_lag_text
-from dbt.adapters.dyntable.runner.scheduler import DynamicTableState, Outcome, from_ms
+from dbt.adapters.dyntable.runner.scheduler import Outcome
 
 PIPED_WIDTH = 160
 

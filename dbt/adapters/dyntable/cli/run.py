@@ -33,7 +33,6 @@ from dbt.adapters.dyntable.cli.output import clock_text, console, outcome_table,
 from dbt.adapters.dyntable.dynamic_table.refresh.record import Recorder
 from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
 from dbt.adapters.dyntable.runner import control
-from dbt.adapters.dyntable.runner.backend import ServiceBackend
 from dbt.adapters.dyntable.runner.graph import DynamicTableGraph
 from dbt.adapters.dyntable.runner.log import LOG_FORMATS, RunLog
 from dbt.adapters.dyntable.runner.project import LoadedProject, ProjectError
@@ -153,7 +152,7 @@ def run(
     page = start_page(options, loaded, graph, log, runner=True) if options is not None else None
     try:
         service = start_service(loaded)
-        scheduler = Scheduler(graph, ServiceBackend(service), scheduler_selected)
+        scheduler = Scheduler(graph, service, scheduler_selected)
         if page is not None:
             page.attach(service, scheduler)
         ticks, stopped = _schedule(scheduler, service, graph, chosen, log, page, once, duration, bound)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from enum import Enum
-from typing import FrozenSet
+from typing import FrozenSet, Optional
 
 
 class _Name(str, Enum):
@@ -92,3 +92,35 @@ class RefreshRequest:
     def __post_init__(self) -> None:
         if self.data_timestamp.tzinfo is None:
             object.__setattr__(self, "data_timestamp", self.data_timestamp.replace(tzinfo=timezone.utc))
+
+
+#: The longest wait between two attempts of a failing DT (unless its period is longer).
+BACKOFF_CAP_MS = 3_600_000
+
+
+def to_ms(moment: datetime) -> int:
+    return int(round(moment.timestamp() * 1000))
+
+
+def from_ms(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+
+
+@dataclass(frozen=True)
+class DynamicTableState:
+    """What the metadata tables say about a DT's scheduling when a runner tick is decided
+    (docs/ARCHITECTURE.md, "Scheduling")."""
+
+    data_timestamp: Optional[datetime] = None
+    scheduling_state: SchedulingState = SchedulingState.ACTIVE
+    consecutive_failures: int = 0
+    #: When the last of those failures was recorded.
+    failed_at: Optional[datetime] = None
+
+    def retry_at_ms(self, period_ms: int) -> Optional[int]:
+        """The period boundary at which a failing DT is tried again (None: not backing off)."""
+        if self.consecutive_failures <= 0 or self.failed_at is None:
+            return None
+        delay = min(period_ms << (self.consecutive_failures - 1), max(period_ms, BACKOFF_CAP_MS))
+        failed_ms = to_ms(self.failed_at)
+        return failed_ms - failed_ms % period_ms + delay

@@ -1,18 +1,35 @@
-"""Dynamic tables on one engine: its metadata store, refresh locks and refresh pipeline.
+"""Dynamic tables on one engine: the one facade the adapter (the materialization, the
+``dynamic_table_matches_query`` test, ``dyntable_explain()``) and the ``dyntable`` runner and
+commands use (docs/ARCHITECTURE.md, "The path of one refresh").
 
-The adapter (for the materialization) and the `dyntable` runner each hold one, so there is exactly
-one refresh code path; the connection manager owns the adapter's, as it owns the engine.
+It holds the engine, the metadata store, the :class:`Recorder` (what refreshes, skips, failures
+and scheduling changes write) and the refresh pipeline, so there is exactly one refresh code path;
+the connection manager owns the adapter's, as it owns the engine. Its methods are what the scheduler
+asks of its backend (:class:`~dbt.adapters.dyntable.runner.scheduler.RefreshBackend`) and what
+the adapter's ``@available`` methods and the commands call.
 """
 
 from __future__ import annotations
 
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
-from typing import Iterator, Optional, Union
+from typing import ContextManager, Dict, Iterator, Optional, Sequence, Union
 
-from dbt.adapters.dyntable.dynamic_table.metadata import MetadataStore
+from dbt.adapters.dyntable.dynamic_table.lifecycle import (
+    DynamicTableState,
+    RefreshRequest,
+    SchedulingState,
+    State,
+    Trigger,
+)
+from dbt.adapters.dyntable.dynamic_table.metadata import MetadataStore, utcnow
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
-from dbt.adapters.dyntable.dynamic_table.refresh import RefreshPipeline, RefreshRequest, RefreshResult
+from dbt.adapters.dyntable.dynamic_table.refresh import RefreshPipeline, RefreshResult, decide, derive
+from dbt.adapters.dyntable.dynamic_table.refresh.facts import Definition
+from dbt.adapters.dyntable.dynamic_table.refresh.pipeline import planned, verified
+from dbt.adapters.dyntable.dynamic_table.refresh.record import Recorder
+from dbt.adapters.dyntable.dynamic_table.table_features import TableFeatures
 from dbt.adapters.dyntable.dynamic_table.verify import DvsCheck
 from dbt.adapters.dyntable.engines.base import Engine
 from dbt.adapters.dyntable.engines.warehouse import PersistedTable
@@ -45,14 +62,16 @@ class DynamicTableService:
         # A damaged metadata table never stops the refreshes: they repair it and warn.
         self.metadata.repairs = True
         self.metadata.ensure(register=self._register)
-        self.pipeline = RefreshPipeline(engine, self.metadata, self.metadata.locks)
-        self.recorder = self.pipeline.recorder
+        self._pipeline = RefreshPipeline(engine, self.metadata, self.metadata.locks)
+        self.recorder: Recorder = self._pipeline.recorder
 
     def _register(self, schema: str, table: str, location: str) -> None:
         self.engine.execute(f"CREATE SCHEMA IF NOT EXISTS {quote(schema)}")
         self.engine.execute(
             PersistedTable(schema, table, location).create_statement(self.engine.engine_location(location))
         )
+
+    # -- batches ---------------------------------------------------------------------------------
 
     def open_batch(self) -> None:
         """Start a batch of refreshes (a dbt invocation, a runner tick): their history is
@@ -65,16 +84,67 @@ class DynamicTableService:
         self.metadata.close_batch()
 
     @contextmanager
-    def batch(self) -> Iterator[None]:
+    def _batch(self) -> Iterator[None]:
         self.engine.forget_catalog()
         with self.metadata.batch():
             yield
 
+    def batch(self) -> ContextManager[None]:
+        """A batch as a ``with`` block (a runner tick): :meth:`open_batch` to :meth:`close_batch`."""
+        return self._batch()
+
+    # -- refreshing, explaining, verifying -------------------------------------------------------
+
     def refresh(self, dt: DynamicTable, request: RefreshRequest) -> RefreshResult:
-        return self.pipeline.refresh(dt, request)
+        """Refresh ``dt`` as ``request`` asks; a failure raises
+        :class:`~dbt.adapters.dyntable.dynamic_table.refresh.RefreshFailed`."""
+        return self._pipeline.refresh(dt, request)
 
     def explain(self, dt: DynamicTable) -> str:
-        return self.pipeline.explain(dt)
+        """How ``dt`` refreshes as of its sources' latest versions (what ``dyntable explain``
+        and ``dyntable_explain()`` print): the stages up to the delta query, nothing written."""
+        definition = Definition(dt.sql, "")
+        request = RefreshRequest(utcnow(), Trigger.MANUAL)
+        observed = decide.observe(self.engine, self.metadata, dt, definition, None, request)
+        report = derive.explain(dt, planned(dt, definition, observed))
+        features = TableFeatures(self.engine, dt).describe(self.engine.delta_log(dt.name))
+        return f"{report}\ntable features: {features}"
 
-    def verify(self, dt: DynamicTable, mode: str) -> DvsCheck:
-        return self.pipeline.verify(dt, mode)
+    def verify(self, dt: DynamicTable, mode: str, key: Optional[Sequence[str]] = None) -> DvsCheck:
+        """:func:`~dbt.adapters.dyntable.dynamic_table.refresh.pipeline.verified` (``dyntable
+        verify``, the ``dynamic_table_matches_query`` test)."""
+        return verified(self.engine, self.metadata, dt, mode, key)
+
+    # -- scheduling ------------------------------------------------------------------------------
+
+    def states(self) -> Dict[str, DynamicTableState]:
+        """Data timestamps, scheduling states and failure counts, read fresh for each tick so a
+        `dyntable suspend|resume` or a `dbt run` from another process is seen at once."""
+        frontiers = self.metadata.frontiers()
+        graph = self.metadata.graph()
+        states: Dict[str, DynamicTableState] = {}
+        for name in set(frontiers) | set(graph):
+            frontier, row = frontiers.get(name), graph.get(name)
+            states[name] = DynamicTableState(
+                data_timestamp=frontier.data_timestamp if frontier else None,
+                scheduling_state=row.scheduling_state if row else SchedulingState.ACTIVE,
+                consecutive_failures=row.consecutive_failures if row else 0,
+                failed_at=row.recorded_at if row and row.consecutive_failures else None,
+            )
+        return states
+
+    def record_not_refreshed(
+        self, dt: DynamicTable, data_timestamp: datetime, trigger: Trigger, state: State, message: str
+    ) -> None:
+        self.recorder.not_refreshed(dt, data_timestamp, trigger, state, message)
+
+    def record_failure(self, dt: DynamicTable) -> int:
+        return self.recorder.failed(dt)
+
+    def suspend(self, dt: DynamicTable) -> None:
+        self.recorder.schedule(dt, SchedulingState.SUSPENDED)
+
+    @property
+    def interrupted(self) -> bool:
+        """Whether Ctrl-C or a stopping runner cancelled the engine's statements."""
+        return self.engine.interrupted

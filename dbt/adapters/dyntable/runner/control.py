@@ -18,7 +18,6 @@ from typing import Callable, List, Optional, Tuple
 from dbt.adapters.dyntable.dynamic_table.lifecycle import SchedulingState, Trigger
 from dbt.adapters.dyntable.dynamic_table.refresh.record import Recorder
 from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
-from dbt.adapters.dyntable.runner.backend import ServiceBackend
 from dbt.adapters.dyntable.runner.graph import DynamicTableGraph, GraphError, GraphNode
 from dbt.adapters.dyntable.runner.live import LiveView
 from dbt.adapters.dyntable.runner.scheduler import Outcome, Scheduler, TickPlan
@@ -91,7 +90,7 @@ class Control:
         with self._lock:
             if self.service is None or self.scheduler is None:
                 self.service = self._start_service()
-                self.scheduler = Scheduler(self.graph, ServiceBackend(self.service))
+                self.scheduler = Scheduler(self.graph, self.service)
             return self.service, self.scheduler
 
     def node(self, name: str) -> GraphNode:

@@ -33,7 +33,7 @@ import threading
 import time
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import (
     Callable,
     ContextManager,
@@ -48,7 +48,16 @@ from typing import (
     Union,
 )
 
-from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, SchedulingState, State, Trigger
+from dbt.adapters.dyntable.dynamic_table.lifecycle import (
+    Action,
+    DynamicTableState,
+    RefreshRequest,
+    SchedulingState,
+    State,
+    Trigger,
+    from_ms,
+    to_ms,
+)
 from dbt.adapters.dyntable.dynamic_table.locking import RefreshLocked
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
 from dbt.adapters.dyntable.dynamic_table.refresh import RefreshFailed, RefreshResult
@@ -57,35 +66,16 @@ from dbt.adapters.dyntable.vocabulary import first_line
 
 #: Seed 003: five consecutive failures suspend a dynamic table.
 MAX_CONSECUTIVE_FAILURES = 5
-#: The longest wait between two attempts of a failing DT (unless its period is longer).
-BACKOFF_CAP_MS = 3_600_000
-
-
-@dataclass(frozen=True)
-class DynamicTableState:
-    """What the metadata tables say about a DT when a tick is decided."""
-
-    data_timestamp: Optional[datetime] = None
-    scheduling_state: SchedulingState = SchedulingState.ACTIVE
-    consecutive_failures: int = 0
-    #: When the last of those failures was recorded.
-    failed_at: Optional[datetime] = None
-
-    def retry_at_ms(self, period_ms: int) -> Optional[int]:
-        """The period boundary at which a failing DT is tried again (None: not backing off)."""
-        if self.consecutive_failures <= 0 or self.failed_at is None:
-            return None
-        delay = min(period_ms << (self.consecutive_failures - 1), max(period_ms, BACKOFF_CAP_MS))
-        failed_ms = to_ms(self.failed_at)
-        return failed_ms - failed_ms % period_ms + delay
 
 
 class RefreshBackend(Protocol):
-    """The scheduler's view of the refresh service (a fake one in the unit tests)."""
+    """What the scheduler asks of dynamic tables: the facade,
+    :class:`~dbt.adapters.dyntable.dynamic_table.service.DynamicTableService` (a fake in the unit
+    tests)."""
 
     def states(self) -> Mapping[str, DynamicTableState]: ...
 
-    def refresh(self, dt: DynamicTable, data_timestamp: datetime, trigger: Trigger) -> RefreshResult: ...
+    def refresh(self, dt: DynamicTable, request: RefreshRequest) -> RefreshResult: ...
 
     def record_not_refreshed(
         self, dt: DynamicTable, data_timestamp: datetime, trigger: Trigger, state: State, message: str
@@ -167,14 +157,6 @@ class TickPlan:
         return Outcome(
             name, model, state, self.data_timestamp, action, message, seconds, suspended, self.trigger
         )
-
-
-def to_ms(moment: datetime) -> int:
-    return int(round(moment.timestamp() * 1000))
-
-
-def from_ms(ms: int) -> datetime:
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
 
 
 class Scheduler:
@@ -363,7 +345,7 @@ class Scheduler:
         node = self.graph.nodes[name]
         started = time.monotonic()
         try:
-            result = self.backend.refresh(node.dt, plan.data_timestamp, plan.trigger)
+            result = self.backend.refresh(node.dt, RefreshRequest(plan.data_timestamp, plan.trigger))
         except RefreshLocked as exc:
             # Another runner (or dbt run) is refreshing it: that refresh covers this tick.
             return self._not_refreshed(plan, name, State.SKIPPED, str(exc), started)

@@ -44,7 +44,6 @@ from dbt.adapters.dyntable.dynamic_table.refresh import (
     compact,
     damaged,
     decide,
-    derive,
     failures,
     guard,
     net_change,
@@ -163,24 +162,6 @@ class RefreshPipeline:
         self.recorder.not_refreshed(dt, request.data_timestamp, request.trigger, State.SKIPPED, message)
         return RefreshResult(dt.name, None, State.SKIPPED, message, request.data_timestamp, warnings=warnings)
 
-    def verify(self, dt: DynamicTable, mode: str, key: Optional[Sequence[str]] = None) -> DvsCheck:
-        """Compare ``dt`` with its query at its data timestamp (``dyntable verify``, the
-        ``dynamic_table_matches_query`` test, the ``verify`` config), sampling by ``key``, else by
-        the row key its query proves or its ``unique_key``, else by whole rows."""
-        if key is None and mode == "sample":
-            key = self._row_key(dt)
-        return verify(self.engine, self.metadata, dt.name, mode, key, dt.config.immutable_where)
-
-    def explain(self, dt: DynamicTable) -> str:
-        """How ``dt`` refreshes as of its sources' latest versions (what ``dyntable explain``
-        and ``dyntable_explain()`` print)."""
-        definition = Definition(dt.sql, "")
-        request = RefreshRequest(utcnow(), Trigger.MANUAL)
-        observed = decide.observe(self.engine, self.metadata, dt, definition, None, request)
-        report = derive.explain(dt, self._plan(dt, definition, observed))
-        features = TableFeatures(self.engine, dt).describe(self._dt_log(dt))
-        return f"{report}\ntable features: {features}"
-
     # -- after a refresh -------------------------------------------------------------------------
 
     def _finish(self, dt: DynamicTable, result: RefreshResult, key: Optional[Sequence[str]]) -> None:
@@ -199,7 +180,9 @@ class RefreshPipeline:
         if not wrote or dt.config.verify is None:
             return
         try:
-            check = self.verify(dt, dt.config.verify, key or dt.config.unique_key or None)
+            check = verified(
+                self.engine, self.metadata, dt, dt.config.verify, key or dt.config.unique_key or None
+            )
         except Exception as exc:  # noqa: BLE001 - a check that cannot run does not undo the refresh
             check = DvsCheck(dt.name, False, 0, f"not verified: {first_line(exc)}", None, compared=False)
         result.verified = check.detail
@@ -218,22 +201,6 @@ class RefreshPipeline:
             result.warnings.append(f"Model '{dt.model}': dynamic table {dt.name} {mismatch}")
         else:
             result.state, result.message = State.FAILED, f"the table {mismatch}"
-
-    def _row_key(self, dt: DynamicTable) -> Optional[Sequence[str]]:
-        """The row key of the definition ``dt``'s frontier maintains, planned over its sources'
-        columns at the versions consumed; else its ``unique_key``."""
-        frontier = self.metadata.frontier(dt.name)
-        if frontier is not None:
-            columns = {}
-            for name, version in frontier.source_versions.items():
-                log = self.engine.delta_log(name)
-                if log is not None:
-                    columns[name] = log.schema_at(version).fieldNames()
-            views = read_views(self.engine, frontier.definition, dt.schema)
-            planned = plan.plan(dt, frontier.definition, views, columns)
-            if isinstance(planned, plan.PlannedQuery) and planned.key.columns:
-                return planned.key.columns
-        return dt.config.unique_key or None
 
     # -- the stages ------------------------------------------------------------------------------
 
@@ -270,7 +237,7 @@ class RefreshPipeline:
             definition,
             frontier,
             observed,
-            lambda: self._plan(dt, definition, observed),
+            lambda: planned(dt, definition, observed),
             self.engine.capabilities,
             held,
         )
@@ -340,9 +307,39 @@ class RefreshPipeline:
                 self.engine, self.recorder, replace(refresh, decision=Decision(Action.FULL, why)), dt_log
             )
 
-    def _plan(self, dt: DynamicTable, definition: Definition, observed: Observation) -> plan.PlannedOrNot:
-        columns = {s.name: s.log.schema_at(s.end).fieldNames() for s in observed.sources}
-        return plan.plan(dt, definition.sql, observed.views, columns)
-
     def _dt_log(self, dt: DynamicTable) -> Optional[DeltaLog]:
         return self.engine.delta_log(dt.name)
+
+
+def planned(dt: DynamicTable, definition: Definition, observed: Observation) -> plan.PlannedOrNot:
+    """The plan of ``definition`` over its sources' columns at the versions observed."""
+    columns = {s.name: s.log.schema_at(s.end).fieldNames() for s in observed.sources}
+    return plan.plan(dt, definition.sql, observed.views, columns)
+
+
+def verified(
+    engine: Engine, metadata: MetadataStore, dt: DynamicTable, mode: str, key: Optional[Sequence[str]] = None
+) -> DvsCheck:
+    """Compare ``dt`` with its query at its data timestamp (``dyntable verify``, the
+    ``dynamic_table_matches_query`` test, the ``verify`` config), sampling by ``key``, else by
+    the row key its query proves or its ``unique_key``, else by whole rows."""
+    if key is None and mode == "sample":
+        key = _row_key(engine, metadata, dt)
+    return verify(engine, metadata, dt.name, mode, key, dt.config.immutable_where)
+
+
+def _row_key(engine: Engine, metadata: MetadataStore, dt: DynamicTable) -> Optional[Sequence[str]]:
+    """The row key of the definition ``dt``'s frontier maintains, planned over its sources'
+    columns at the versions consumed; else its ``unique_key``."""
+    frontier = metadata.frontier(dt.name)
+    if frontier is not None:
+        columns = {}
+        for name, version in frontier.source_versions.items():
+            log = engine.delta_log(name)
+            if log is not None:
+                columns[name] = log.schema_at(version).fieldNames()
+        views = read_views(engine, frontier.definition, dt.schema)
+        found = plan.plan(dt, frontier.definition, views, columns)
+        if isinstance(found, plan.PlannedQuery) and found.key.columns:
+            return found.key.columns
+    return dt.config.unique_key or None
