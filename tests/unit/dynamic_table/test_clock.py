@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 import pytest
 import sqlglot
 
-from dbt.adapters.dyntable.dynamic_table import clock, immutability, pinning
+from dbt.adapters.dyntable.dynamic_table import clock, immutable_where, pinning
 from dbt.adapters.dyntable.dynamic_table.clock import at_data_timestamp, query_clock
 from dbt.adapters.dyntable.dynamic_table.pinning import pin_query
 
@@ -44,7 +44,7 @@ def test_a_clock_read_through_a_view_is_found_and_pinned() -> None:
     assert "VERSION AS OF 4" in pinned
 
 
-@pytest.mark.parametrize("module", [clock, immutability, pinning])
+@pytest.mark.parametrize("module", [clock, immutable_where, pinning])
 def test_module_doctests(module) -> None:
     result = doctest.testmod(module)
     assert result.attempted > 0 and result.failed == 0

@@ -33,7 +33,7 @@ from dbt.adapters.dyntable.dynamic_table.refresh.facts import (
     Observation,
     SourceState,
 )
-from dbt.adapters.dyntable.dynamic_table.refresh.plan import NotPlanned, OutputKey, PlannedQuery
+from dbt.adapters.dyntable.dynamic_table.refresh.planned_query import NotPlanned, OutputKey, PlannedQuery
 from dbt.adapters.dyntable.engines.base import Capabilities
 from dbt.adapters.dyntable.vocabulary import WEIGHT
 

@@ -4,7 +4,7 @@ same (a runner's ticks and a long dbt session reuse the plan)."""
 from __future__ import annotations
 
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
-from dbt.adapters.dyntable.dynamic_table.refresh.plan import plan
+from dbt.adapters.dyntable.dynamic_table.refresh.planned_query import plan
 
 SQL = "select k, count(*) as n from s.t group by k"
 

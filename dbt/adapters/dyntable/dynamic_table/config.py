@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, FrozenSet, Iterable, Mapping, Optional, Sequence, Tuple
 
-from dbt.adapters.dyntable.dynamic_table.immutability import TABLE_NAME, immutability_problem
+from dbt.adapters.dyntable.dynamic_table.immutable_where import TABLE_NAME, immutability_problem
 from dbt.adapters.dyntable.vocabulary import fingerprint
 
 REFRESH_MODES = ("auto", "full", "incremental")

@@ -25,7 +25,7 @@ from dbt.adapters.dyntable.dynamic_table.lifecycle import (
 )
 from dbt.adapters.dyntable.dynamic_table.metadata import MetadataStore, utcnow
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
-from dbt.adapters.dyntable.dynamic_table.refresh import RefreshPipeline, RefreshResult, decide, derive
+from dbt.adapters.dyntable.dynamic_table.refresh import RefreshPipeline, RefreshResult, decide, delta_query
 from dbt.adapters.dyntable.dynamic_table.refresh.facts import Definition
 from dbt.adapters.dyntable.dynamic_table.refresh.pipeline import planned, verified
 from dbt.adapters.dyntable.dynamic_table.refresh.record import Recorder
@@ -106,7 +106,7 @@ class DynamicTableService:
         definition = Definition(dt.sql, "")
         request = RefreshRequest(utcnow(), Trigger.MANUAL)
         observed = decide.observe(self.engine, self.metadata, dt, definition, None, request)
-        report = derive.explain(dt, planned(dt, definition, observed))
+        report = delta_query.explain(dt, planned(dt, definition, observed))
         features = TableFeatures(self.engine, dt).describe(self.engine.delta_log(dt.name))
         return f"{report}\ntable features: {features}"
 

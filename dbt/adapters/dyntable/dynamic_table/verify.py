@@ -24,11 +24,11 @@ from typing import Any, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from pyspark.sql.types import DataType, DoubleType, FloatType, MapType, StructField
 
-from dbt.adapters.dyntable.dynamic_table.immutability import region
+from dbt.adapters.dyntable.dynamic_table.immutable_where import region
 from dbt.adapters.dyntable.dynamic_table.lifecycle import SourceRead
 from dbt.adapters.dyntable.dynamic_table.metadata import Frontier, MetadataStore
 from dbt.adapters.dyntable.dynamic_table.pinning import read_views
-from dbt.adapters.dyntable.dynamic_table.refresh.derive import pinned_query
+from dbt.adapters.dyntable.dynamic_table.refresh.delta_query import pinned_query
 from dbt.adapters.dyntable.engines.base import Engine
 from dbt.adapters.dyntable.vocabulary import quote, quoted_table
 

@@ -1,6 +1,7 @@
 """Refreshing a dynamic table: a short pipeline of typed stages (docs/ARCHITECTURE.md).
 
-``decide`` → ``plan`` → ``derive`` → ``apply`` → ``record``, run by :class:`RefreshPipeline`.
+``decide`` → plan (``planned_query``) → derive (``delta_query``) → ``apply`` → ``record``, run by
+:class:`RefreshPipeline`.
 """
 
 from dbt.adapters.dyntable.dynamic_table.lifecycle import RefreshRequest

@@ -30,7 +30,7 @@ from dbt.adapters.dyntable.dynamic_table.model import PLAIN_NAME, DynamicTable, 
 from dbt.adapters.dyntable.dynamic_table.pinning import boundary_tables, read_views
 from dbt.adapters.dyntable.dynamic_table.refresh.facts import Decision, Definition, Observation, SourceState
 from dbt.adapters.dyntable.dynamic_table.refresh.guard import is_guarded
-from dbt.adapters.dyntable.dynamic_table.refresh.plan import NotPlanned, PlannedOrNot, PlannedQuery
+from dbt.adapters.dyntable.dynamic_table.refresh.planned_query import NotPlanned, PlannedOrNot, PlannedQuery
 from dbt.adapters.dyntable.dynamic_table.refresh.strategy import InEngine, appends, in_engine
 from dbt.adapters.dyntable.engines.base import Capabilities, Engine
 from dbt.adapters.dyntable.vocabulary import quoted_table

@@ -16,7 +16,7 @@ from dbt.adapters.dyntable.changes import SourceReads, inserts_only
 from dbt.adapters.dyntable.delta_log import DeltaLog, Interval, IntervalKind
 from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, SourceRead, State
 from dbt.adapters.dyntable.dynamic_table.metadata import Sources, SourceVersion
-from dbt.adapters.dyntable.dynamic_table.refresh.plan import PlannedQuery
+from dbt.adapters.dyntable.dynamic_table.refresh.planned_query import PlannedQuery
 from dbt.adapters.dyntable.vocabulary import WEIGHT, fingerprint
 
 #: The most rows of a rewritten input's net change a refresh holds in this process

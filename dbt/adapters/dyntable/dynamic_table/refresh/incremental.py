@@ -12,11 +12,11 @@ from dbt.adapters.dyntable.changes import SourceReads
 from dbt.adapters.dyntable.delta_log import DeltaLog
 from dbt.adapters.dyntable.differentiation import DeltaQuery
 from dbt.adapters.dyntable.dynamic_table.lifecycle import Action
-from dbt.adapters.dyntable.dynamic_table.refresh import derive, guard, immutable
+from dbt.adapters.dyntable.dynamic_table.refresh import delta_query, guard, immutable_rows
 from dbt.adapters.dyntable.dynamic_table.refresh.apply import prepare
 from dbt.adapters.dyntable.dynamic_table.refresh.commit import Refresh, Write, commit, unchanged
 from dbt.adapters.dyntable.dynamic_table.refresh.engine_writer import EngineWriter
-from dbt.adapters.dyntable.dynamic_table.refresh.plan import PlannedQuery
+from dbt.adapters.dyntable.dynamic_table.refresh.planned_query import PlannedQuery
 from dbt.adapters.dyntable.dynamic_table.refresh.record import Recorder, RefreshResult
 from dbt.adapters.dyntable.dynamic_table.refresh.strategy import InEngine, in_engine
 from dbt.adapters.dyntable.dynamic_table.refresh.target import Target
@@ -32,8 +32,8 @@ def incremental(engine: Engine, recorder: Recorder, refresh: Refresh, dt_log: De
     dt, planned = refresh.dt, refresh.decision.planned
     assert planned is not None
     with (
-        derive.delta_query(engine, dt, planned, refresh.observed.sources) as (delta, reads),
-        immutable.mutable_delta(engine, dt, delta.sql, refresh.observed.data_timestamp) as (
+        delta_query.delta_query(engine, dt, planned, refresh.observed.sources) as (delta, reads),
+        immutable_rows.mutable_delta(engine, dt, delta.sql, refresh.observed.data_timestamp) as (
             delta_sql,
             ignored,
         ),

@@ -5,8 +5,9 @@ Under the DT's cross-process lock, after resolving what a crashed refresh left:
 
 1. **decide** (``decide.py``): read the sources' Delta logs as of T and choose NO_DATA,
    REINITIALIZE, FULL or INCREMENTAL, with the reason;
-2. **plan** (``plan.py``): the query's differentiation plan and row key, when the action needs it;
-3. **derive** (``derive.py``): the delta query, or the query pinned at the sources' versions;
+2. **plan** (``planned_query.py``): the query's differentiation plan and row key, when the action
+   needs it;
+3. **derive** (``delta_query.py``): the delta query, or the query pinned at the sources' versions;
 4. **apply** (``incremental.py`` or ``rebuild.py``): the delta applied by the engine alone, or
    staged and validated here (``apply.py``), then exactly one Delta commit on the DT by the
    writer ``write.py`` chooses;
@@ -47,7 +48,7 @@ from dbt.adapters.dyntable.dynamic_table.refresh import (
     failures,
     guard,
     net_change,
-    plan,
+    planned_query,
 )
 from dbt.adapters.dyntable.dynamic_table.refresh.apply import FULL_REFRESH_FIX, DeltaValidationError
 from dbt.adapters.dyntable.dynamic_table.refresh.commit import Refresh, no_data
@@ -311,10 +312,10 @@ class RefreshPipeline:
         return self.engine.delta_log(dt.name)
 
 
-def planned(dt: DynamicTable, definition: Definition, observed: Observation) -> plan.PlannedOrNot:
+def planned(dt: DynamicTable, definition: Definition, observed: Observation) -> planned_query.PlannedOrNot:
     """The plan of ``definition`` over its sources' columns at the versions observed."""
     columns = {s.name: s.log.schema_at(s.end).fieldNames() for s in observed.sources}
-    return plan.plan(dt, definition.sql, observed.views, columns)
+    return planned_query.plan(dt, definition.sql, observed.views, columns)
 
 
 def verified(
@@ -339,7 +340,7 @@ def _row_key(engine: Engine, metadata: MetadataStore, dt: DynamicTable) -> Optio
             if log is not None:
                 columns[name] = log.schema_at(version).fieldNames()
         views = read_views(engine, frontier.definition, dt.schema)
-        found = plan.plan(dt, frontier.definition, views, columns)
-        if isinstance(found, plan.PlannedQuery) and found.key.columns:
+        found = planned_query.plan(dt, frontier.definition, views, columns)
+        if isinstance(found, planned_query.PlannedQuery) and found.key.columns:
             return found.key.columns
     return dt.config.unique_key or None

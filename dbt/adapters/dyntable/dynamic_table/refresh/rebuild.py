@@ -14,7 +14,7 @@ from pyspark.sql.types import NullType
 from dbt.adapters.dyntable.changes import version_reads
 from dbt.adapters.dyntable.delta_log import DeltaLog
 from dbt.adapters.dyntable.dynamic_table.model import RefreshError
-from dbt.adapters.dyntable.dynamic_table.refresh import decide, derive, guard, immutable
+from dbt.adapters.dyntable.dynamic_table.refresh import decide, delta_query, guard, immutable_rows
 from dbt.adapters.dyntable.dynamic_table.refresh.apply import PreparedDelta, difference
 from dbt.adapters.dyntable.dynamic_table.refresh.commit import Refresh, commit, unchanged
 from dbt.adapters.dyntable.dynamic_table.refresh.facts import NET_CHANGE_MAX_ROWS
@@ -107,7 +107,7 @@ def rebuild(
     dt, observed = refresh.dt, refresh.observed
     from_scratch = refresh.definition.rebuild_reason == decide.FULL_REFRESH
     with (
-        derive.pinned_query(
+        delta_query.pinned_query(
             engine,
             refresh.definition.sql,
             observed.versions,
@@ -115,7 +115,9 @@ def rebuild(
             dt.schema,
             observed.data_timestamp,
         ) as query,
-        immutable.rebuilt_rows(engine, dt, dt_log, query, observed.data_timestamp, from_scratch) as pinned,
+        immutable_rows.rebuilt_rows(
+            engine, dt, dt_log, query, observed.data_timestamp, from_scratch
+        ) as pinned,
     ):
         target = Target(engine, dt)
         _check_pinned(target, refresh, pinned)

@@ -13,7 +13,7 @@ from pyspark.sql.types import StructType
 
 from dbt.adapters.dyntable.changes import VersionedRelations
 from dbt.adapters.dyntable.delta_log import DeltaLog
-from dbt.adapters.dyntable.dynamic_table.immutability import (
+from dbt.adapters.dyntable.dynamic_table.immutable_where import (
     backfilled,
     kept_and_recomputed,
     region,

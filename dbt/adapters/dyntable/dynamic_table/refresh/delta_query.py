@@ -17,7 +17,7 @@ from dbt.adapters.dyntable.differentiation.explain import SymbolicResolver, repo
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
 from dbt.adapters.dyntable.dynamic_table.pinning import pin_query
 from dbt.adapters.dyntable.dynamic_table.refresh.facts import SourceState
-from dbt.adapters.dyntable.dynamic_table.refresh.plan import NotPlanned, PlannedQuery
+from dbt.adapters.dyntable.dynamic_table.refresh.planned_query import NotPlanned, PlannedQuery
 from dbt.adapters.dyntable.engines.base import Engine
 
 
