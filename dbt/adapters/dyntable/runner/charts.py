@@ -138,16 +138,23 @@ def _iso(moment: float) -> str:
     return datetime.fromtimestamp(moment, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
 
 
-def _time_layout(y_title: str, height: int = 240) -> Dict[str, Any]:
+def _layout(height: int, margin: Dict[str, int]) -> Dict[str, Any]:
+    """What every chart's layout shares: white, a legend above the plot, hover on the nearest point."""
     return {
         "height": height,
-        "margin": {"l": 64, "r": 24, "t": 36, "b": 48},
+        "margin": margin,
         "font": FONT,
         "paper_bgcolor": "white",
         "plot_bgcolor": "white",
         "showlegend": True,
         "legend": {"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"},
         "hovermode": "closest",
+    }
+
+
+def _time_layout(y_title: str, height: int = 240) -> Dict[str, Any]:
+    return {
+        **_layout(height, {"l": 64, "r": 24, "t": 36, "b": 48}),
         "xaxis": {
             "type": "date",
             "title": {"text": "time (UTC)"},
@@ -381,14 +388,7 @@ def _graph_layout(at: Dict[str, Tuple[float, float]], annotations: List[Dict[str
     ys = [y for _, y in at.values()] or [0.0]
     hidden = {"showgrid": False, "zeroline": False, "showticklabels": False, "fixedrange": True}
     return {
-        "height": max(260, int(90 * (max(ys) - min(ys) + 1)) + 80),
-        "margin": {"l": 10, "r": 10, "t": 36, "b": 10},
-        "font": FONT,
-        "paper_bgcolor": "white",
-        "plot_bgcolor": "white",
-        "showlegend": True,
-        "legend": {"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"},
-        "hovermode": "closest",
+        **_layout(max(260, int(90 * (max(ys) - min(ys) + 1)) + 80), {"l": 10, "r": 10, "t": 36, "b": 10}),
         "xaxis": {**hidden, "range": [min(xs) - 0.6, max(xs) + 0.6]},
         "yaxis": {**hidden, "range": [min(ys) - 0.7, max(ys) + 0.5]},
         "annotations": annotations,
