@@ -85,9 +85,13 @@ def holder_gone(holder: Dict[str, Any], now: Optional[float] = None) -> bool:
 class Lease:
     """One lease object: taken, renewed while held, released."""
 
-    def __init__(self, storage: ObjectStorage, location: str) -> None:
+    def __init__(
+        self, storage: ObjectStorage, location: str, details: Optional[Dict[str, Any]] = None
+    ) -> None:
+        """``details``: written in the object beside who holds it (a batch's claims)."""
         self.storage = storage
         self.location = location
+        self.details = dict(details or {})
         self.token = uuid.uuid4().hex
         self._tag: Optional[str] = None
         self.lost = False
@@ -104,6 +108,7 @@ class Lease:
                 "since": self._since,
                 "expires": time.time() + LEASE_SECONDS,
                 "token": self.token,
+                **self.details,
             }
         ).encode()
 

@@ -27,6 +27,7 @@ from types import TracebackType
 from typing import IO, Any, Dict, Optional, Type, Union
 
 from dbt.adapters.dyntable import storage
+from dbt.adapters.dyntable.dynamic_table.claims import claimed
 from dbt.adapters.dyntable.dynamic_table.leases import Lease, describe, holder_gone
 
 #: The folder of the locks, under the metadata schema's folder.
@@ -102,6 +103,13 @@ class RefreshLock:
         assert self._objects is not None
         recorded = self._objects.read(self._reached_at)
         self.reached = _reached(recorded.decode()) if recorded else None
+        # A NO_DATA decided without the lease, whose batch's end is writing it: read after the
+        # lease is taken, so that its end's check sees this refresh if this one does not see it
+        # (docs/ARCHITECTURE.md, "Object storage").
+        root = str(self._lease.location).rsplit("/", 1)[0]
+        claim = claimed(self._objects, root, self.name)
+        if claim is not None and (self.reached is None or claim > self.reached):
+            self.reached = claim
         return self
 
     def record(self, data_timestamp: datetime) -> None:

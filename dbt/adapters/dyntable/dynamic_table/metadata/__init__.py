@@ -26,6 +26,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, ContextManager, Dict, Iterator, List, Optional, Union
 
+from dbt.adapters.dyntable.dynamic_table import claims as claims_of
+from dbt.adapters.dyntable.dynamic_table.claims import Claim
+from dbt.adapters.dyntable.dynamic_table.lifecycle import State
 from dbt.adapters.dyntable.dynamic_table.locking import LOCKS_DIR
 from dbt.adapters.dyntable.dynamic_table.metadata.access import TableAccess
 from dbt.adapters.dyntable.dynamic_table.metadata.batches import Batches
@@ -34,12 +37,14 @@ from dbt.adapters.dyntable.dynamic_table.metadata.migration import Migration
 from dbt.adapters.dyntable.dynamic_table.metadata.open_tables import OpenTables
 from dbt.adapters.dyntable.dynamic_table.metadata.repair import Repaired, Repairs
 from dbt.adapters.dyntable.dynamic_table.metadata.rows import (
+    LEASE_FREE_STAMP,
     Frontier,
     GraphRow,
     HistoryRow,
     Intent,
     Sources,
     SourceVersion,
+    recency,
     utcnow,
     versions_of,
 )
@@ -118,9 +123,10 @@ class MetadataStore:
         """:meth:`Migration.prefetch`: open the tables and read ahead of the first refresh."""
         self._migration.prefetch()
 
-    def one_look(self) -> ContextManager[None]:
-        """:meth:`OpenTables.one_look`: inside, each table is checked for new commits once."""
-        return self._tables.one_look()
+    def one_look(self, batch_wide: bool = False) -> ContextManager[None]:
+        """:meth:`OpenTables.one_look`: inside, each table is checked for new commits once (per
+        batch where ``batch_wide``)."""
+        return self._tables.one_look(batch_wide)
 
     # -- frontiers -------------------------------------------------------------------------------
 
@@ -131,20 +137,29 @@ class MetadataStore:
         """Every DT's frontier (or ``name``'s), from one read of the table (a runner tick asks
         for all)."""
         latest: Dict[str, Dict[str, Any]] = {}
-        for row in sorted(self._access.rows(FRONTIERS, name), key=lambda r: r["updated_at"]):
+        for row in sorted(self._access.rows(FRONTIERS, name), key=recency):
             latest[row["name"]] = row
         frontiers = {key: Frontier.from_record(row) for key, row in latest.items()}
         for key, reached in self._batches.unwritten_frontiers(name).items():
             read = frontiers.get(key)
-            written = read.updated_at if read is not None else None
-            if written is None or (reached.updated_at is not None and reached.updated_at > written):
+            if read is None or read.updated_at is None or reached.newer_than(read):
                 frontiers[key] = reached  # not written yet, and newer than what the table says
         return frontiers
 
-    def advance(self, current: Frontier, intent: Intent) -> Frontier:
+    def advance(self, current: Frontier, intent: Intent, claim: Optional[Claim] = None) -> Frontier:
         """The frontier of a NO_DATA refresh: ``current`` moved to the intent's data timestamp,
-        the DT untouched (written as :meth:`_reached` says)."""
-        return self._reached(current.committing(intent, current.dt_version, current.dt_commit))
+        the DT untouched (written as :meth:`_reached` says). ``claim``: the refresh decided
+        without the DT's lease (docs/ARCHITECTURE.md, "Object storage"): its frontier is stamped
+        just after ``current``, so that any row written since by a refresh that held the lease
+        (an intent, a frontier) is newer and wins, and it waits for the batch's end, which
+        withdraws it if such a refresh moved the DT meanwhile (:meth:`close_batch`)."""
+        reached = current.committing(intent, current.dt_version, current.dt_commit)
+        if claim is None or current.updated_at is None:
+            return self._reached(reached)
+        stamped = replace(reached, updated_at=current.updated_at + LEASE_FREE_STAMP)
+        if not self._batches.defer_frontier(stamped, claim):
+            self._upsert_frontier(stamped)
+        return stamped
 
     def _reached(self, frontier: Frontier) -> Frontier:
         """Record the frontier a refresh reached, stamped now (the refresh holds the DT's lock).
@@ -251,16 +266,41 @@ class MetadataStore:
             self.close_batch()
 
     def open_batch(self) -> None:
+        self._tables.new_batch()
         self._batches.open()
+
+    @property
+    def batch_open(self) -> bool:
+        """Whether a batch is open: what refreshes reach waits for its end."""
+        return self._batches.is_open
 
     def close_batch(self) -> None:
         history, reached = self._batches.closing()
-        if history:
-            self._access.append(REFRESH_HISTORY, history)
-        if reached:
-            self._access.append(FRONTIERS, [frontier.to_record() for frontier in reached.values()])
+        claims = self._batches.claims(reached)
+        published = claims_of.publish(self.locks, claims) if claims else None
+        try:
+            if claims:
+                self._withdraw(claims_of.moved(self.locks, claims), history, reached)
+            if history:
+                self._access.append(REFRESH_HISTORY, history)
+            if reached:
+                self._access.append(FRONTIERS, [frontier.to_record() for frontier in reached.values()])
+        finally:
+            if published is not None:
+                published.release()
         for table in sorted(self._batches.written(history, reached)):
             self._compaction.compact(table)
+
+    def _withdraw(
+        self, withdrawn: List[Claim], history: List[Dict[str, Any]], reached: Dict[str, Frontier]
+    ) -> None:
+        """Leave out the frontiers of ``withdrawn`` claims, and record their refreshes SKIPPED
+        (docs/ARCHITECTURE.md, "Object storage")."""
+        self._batches.withdraw(withdrawn, reached)
+        ids = {claim.refresh_id for claim in withdrawn}
+        for record in history:
+            if record["refresh_id"] in ids:
+                record.update(state=State.SKIPPED.value, state_message=claims_of.WITHDRAWN, dt_version=None)
 
     # -- repair ----------------------------------------------------------------------------------
 

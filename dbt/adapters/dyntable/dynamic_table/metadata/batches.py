@@ -9,6 +9,7 @@ import threading
 from datetime import datetime
 from typing import Any, Dict, List, Optional, Set, Tuple
 
+from dbt.adapters.dyntable.dynamic_table.claims import Claim
 from dbt.adapters.dyntable.dynamic_table.locking import WriterMark, writer_alive
 from dbt.adapters.dyntable.dynamic_table.metadata.rows import Frontier
 
@@ -28,6 +29,9 @@ class Batches:
         #: Rows a batch's end took from ``_pending_history`` and is writing: still read from here.
         self._flushing_history: List[Record] = []
         self._pending_frontiers: Dict[str, Frontier] = {}
+        #: Of those, the ones NO_DATA refreshes reached without the DT's lease, checked at the
+        #: batch's end (docs/ARCHITECTURE.md, "Object storage").
+        self._claims: Dict[str, Claim] = {}
         # Held while frontiers are pending, so that another process can tell them from a crash.
         self._mark = WriterMark(locks)
         # Tables whose compaction fell due inside a batch: compacted at its end, not on the
@@ -38,6 +42,11 @@ class Batches:
         with self._lock:
             self._depth += 1
 
+    @property
+    def is_open(self) -> bool:
+        with self._lock:
+            return self._depth > 0
+
     def defer_history(self, record: Record) -> bool:
         """Keep a history row for the batch's end; False outside a batch (write it at once)."""
         with self._lock:
@@ -46,14 +55,21 @@ class Batches:
                 return True
         return False
 
-    def defer_frontier(self, frontier: Frontier) -> bool:
-        """Keep the frontier a refresh reached for the batch's end (a later one of the same DT
-        replaces it); False outside a batch (write it at once)."""
+    def defer_frontier(self, frontier: Frontier, claim: Optional[Claim] = None) -> bool:
+        """Keep the frontier a refresh reached for the batch's end (a newer one of the same DT
+        replaces it: a refresh decided without the lease may end after one that held it); False
+        outside a batch (write it at once). ``claim``: reached without the DT's lease."""
         with self._lock:
-            if self._depth:
+            if not self._depth:
+                return False
+            held = self._pending_frontiers.get(frontier.name)
+            if held is None or held.updated_at is None or frontier.newer_than(held):
                 self._pending_frontiers[frontier.name] = frontier
-                return True
-        return False
+                if claim is None:
+                    self._claims.pop(frontier.name, None)
+                else:
+                    self._claims[frontier.name] = claim
+            return True
 
     def defer_compaction(self, table: str) -> bool:
         """Compact ``table`` at the batch's end; False outside a batch (compact it now)."""
@@ -67,6 +83,22 @@ class Batches:
     def drop_frontier(self, name: str) -> None:
         with self._lock:
             self._pending_frontiers.pop(name, None)
+            self._claims.pop(name, None)
+
+    def claims(self, reached: Dict[str, Frontier]) -> List[Claim]:
+        """The claims of the frontiers in ``reached`` (what :meth:`closing` gave)."""
+        with self._lock:
+            return [c for name, c in self._claims.items() if name in reached]
+
+    def withdraw(self, claims: List[Claim], reached: Dict[str, Frontier]) -> None:
+        """The frontiers of ``claims`` are not written: another refresh moved their DTs."""
+        with self._lock:
+            for claim in claims:
+                if self._claims.get(claim.name) is claim:
+                    del self._claims[claim.name]
+                    if self._pending_frontiers.get(claim.name) is reached.get(claim.name):
+                        del self._pending_frontiers[claim.name]
+                reached.pop(claim.name, None)
 
     def unwritten_frontiers(self, name: Optional[str]) -> Dict[str, Frontier]:
         """The frontiers reached and not written yet (or ``name``'s)."""
@@ -104,6 +136,7 @@ class Batches:
             for name, frontier in reached.items():
                 if self._pending_frontiers.get(name) is frontier:
                     del self._pending_frontiers[name]
+                    self._claims.pop(name, None)
             due, self._due_compactions = self._due_compactions, set()
             if not self._depth and not self._pending_frontiers:
                 self._mark.release()  # what it stood for is written

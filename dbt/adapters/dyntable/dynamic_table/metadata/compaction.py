@@ -67,9 +67,14 @@ class Compaction:
         """Rewrite the frontiers table with each DT's latest row only. The overwrite removes the
         files it read: a row another process appends meanwhile stays."""
         rows = self.tables.dataset(FRONTIERS).to_table()
-        # Per name, the row of the newest updated_at; of equal ones the later row (a stable sort).
+        # Per name, its latest row as ``rows.recency`` orders them; of equal ones the later row
+        # (a stable sort).
         order = pa.array(range(rows.num_rows), pa.int64())
-        ranked = rows.select(["name", "updated_at"]).append_column("_row", order).sort_by("updated_at")
+        ranked = (
+            rows.select(["name", "updated_at", "data_timestamp"])
+            .append_column("_row", order)
+            .sort_by([("updated_at", "ascending"), ("data_timestamp", "ascending")])
+        )
         ranked = ranked.append_column("_rank", pa.array(range(rows.num_rows), pa.int64()))
         latest = ranked.group_by("name", use_threads=False).aggregate([("_rank", "max")])
         if latest.num_rows < rows.num_rows:

@@ -60,6 +60,8 @@ class OpenTables:
         self._cached: Dict[str, Tuple[int, Rows]] = {}
         # The tables this thread's refresh checked for new commits (``one_look``).
         self._looked = threading.local()
+        # The tables checked since the batch began, for the looks that share them.
+        self._batch_looked: Set[str] = set()
 
     def location(self, table: str) -> str:
         return f"{self.root}/{table}"
@@ -81,19 +83,26 @@ class OpenTables:
             raise self.damaged(table, first_line(exc)) from exc
 
     @contextmanager
-    def one_look(self) -> Iterator[None]:
+    def one_look(self, batch_wide: bool = False) -> Iterator[None]:
         """Inside (one refresh, in this thread), each table is checked for other writers' commits
         at its first read only; later reads see that version, or a newer one this store wrote.
         The refresh holds its DT's lock, so its own rows cannot move meanwhile, and it reads the
-        other DTs' rows as of its start, as a refresh a moment earlier would have."""
+        other DTs' rows as of its start, as a refresh a moment earlier would have.
+        ``batch_wide``: at its first read in the batch (:meth:`new_batch`), for a NO_DATA decided
+        without the lease, which reads the rows as of the batch's start (docs/ARCHITECTURE.md,
+        "Object storage")."""
         if getattr(self._looked, "tables", None) is not None:
             yield  # already inside one
             return
-        self._looked.tables = set()
+        self._looked.tables = self._batch_looked if batch_wide else set()
         try:
             yield
         finally:
             self._looked.tables = None
+
+    def new_batch(self) -> None:
+        """A batch begins: a batch-wide look checks each table once more."""
+        self._batch_looked = set()
 
     def look_again(self, table: str) -> None:
         """Check ``table`` for other writers' commits at its next read, inside ``one_look`` too

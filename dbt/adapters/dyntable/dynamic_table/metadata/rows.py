@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, fields, replace
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from enum import Enum
 from typing import Any, ClassVar, Dict, List, Mapping, Optional, Tuple, Type
 
@@ -14,6 +14,19 @@ from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, SchedulingStat
 
 def utcnow() -> datetime:
     return datetime.now(timezone.utc)
+
+
+#: How much later than the frontier it advances a NO_DATA decided without the DT's lease stamps
+#: its own: the least a timestamp column holds, so a row any refresh holding the lease wrote
+#: since (stamped with its clock's now) is newer (docs/ARCHITECTURE.md, "Object storage").
+LEASE_FREE_STAMP = timedelta(microseconds=1)
+
+
+def recency(record: Mapping[str, Any]) -> Tuple[datetime, datetime]:
+    """How frontier rows of one DT are ordered: its frontier is the latest. Of rows stamped
+    alike (two NO_DATA refreshes decided without the lease from one frontier), the later data
+    timestamp: a data timestamp never goes back."""
+    return (record["updated_at"], record["data_timestamp"])
 
 
 class _Row:
@@ -144,6 +157,11 @@ class Frontier(_Row):
     @property
     def source_versions(self) -> Dict[str, int]:
         return versions_of(self.sources)
+
+    def newer_than(self, other: "Frontier") -> bool:
+        """Whether this row supersedes ``other`` (:func:`recency`); both stamped."""
+        assert self.updated_at is not None and other.updated_at is not None
+        return (self.updated_at, self.data_timestamp) > (other.updated_at, other.data_timestamp)
 
     def to_record(self) -> Dict[str, Any]:
         record = super().to_record()

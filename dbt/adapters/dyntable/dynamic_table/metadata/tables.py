@@ -85,7 +85,7 @@ LOG_SETTINGS = {
 #: The columns that tell one row of each table from the others (a write that failed after its
 #: commit landed is found by them).
 ROW_KEYS = {
-    FRONTIERS: ("name", "updated_at"),
+    FRONTIERS: ("name", "updated_at", "data_timestamp"),
     REFRESH_HISTORY: ("name", "refresh_id", "refresh_trigger", "state"),
     GRAPH_HISTORY: ("name", "recorded_at"),
 }

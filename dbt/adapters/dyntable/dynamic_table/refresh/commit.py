@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional, Tuple
 
 from dbt.adapters.dyntable.delta_log import DeltaLog
+from dbt.adapters.dyntable.dynamic_table.claims import Claim
 from dbt.adapters.dyntable.dynamic_table.failpoints import failpoint
 from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, State
 from dbt.adapters.dyntable.dynamic_table.metadata import Frontier, Intent
@@ -34,6 +35,8 @@ class Refresh:
     decision: Decision
     #: Whether the change fuse checks this refresh (docs/ARCHITECTURE.md, "Change fuse").
     guarded: bool = False
+    #: Decided without the DT's lease (docs/ARCHITECTURE.md, "Object storage").
+    without_lease: bool = False
 
     def intent(self, base_version: int, writer: Optional[str] = None) -> Intent:
         assert self.decision.action is not None
@@ -127,5 +130,20 @@ def no_data(recorder: Recorder, refresh: Refresh) -> RefreshResult:
         )
     assert refresh.frontier is not None
     frontier = refresh.frontier  # its DT version and commit were checked by observe()
-    recorder.advance(frontier, refresh.intent(frontier.dt_version))
+    recorder.advance(frontier, refresh.intent(frontier.dt_version), _claim(refresh))
     return refresh.result(frontier)
+
+
+def _claim(refresh: Refresh) -> Optional[Claim]:
+    """What a NO_DATA decided without the DT's lease claims, for its batch's end to check."""
+    dt_log, frontier = refresh.observed.dt_log, refresh.frontier
+    if not refresh.without_lease or dt_log is None or frontier is None:
+        return None
+    return Claim(
+        refresh.dt.name,
+        refresh.refresh_id,
+        refresh.observed.data_timestamp,
+        frontier.data_timestamp,
+        dt_log.latest_version(),
+        str(dt_log.location),
+    )

@@ -459,7 +459,7 @@ def observe(
         if n not in across and f.data_timestamp == effective < request.data_timestamp
     )
     return Observation(
-        states, effective, views, _dt_changed(dt_log, resuming), dt_size, dt_rows, clock, held_by
+        states, effective, views, _dt_changed(dt_log, resuming), dt_size, dt_rows, clock, held_by, dt_log
     )
 
 

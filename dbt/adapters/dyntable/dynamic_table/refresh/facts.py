@@ -133,6 +133,8 @@ class Observation:
     clock: Optional[str] = None
     #: The upstream DTs whose data timestamp held T back from the one requested.
     held_by: Tuple[str, ...] = ()
+    #: The DT's own log as read (None: no table).
+    dt_log: Optional[DeltaLog] = field(default=None, compare=False)
 
     @property
     def versions(self) -> Dict[str, int]:

@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import uuid
 from dataclasses import replace
-from datetime import datetime
 from pathlib import Path
 from typing import Optional, Sequence, Tuple, Union
 
@@ -47,6 +46,7 @@ from dbt.adapters.dyntable.dynamic_table.refresh import (
     decide,
     failures,
     guard,
+    lease_free,
     net_change,
     planned_query,
 )
@@ -85,37 +85,59 @@ class RefreshPipeline:
         refresh_id = uuid.uuid4().hex
         # `dbt run` waits for a refresh another process is running; the runner moves on.
         wait = LOCK_WAIT_SECONDS if request.trigger is Trigger.DBT_RUN else 0.0
+        if lease_free.may_decide(self.metadata, dt, request):
+            # NO_DATA is decided without the DT's lease where taking it costs writes; anything
+            # else is decided again under it (docs/ARCHITECTURE.md, "Object storage").
+            with self.metadata.one_look(batch_wide=True):
+                frontier = self.metadata.frontier(dt.name)
+                if lease_free.settled(frontier):
+                    with contextlib.suppress(lease_free.NeedsLease):
+                        return self._run(dt, refresh_id, frontier, request, None)
         with RefreshLock(self.locks, dt.name, wait) as lock, self.metadata.one_look():
             frontier = self.recorder.recover(dt, self._dt_log(dt))
-            # After the recovery it may record: history lists a crashed refresh before this one.
-            started = utcnow()
-            if request.empty:
-                return self._empty(dt, request)
-            try:
-                attempt = self._refresh_again_if_moved_on(dt, refresh_id, frontier, request, lock)
-            except Exception as exc:
-                failed = exc if isinstance(exc, RefreshFailed) else self._failure(dt, None, exc)
-                if isinstance(failed.error, guard.ChangeFuseTripped):
-                    self.recorder.schedule(dt, SchedulingState.SUSPENDED)
-                # The failure may be the history table's own: then the error is what remains.
-                with contextlib.suppress(MetadataDamaged):
-                    self.recorder.refreshed(
-                        dt, refresh_id, request.trigger, started, failed.result(request.data_timestamp)
-                    )
-                raise failed from failed.error
-            result, decision = attempt
-            planned = decision.planned if decision else None
-            self._finish(dt, result, planned.key.columns if planned else None)
-            compact.compact_after(self.engine, dt, result)
-            self.recorder.refreshed(dt, refresh_id, request.trigger, started, result)
-            result.warnings += self.metadata.take_warnings()
-            if result.action is not None and result.state is not State.SKIPPED and result.data_timestamp:
-                lock.record(result.data_timestamp)  # what its frontier says once written
-            failpoint("after_refresh")  # inside a batch, its frontier is not written yet
-            if result.state is State.FAILED:
-                mismatch = VerifyFailed(result.message)
-                raise RefreshFailed(dt, result.action, result.reason, State.FAILED, result.message, mismatch)
-            return result
+            return self._run(dt, refresh_id, frontier, request, lock)
+
+    def _run(
+        self,
+        dt: DynamicTable,
+        refresh_id: str,
+        frontier: Optional[Frontier],
+        request: RefreshRequest,
+        lock: Optional[RefreshLock],
+    ) -> RefreshResult:
+        """The refresh from its frontier, under ``lock``; without it (None), only a NO_DATA
+        that settles without it, else :class:`lease_free.NeedsLease`."""
+        # After the recovery it may record: history lists a crashed refresh before this one.
+        started = utcnow()
+        if request.empty:
+            return self._empty(dt, request)
+        try:
+            result, decision = self._refresh_again_if_moved_on(dt, refresh_id, frontier, request, lock)
+        except Exception as exc:
+            if lock is None:
+                raise lease_free.NeedsLease() from exc  # unsure: decided again under the lease
+            failed = exc if isinstance(exc, RefreshFailed) else self._failure(dt, None, exc)
+            if isinstance(failed.error, guard.ChangeFuseTripped):
+                self.recorder.schedule(dt, SchedulingState.SUSPENDED)
+            # The failure may be the history table's own: then the error is what remains.
+            with contextlib.suppress(MetadataDamaged):
+                self.recorder.refreshed(
+                    dt, refresh_id, request.trigger, started, failed.result(request.data_timestamp)
+                )
+            raise failed from failed.error
+        planned = decision.planned if decision else None
+        self._finish(dt, result, planned.key.columns if planned else None)
+        compact.compact_after(self.engine, dt, result)
+        self.recorder.refreshed(dt, refresh_id, request.trigger, started, result)
+        result.warnings += self.metadata.take_warnings()
+        reached = result.action is not None and result.state is not State.SKIPPED
+        if lock is not None and reached and result.data_timestamp:
+            lock.record(result.data_timestamp)  # what its frontier says once written
+        failpoint("after_refresh")  # inside a batch, its frontier is not written yet
+        if result.state is State.FAILED:
+            mismatch = VerifyFailed(result.message)
+            raise RefreshFailed(dt, result.action, result.reason, State.FAILED, result.message, mismatch)
+        return result
 
     def _failure(self, dt: DynamicTable, action: Optional[Action], error: Exception) -> RefreshFailed:
         """The failure of ``dt``'s refresh, which ``error`` failed having chosen ``action``
@@ -137,18 +159,20 @@ class RefreshPipeline:
         refresh_id: str,
         frontier: Optional[Frontier],
         request: RefreshRequest,
-        lock: RefreshLock,
+        lock: Optional[RefreshLock],
     ) -> Tuple[RefreshResult, Optional[Decision]]:
         """The refresh, run once more where a source moved on past what its engine can read of
         the version observed (a checkpoint written meanwhile): observed again, it is read from
-        its files (docs/ARCHITECTURE.md, "Engines")."""
+        its files (docs/ARCHITECTURE.md, "Engines"). Without the lease (``lock`` None), once."""
         try:
-            return self._refresh(dt, refresh_id, frontier, request, lock.reached)
+            return self._refresh(dt, refresh_id, frontier, request, lock)
         except Exception as exc:
-            if not self.engine.read_moved_on(exc.error if isinstance(exc, RefreshFailed) else exc):
+            if lock is None or not self.engine.read_moved_on(
+                exc.error if isinstance(exc, RefreshFailed) else exc
+            ):
                 raise
         frontier = self.recorder.recover(dt, self._dt_log(dt))
-        return self._refresh(dt, refresh_id, frontier, request, lock.reached)
+        return self._refresh(dt, refresh_id, frontier, request, lock)
 
     def _empty(self, dt: DynamicTable, request: RefreshRequest) -> RefreshResult:
         """`dbt run --empty` (docs/ARCHITECTURE.md, "dbt run --empty"): the query, every source
@@ -211,16 +235,19 @@ class RefreshPipeline:
         refresh_id: str,
         frontier: Optional[Frontier],
         request: RefreshRequest,
-        reached: Optional[datetime] = None,
+        lock: Optional[RefreshLock],
     ) -> Tuple[RefreshResult, Optional[Decision]]:
         """The refresh and what it decided (None: it stopped before deciding); a failure after
         it decided is a :class:`RefreshFailed` with the decision's action."""
-        dt_log = self._dt_log(dt)
-        if decide.creates_empty(dt, dt_log is not None, request):
+        # Without the lease the DT's log is read by observe() alone, which says if it exists.
+        dt_log = self._dt_log(dt) if lock is not None else None
+        exists = dt_log is not None or lock is None
+        reached = lock.reached if lock is not None else None
+        if decide.creates_empty(dt, exists, request):
             warnings = create_empty(Target(self.engine, dt), dt.sql)  # only its schema is read
             when = request.data_timestamp
             return RefreshResult(dt.name, None, State.SKIPPED, CREATED_EMPTY, when, warnings=warnings), None
-        definition, dt_log = self._maintained(dt, frontier, dt_log, request)
+        definition, dt_log = self._maintained(dt, frontier, dt_log, request, exists)
         held = decide.held_data_timestamp(frontier, reached)
         requested = request.data_timestamp
         if held is not None and definition.rebuild_reason is not None and requested < held:
@@ -230,7 +257,11 @@ class RefreshPipeline:
         try:
             observed = decide.observe(self.engine, self.metadata, dt, definition, frontier, request)
         except decide.SourceNotReady as waiting:
+            if lock is None:
+                raise
             return RefreshResult(dt.name, None, State.SKIPPED, str(waiting), request.data_timestamp), None
+        if lock is None:
+            lease_free.check_observed(definition, observed)
         if definition.rebuild_reason is None:
             observed = net_change.measured(self.engine, dt.name, observed, dt_log)
         decision = decide.decide(
@@ -246,11 +277,13 @@ class RefreshPipeline:
             decision = replace(decision, reason=f"{decision.reason}; {decide.raised_for(held, requested)}")
         if observed.waiting and decision.action is not Action.NO_DATA:
             decision = replace(decision, reason="; ".join([decision.reason, *observed.waiting]))
+        if lock is None:
+            lease_free.check_settles(self.recorder, dt, observed, decision)
         # The fuse guards what the data causes, not what a person asked for (a first build,
         # --full-refresh, a new definition), and lets through a change they accepted.
         guarded = guard.is_guarded(dt) and definition.rebuild_reason is None
         guarded = guarded and not self.recorder.change_accepted(dt)
-        refresh = Refresh(dt, refresh_id, definition, frontier, observed, decision, guarded)
+        refresh = Refresh(dt, refresh_id, definition, frontier, observed, decision, guarded, lock is None)
         try:
             result = self._act(refresh, dt_log, request.trigger)
         except Exception as exc:
@@ -267,11 +300,12 @@ class RefreshPipeline:
         frontier: Optional[Frontier],
         dt_log: Optional[DeltaLog],
         request: RefreshRequest,
+        exists: bool,
     ) -> Tuple[Definition, Optional[DeltaLog]]:
         """The definition the refresh maintains, and the DT's log: none where `--full-refresh`
         found the DT's own files damaged and set it aside, to be built anew (docs/ARCHITECTURE.md,
         "Damage")."""
-        definition = decide.maintained_definition(dt, frontier, dt_log is not None, request)
+        definition = decide.maintained_definition(dt, frontier, exists, request)
         if dt_log is None or definition.rebuild_reason != decide.FULL_REFRESH:
             return definition, dt_log
         found = damage(dt_log.location)

@@ -20,6 +20,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from dbt.adapters.dyntable.changes import SourceReads
 from dbt.adapters.dyntable.delta_log import DeltaLog, HistoryUnavailable
+from dbt.adapters.dyntable.dynamic_table.claims import Claim
 from dbt.adapters.dyntable.dynamic_table.config import definition_hash
 from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, SchedulingState, State, Trigger
 from dbt.adapters.dyntable.dynamic_table.metadata import (
@@ -244,9 +245,10 @@ class Recorder:
         """The frontier ``intent`` reaches, with the DT at ``dt_version`` (commit ``dt_commit``)."""
         return self.metadata.commit_intent(dt.name, intent, dt_version, dt_commit)
 
-    def advance(self, current: Frontier, intent: Intent) -> Frontier:
-        """The frontier of a NO_DATA refresh (the DT untouched): may wait for the batch's end."""
-        return self.metadata.advance(current, intent)
+    def advance(self, current: Frontier, intent: Intent, claim: Optional[Claim] = None) -> Frontier:
+        """The frontier of a NO_DATA refresh (the DT untouched): may wait for the batch's end;
+        ``claim``: decided without the DT's lease (``MetadataStore.advance``)."""
+        return self.metadata.advance(current, intent, claim)
 
     def forget(self, dt: DynamicTable) -> None:
         self.metadata.forget(dt.name)
@@ -310,10 +312,21 @@ class Recorder:
     def _record_graph(self, dt: DynamicTable, result: RefreshResult) -> None:
         """Append a graph row when the DT's inputs, lag or definition changed; a refresh that
         did not fail ends a run of failures."""
+        row = self._graph_change(dt, result.source_versions)
+        if row is not None:
+            self.metadata.append_graph(row)
+
+    def graph_unchanged(self, dt: DynamicTable, source_versions: Mapping[str, int]) -> bool:
+        """Whether a refresh that did not fail, reading ``source_versions``, appends no graph row."""
+        return self._graph_change(dt, source_versions) is None
+
+    def _graph_change(self, dt: DynamicTable, source_versions: Mapping[str, int]) -> Optional[GraphRow]:
+        """The graph row a refresh that did not fail appends, reading ``source_versions``; None
+        when the DT's latest one says the same."""
         previous = self.metadata.graph(dt.name).get(dt.name)
         row = replace(
             self._graph_row(dt, previous),
-            inputs=sorted(result.source_versions),
+            inputs=sorted(source_versions),
             target_lag=str(dt.config.target_lag),
             effective_target_lag_seconds=dt.config.target_lag.seconds,
             consecutive_failures=0,
@@ -331,7 +344,8 @@ class Recorder:
             "accept_change",
         )
         if previous is None or any(getattr(previous, k) != getattr(row, k) for k in keys):
-            self.metadata.append_graph(row)
+            return row
+        return None
 
     def failed(self, dt: DynamicTable) -> int:
         """Count one more consecutive failure (the refresh already wrote its FAILED history row);
