@@ -8,8 +8,10 @@ dbt's threads; `thrift`, `http` and `odbc` are dbt-spark's own connections, unch
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,10 +26,12 @@ from dbt.adapters.spark.session import SessionConnectionWrapper
 from dbt_common.exceptions import DbtConfigError, DbtRuntimeError
 
 from dbt.adapters.dyntable import storage
+from dbt.adapters.dyntable.delta_log import DeltaLog
 from dbt.adapters.dyntable.dynamic_table.metadata import MetadataStore
 from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService, metadata_store
 from dbt.adapters.dyntable.engines import start_engine
 from dbt.adapters.dyntable.engines.base import Engine, EngineError
+from dbt.adapters.dyntable.engines.warehouse import Warehouse
 from dbt.adapters.dyntable.vocabulary import sql_string
 
 logger = AdapterLogger("dyntable")
@@ -39,6 +43,8 @@ PROJECT_STATE = Path(".dyntable")
 DEFAULT_WAREHOUSE = PROJECT_STATE / "warehouse"
 DEFAULT_METADATA_SCHEMA = "dyntable_meta"
 DEFAULT_HISTORY_RETENTION_DAYS = 30
+#: Commits read side by side while the engine starts, in an object store (``MetadataPrefetch``).
+IDENTIFY_THREADS = 8
 
 
 @dataclass
@@ -130,16 +136,40 @@ class MetadataPrefetch:
     the logs without holding the GIL, so the process's first refresh no longer pays for opening
     them (docs/ARCHITECTURE.md, "Metadata tables")."""
 
-    def __init__(self, store: MetadataStore) -> None:
+    def __init__(self, store: MetadataStore, warehouse: Warehouse) -> None:
         self._store = store
+        self._warehouse = warehouse
         self._thread = threading.Thread(target=self._run, name="dyntable-metadata-prefetch", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         try:
             self._store.prefetch()
+            if self._warehouse.remote:
+                self._identify_commits()
         except Exception as exc:  # noqa: BLE001 - the first refresh reads again and reports it
             logger.debug(f"Opening the metadata tables ahead of the first refresh failed: {exc}")
+
+    def _identify_commits(self) -> None:
+        """In an object store, read the commits each DT's frontier names (its own, its sources')
+        side by side: every refresh checks they are still the ones consumed, and a process reads
+        a commit once (docs/ARCHITECTURE.md, "Object storage"), so its refreshes then list the
+        logs only. A table elsewhere than the warehouse's layout says is left to its refresh."""
+        named = set()
+        for frontier in self._store.frontiers().values():
+            named.add((frontier.name, frontier.dt_version))
+            named.update((source, read.version) for source, read in frontier.sources.items())
+
+        def identify(table: Tuple[str, int]) -> None:
+            name, version = table
+            schema, _, rest = name.partition(".")
+            log = DeltaLog(self._warehouse.table_location(schema, rest), since=version)
+            with contextlib.suppress(Exception):
+                if version >= 0 and log.exists() and log.latest_version() >= version:
+                    log.commit_id(version)
+
+        with ThreadPoolExecutor(IDENTIFY_THREADS) as pool:
+            list(pool.map(identify, sorted(named)))
 
     def store(self) -> MetadataStore:
         self._thread.join()
@@ -199,7 +229,8 @@ class EngineRegistry:
             environment = cls._environments.get(key)
             if environment is None:
                 prefetch = MetadataPrefetch(
-                    metadata_store(warehouse.root, creds.metadata_schema, creds.history_retention_days)
+                    metadata_store(warehouse.root, creds.metadata_schema, creds.history_retention_days),
+                    Warehouse(warehouse),
                 )
                 try:
                     engine = start_engine(
