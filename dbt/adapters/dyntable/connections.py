@@ -152,9 +152,10 @@ class MetadataPrefetch:
 
     def _identify_commits(self) -> None:
         """In an object store, read the commits each DT's frontier names (its own, its sources')
-        side by side: every refresh checks they are still the ones consumed, and a process reads
-        a commit once (docs/ARCHITECTURE.md, "Object storage"), so its refreshes then list the
-        logs only. A table elsewhere than the warehouse's layout says is left to its refresh."""
+        side by side: every refresh checks they are still the ones consumed and when they were
+        committed, and a process reads a commit once (docs/ARCHITECTURE.md, "Object storage"), so
+        its refreshes then list the logs only. A table elsewhere than the warehouse's layout says
+        is left to its refresh."""
         named = set()
         for frontier in self._store.frontiers().values():
             named.add((frontier.name, frontier.dt_version))
@@ -167,6 +168,7 @@ class MetadataPrefetch:
             with contextlib.suppress(Exception):
                 if version >= 0 and log.exists() and log.latest_version() >= version:
                     log.commit_id(version)
+                    log.commit_timestamp(version)  # where it is read as of the data timestamp
 
         with ThreadPoolExecutor(IDENTIFY_THREADS) as pool:
             list(pool.map(identify, sorted(named)))
