@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import List
@@ -14,6 +15,7 @@ from deltalake import DeltaTable, write_deltalake
 from deltalake.table import TableFeatures
 
 from dbt.adapters.dyntable.dynamic_table import metadata
+from dbt.adapters.dyntable.dynamic_table.claims import Claim
 from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, State, Trigger
 from dbt.adapters.dyntable.dynamic_table.metadata import (
     COMPACT_EVERY,
@@ -439,3 +441,37 @@ def test_processes_checkpointing_and_cleaning_up_each_other_s_log_lose_and_doubl
     assert [process.exitcode for process in writers] == [0, 0]
     rows = MetadataStore(tmp_path / "meta", "meta").history()
     assert sorted(r.refresh_id for r in rows) == sorted(f"{w}-{n}" for w in range(2) for n in range(20))
+
+
+def test_no_data_decided_without_the_lease_never_stands_against_a_clock_stamped_row(tmp_path: Path) -> None:
+    """docs/ARCHITECTURE.md, "Object storage": a NO_DATA decided without the DT's lease is stamped
+    just after the frontier it read. Two from one frontier keep the later data timestamp whatever
+    their order, in the table, in a batch's memory and after compaction; any row stamped by the
+    clock since (an intent, a frontier) supersedes them."""
+    store = MetadataStore(tmp_path / "meta", "meta")
+    store.ensure()
+    store.commit_intent("s.a", intent(1), 1, "d1")
+    current = store.frontier("s.a")
+    assert current is not None
+    later, earlier = (
+        replace(intent(1), data_timestamp=current.data_timestamp + timedelta(minutes=m)) for m in (2, 1)
+    )
+
+    def claim(reached: Intent) -> Claim:
+        return Claim("s.a", "r", reached.data_timestamp, current.data_timestamp, 1, str(tmp_path))
+
+    store.open_batch()
+    store.advance(current, later, claim(later))
+    store.advance(current, earlier, claim(earlier))  # in memory: the later one stays
+    frontier = store.frontier("s.a")
+    assert frontier is not None and frontier.data_timestamp == later.data_timestamp
+    store.close_batch()  # on a local disk no claim is checked
+    store.advance(current, earlier, claim(earlier))  # written at once, after the later one
+    frontier = store.frontier("s.a")
+    assert frontier is not None and frontier.data_timestamp == later.data_timestamp
+    store._compaction.compact(FRONTIERS)
+    frontier = MetadataStore(tmp_path / "meta", "meta").frontier("s.a")
+    assert frontier is not None and frontier.data_timestamp == later.data_timestamp
+    store.record_intent("s.a", frontier, intent(2))
+    frontier = store.frontier("s.a")
+    assert frontier is not None and frontier.pending is not None  # not hidden

@@ -276,7 +276,8 @@ class MetadataStore:
 
     def close_batch(self) -> None:
         history, reached = self._batches.closing()
-        claims = self._batches.claims(reached)
+        # Claims arise in an object store only, where the refreshes decide NO_DATA without the lease.
+        claims = self._batches.claims(reached) if claims_of.lease_free(self.locks) else []
         published = claims_of.publish(self.locks, claims) if claims else None
         try:
             if claims:
