@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import uuid
 from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 from typing import Optional, Sequence, Tuple, Union
 
@@ -264,19 +265,7 @@ class RefreshPipeline:
             lease_free.check_observed(definition, observed)
         if definition.rebuild_reason is None:
             observed = net_change.measured(self.engine, dt.name, observed, dt_log)
-        decision = decide.decide(
-            dt,
-            definition,
-            frontier,
-            observed,
-            lambda: planned(dt, definition, observed),
-            self.engine.capabilities,
-            held,
-        )
-        if held is not None and decision.rebuilds and request.data_timestamp > requested:
-            decision = replace(decision, reason=f"{decision.reason}; {decide.raised_for(held, requested)}")
-        if observed.waiting and decision.action is not Action.NO_DATA:
-            decision = replace(decision, reason="; ".join([decision.reason, *observed.waiting]))
+        decision = self._decide(dt, definition, frontier, observed, held, (requested, request.data_timestamp))
         if lock is None:
             lease_free.check_settles(self.recorder, dt, observed, decision)
         # The fuse guards what the data causes, not what a person asked for (a first build,
@@ -293,6 +282,33 @@ class RefreshPipeline:
             f"Model '{dt.model}': dynamic table {dt.name} reads {why}." for why in observed.waiting
         ]
         return result, decision
+
+    def _decide(
+        self,
+        dt: DynamicTable,
+        definition: Definition,
+        frontier: Optional[Frontier],
+        observed: Observation,
+        held: Optional[datetime],
+        timestamps: Tuple[datetime, datetime],
+    ) -> Decision:
+        """The decision, its reason saying where the data timestamp was raised to ``held`` (the
+        ``timestamps`` requested and refreshed at) and which sources hold newer commits back."""
+        requested, refreshed_at = timestamps
+        decision = decide.decide(
+            dt,
+            definition,
+            frontier,
+            observed,
+            lambda: planned(dt, definition, observed),
+            self.engine.capabilities,
+            held,
+        )
+        if held is not None and decision.rebuilds and refreshed_at > requested:
+            decision = replace(decision, reason=f"{decision.reason}; {decide.raised_for(held, requested)}")
+        if observed.waiting and decision.action is not Action.NO_DATA:
+            decision = replace(decision, reason="; ".join([decision.reason, *observed.waiting]))
+        return decision
 
     def _maintained(
         self,
