@@ -28,14 +28,7 @@ PROFILE_METHODS = {"embedded": "embedded", "spark_session": "session"}
 #: on the embedded engine, instead of one per core. Tests that build a file layout (an update
 #: rewriting a file that holds other rows, a delete leaving a deletion vector) then get the same
 #: layout on both engines, whatever the machine's core count.
-#: The driver JVM compiles with C1 only and collects with one thread: a test's JVM lives for
-#: seconds on small tables, where C2's compiler threads and a parallel collector cost more CPU than
-#: they save (measured: the JVM crash-recovery cases took 45% less CPU and 35% less wall time on
-#: 2 cores). It changes how fast Spark runs, never what it computes.
-JVM_TEST_CONF = {
-    "spark.sql.leafNodeDefaultParallelism": "1",
-    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
-}
+JVM_TEST_CONF = {"spark.sql.leafNodeDefaultParallelism": "1"}
 
 
 def spark_jars_folder() -> Optional[Path]:
