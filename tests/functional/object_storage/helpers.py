@@ -58,6 +58,16 @@ class S3Project:
         (self.root / path).parent.mkdir(parents=True, exist_ok=True)
         (self.root / path).write_text(text)
 
+    def over_source(self, table: str, rows: pa.Table, model: str, sql: str) -> "S3Project":
+        """Declare ``raw.<table>`` a dbt source, write ``rows`` to it and add ``model`` (its SQL)."""
+        self.write(
+            "models/sources.yml",
+            f"version: 2\nsources:\n  - name: raw\n    schema: raw\n    tables:\n      - name: {table}\n",
+        )
+        self.write(f"models/{model}.sql", sql)
+        self.write_source(table, rows)
+        return self
+
     def source(self, table: str) -> str:
         return f"{self.warehouse}/raw/{table}"
 

@@ -42,13 +42,9 @@ def orders(ids: List[int]) -> pa.Table:
 
 @pytest.fixture
 def project(tmp_path: Path, s3: S3Server, s3_warehouse: str) -> S3Project:
-    project = S3Project(tmp_path, s3, s3_warehouse)
-    project.write(
-        "models/sources.yml",
-        "version: 2\nsources:\n  - name: raw\n    schema: raw\n    tables:\n      - name: orders\n",
+    project = S3Project(tmp_path, s3, s3_warehouse).over_source(
+        "orders", orders([1, 2, 3]), "orders_dt", MODEL
     )
-    project.write("models/orders_dt.sql", MODEL)
-    project.write_source("orders", orders([1, 2, 3]))
     project.dbt("run")
     return project
 
