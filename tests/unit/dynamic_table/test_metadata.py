@@ -17,6 +17,7 @@ from deltalake.table import TableFeatures
 from dbt.adapters.dyntable.dynamic_table import metadata
 from dbt.adapters.dyntable.dynamic_table.claims import Claim
 from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, State, Trigger
+from dbt.adapters.dyntable.dynamic_table.locking import RefreshLock
 from dbt.adapters.dyntable.dynamic_table.metadata import (
     COMPACT_EVERY,
     FRONTIERS,
@@ -251,6 +252,27 @@ def test_files_compaction_removed_are_deleted_after_the_retention(
     assert fresh is not None and fresh.dt_version == 4 * COMPACT_EVERY - 1
 
 
+def test_a_table_another_process_compacts_is_left_to_it(tmp_path: Path) -> None:
+    """deltalake commits two OPTIMIZEs of the same files one after the other, and the second adds
+    every row again: a process compacts a table only under its compaction lock, from the latest
+    version; one finding the lock held leaves the table as it is."""
+    store, other = MetadataStore(tmp_path / "meta", "meta"), MetadataStore(tmp_path / "meta", "meta")
+    store.ensure()
+    for number in range(COMPACT_EVERY - 1):
+        store.append_history(history_row(f"r{number}"))
+    before = DeltaTable(str(store.location(REFRESH_HISTORY))).version()
+    with RefreshLock(other.locks, f"{REFRESH_HISTORY}.compaction"):  # the other process compacts
+        store._compaction.compact(REFRESH_HISTORY)
+        assert DeltaTable(str(store.location(REFRESH_HISTORY))).version() == before
+    with store.one_look():
+        store.history()  # read as of the version before the other's compaction
+        other._compaction.compact(REFRESH_HISTORY)
+        store._compaction.compact(REFRESH_HISTORY)  # from the latest version: nothing left
+    table = DeltaTable(str(store.location(REFRESH_HISTORY)))
+    assert len(table.file_uris()) == 1 and table.version() == before + 1
+    assert sorted(r.refresh_id for r in store.history()) == sorted(f"r{n}" for n in range(COMPACT_EVERY - 1))
+
+
 def test_inside_one_look_a_table_is_read_as_of_its_first_read(tmp_path: Path) -> None:
     """A refresh checks each table for other writers' commits once: another process's frontier
     written meanwhile shows after it, and a write inside starts from the latest version."""
@@ -399,23 +421,16 @@ def test_a_table_nobody_committed_to_is_not_brought_up_to_date_again(
     assert updates == ["u"]
 
 
+def history_row(refresh_id: str, name: str = "s.dt") -> HistoryRow:
+    now = utcnow()
+    return HistoryRow(name, refresh_id, now, State.SUCCEEDED, Action.NO_DATA, Trigger.SCHEDULED, now, now)
+
+
 def _record_refreshes(root: str, writer: int, count: int) -> None:
     """A process recording ``count`` refreshes of its own DT, one metadata commit each."""
     store = MetadataStore(Path(root), "meta")
     for number in range(count):
-        now = utcnow()
-        store.append_history(
-            HistoryRow(
-                f"s.dt{writer}",
-                f"{writer}-{number}",
-                now,
-                State.SUCCEEDED,
-                Action.NO_DATA,
-                Trigger.SCHEDULED,
-                now,
-                now,
-            )
-        )
+        store.append_history(history_row(f"{writer}-{number}", f"s.dt{writer}"))
         store.frontiers()  # as every refresh reads them, while the others check point and clean up
 
 

@@ -97,7 +97,7 @@ class MetadataStore:
         self.locks = f"{self._tables.root}/{LOCKS_DIR}"
         self._repairs = Repairs(self._tables, self.locks, repairs)
         self._batches = Batches(self.locks)
-        self._compaction = Compaction(self._tables, self._batches, history_retention_days)
+        self._compaction = Compaction(self._tables, self._batches, self.locks, history_retention_days)
         self._access = TableAccess(self._tables, self._repairs, self._compaction.after_commit)
         self._migration = Migration(self._tables, self._repairs, self._access)
 

@@ -9,12 +9,19 @@ from typing import Optional
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable, write_deltalake
-from deltalake.exceptions import CommitFailedError, DeltaError
+from deltalake.exceptions import CommitFailedError
 
+from dbt.adapters.dyntable.dynamic_table.locking import RefreshLock, RefreshLocked
 from dbt.adapters.dyntable.dynamic_table.metadata.batches import Batches
 from dbt.adapters.dyntable.dynamic_table.metadata.open_tables import OpenTables
 from dbt.adapters.dyntable.dynamic_table.metadata.rows import utcnow
-from dbt.adapters.dyntable.dynamic_table.metadata.tables import FRONTIERS, REFRESH_HISTORY, SCHEMAS
+from dbt.adapters.dyntable.dynamic_table.metadata.tables import (
+    DAMAGE_ERRORS,
+    FRONTIERS,
+    REFRESH_HISTORY,
+    SCHEMAS,
+    MetadataDamaged,
+)
 
 #: Every metadata commit adds a small file and every read lists them all: compact a table's files
 #: into one every this many commits, so a read stays one file wide however long the runner runs.
@@ -28,11 +35,15 @@ VACUUM_RETENTION_HOURS = 1
 
 class Compaction:
     """Compacts ``tables`` every ``COMPACT_EVERY`` commits, at the end of the batch it fell due
-    in; refresh history older than ``history_retention_days`` is dropped as it does."""
+    in; refresh history older than ``history_retention_days`` is dropped as it does. ``locks``:
+    the folder of the lock that lets one process at a time compact a table."""
 
-    def __init__(self, tables: OpenTables, batches: Batches, history_retention_days: Optional[int]) -> None:
+    def __init__(
+        self, tables: OpenTables, batches: Batches, locks: str, history_retention_days: Optional[int]
+    ) -> None:
         self.tables = tables
         self.batches = batches
+        self.locks = locks
         self.history_retention_days = history_retention_days
 
     def after_commit(self, table: str, version: int) -> None:
@@ -47,10 +58,26 @@ class Compaction:
         """Drop the rows that no longer count (superseded frontiers, history older than the
         retention), then merge the table's small files, so reading it costs the same after a
         thousand refreshes as after one, and delete the files removed before
-        ``VACUUM_RETENTION_HOURS``, so its folder stays as small."""
+        ``VACUUM_RETENTION_HOURS``, so its folder stays as small.
+
+        One process at a time, from the table's latest version: deltalake lets two OPTIMIZEs of
+        the same files both commit (their removes change no data, which its conflict checker
+        lets pass), and the second adds every row again (docs/ARCHITECTURE.md, "Metadata
+        tables"). A process that finds another compacting leaves it to that one."""
+        try:
+            lock = RefreshLock(self.locks, f"{table}.compaction").acquire()
+        except RefreshLocked:
+            return
+        try:
+            self._compact(table)
+        finally:
+            lock.release()
+
+    def _compact(self, table: str) -> None:
         tables = self.tables
         with tables.write_lock, tables.reading(table), tables.lock:
             try:
+                tables.look_again(table)
                 opened = tables.table(table)
                 if table == FRONTIERS:
                     self.prune_frontiers(opened)
@@ -60,8 +87,12 @@ class Compaction:
                 opened.optimize.compact()
                 opened.vacuum(VACUUM_RETENTION_HOURS, dry_run=False, enforce_retention_duration=False)
                 tables.drop_cached(table)
-            except (CommitFailedError, DeltaError):
+            except CommitFailedError:
                 pass  # another process wrote meanwhile; a later commit compacts
+            except (MetadataDamaged, *DAMAGE_ERRORS):
+                # Read as another process's checkpoint cleaned up the commits it had read: read
+                # afresh next time; a table damaged indeed is reported by its next read.
+                tables.forget(table)
 
     def prune_frontiers(self, opened: DeltaTable) -> None:
         """Rewrite the frontiers table with each DT's latest row only. The overwrite removes the
