@@ -94,7 +94,11 @@ def project(tmp_path: Path, dyntable_profile: str, engine: Engine, request) -> I
     (tmp_path / "dbt_project.yml").write_text(
         "name: crash\nversion: '1.0'\nconfig-version: 2\nprofile: crash\n"
     )
-    write_profiles(tmp_path, "crash", engine_target(dyntable_profile, project.warehouse, schema=project.app))
+    write_profiles(
+        tmp_path,
+        "crash",
+        engine_target(dyntable_profile, project.warehouse, schema=project.app, short_lived=True),
+    )
     (tmp_path / "models" / "country_dt.sql").write_text(model.format(mode=mode, raw=project.raw))
     engine.execute(f"create schema {project.raw}")
     for table, columns in (

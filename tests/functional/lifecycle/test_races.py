@@ -122,7 +122,7 @@ def test_data_timestamps_never_go_back_under_a_runner_dbt_run_and_full_refresh(
     (tmp_path / "dbt_project.yml").write_text(
         "name: race\nversion: '1.0'\nconfig-version: 2\nprofile: race\n"
     )
-    write_profiles(tmp_path, "race", engine_target(dyntable_profile, warehouse, schema=app))
+    write_profiles(tmp_path, "race", engine_target(dyntable_profile, warehouse, schema=app, short_lived=True))
     for name, sql in MODELS.items():
         (tmp_path / "models" / f"{name}.sql").write_text(sql.format(raw=raw))
     engine.execute(f"create schema {raw}")

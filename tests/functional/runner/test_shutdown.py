@@ -64,7 +64,11 @@ def project(tmp_path: Path, dyntable_profile: str, engine: Engine):
     (tmp_path / "dbt_project.yml").write_text(
         "name: crash\nversion: '1.0'\nconfig-version: 2\nprofile: crash\n"
     )
-    write_profiles(tmp_path, "crash", engine_target(dyntable_profile, project.warehouse, schema=project.app))
+    write_profiles(
+        tmp_path,
+        "crash",
+        engine_target(dyntable_profile, project.warehouse, schema=project.app, short_lived=True),
+    )
     (tmp_path / "models" / "country_dt.sql").write_text(MODEL.format(mode="incremental", raw=project.raw))
     engine.execute(f"create schema {project.raw}")
     for table, columns in (
