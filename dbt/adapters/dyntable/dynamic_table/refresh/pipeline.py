@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Optional, Sequence, Tuple, Union
@@ -73,6 +73,18 @@ CREATED_EMPTY = "initialize is 'on_schedule': created empty; the first scheduled
 LOCK_WAIT_SECONDS = 300.0
 
 
+@dataclass(frozen=True)
+class Attempt:
+    """One refresh of ``dt`` that ``request`` asked for: its id in the history, and the DT's lock
+    it runs under (None: deciding a NO_DATA without the lease, docs/ARCHITECTURE.md, "Object
+    storage")."""
+
+    dt: DynamicTable
+    refresh_id: str
+    request: RefreshRequest
+    lock: Optional[RefreshLock]
+
+
 class RefreshPipeline:
     """Refreshes dynamic tables on one engine, with one metadata store."""
 
@@ -93,27 +105,21 @@ class RefreshPipeline:
                 frontier = self.metadata.frontier(dt.name)
                 if lease_free.settled(frontier):
                     with contextlib.suppress(lease_free.NeedsLease):
-                        return self._run(dt, refresh_id, frontier, request, None)
+                        return self._run(Attempt(dt, refresh_id, request, None), frontier)
         with RefreshLock(self.locks, dt.name, wait) as lock, self.metadata.one_look():
             frontier = self.recorder.recover(dt, self._dt_log(dt))
-            return self._run(dt, refresh_id, frontier, request, lock)
+            return self._run(Attempt(dt, refresh_id, request, lock), frontier)
 
-    def _run(
-        self,
-        dt: DynamicTable,
-        refresh_id: str,
-        frontier: Optional[Frontier],
-        request: RefreshRequest,
-        lock: Optional[RefreshLock],
-    ) -> RefreshResult:
-        """The refresh from its frontier, under ``lock``; without it (None), only a NO_DATA
-        that settles without it, else :class:`lease_free.NeedsLease`."""
+    def _run(self, attempt: Attempt, frontier: Optional[Frontier]) -> RefreshResult:
+        """The refresh from its frontier, under its lock; without it, only a NO_DATA that settles
+        without it, else :class:`lease_free.NeedsLease`."""
+        dt, refresh_id, request, lock = attempt.dt, attempt.refresh_id, attempt.request, attempt.lock
         # After the recovery it may record: history lists a crashed refresh before this one.
         started = utcnow()
         if request.empty:
             return self._empty(dt, request)
         try:
-            result, decision = self._refresh_again_if_moved_on(dt, refresh_id, frontier, request, lock)
+            result, decision = self._refresh_again_if_moved_on(attempt, frontier)
         except Exception as exc:
             if lock is None:
                 raise lease_free.NeedsLease() from exc  # unsure: decided again under the lease
@@ -155,25 +161,20 @@ class RefreshPipeline:
         return RefreshFailed(dt, action, reason, state, self.engine.failure_message(told), error)
 
     def _refresh_again_if_moved_on(
-        self,
-        dt: DynamicTable,
-        refresh_id: str,
-        frontier: Optional[Frontier],
-        request: RefreshRequest,
-        lock: Optional[RefreshLock],
+        self, attempt: Attempt, frontier: Optional[Frontier]
     ) -> Tuple[RefreshResult, Optional[Decision]]:
         """The refresh, run once more where a source moved on past what its engine can read of
         the version observed (a checkpoint written meanwhile): observed again, it is read from
-        its files (docs/ARCHITECTURE.md, "Engines"). Without the lease (``lock`` None), once."""
+        its files (docs/ARCHITECTURE.md, "Engines"). Without the lease, once."""
         try:
-            return self._refresh(dt, refresh_id, frontier, request, lock)
+            return self._refresh(attempt, frontier)
         except Exception as exc:
-            if lock is None or not self.engine.read_moved_on(
+            if attempt.lock is None or not self.engine.read_moved_on(
                 exc.error if isinstance(exc, RefreshFailed) else exc
             ):
                 raise
-        frontier = self.recorder.recover(dt, self._dt_log(dt))
-        return self._refresh(dt, refresh_id, frontier, request, lock)
+        frontier = self.recorder.recover(attempt.dt, self._dt_log(attempt.dt))
+        return self._refresh(attempt, frontier)
 
     def _empty(self, dt: DynamicTable, request: RefreshRequest) -> RefreshResult:
         """`dbt run --empty` (docs/ARCHITECTURE.md, "dbt run --empty"): the query, every source
@@ -231,15 +232,11 @@ class RefreshPipeline:
     # -- the stages ------------------------------------------------------------------------------
 
     def _refresh(
-        self,
-        dt: DynamicTable,
-        refresh_id: str,
-        frontier: Optional[Frontier],
-        request: RefreshRequest,
-        lock: Optional[RefreshLock],
+        self, attempt: Attempt, frontier: Optional[Frontier]
     ) -> Tuple[RefreshResult, Optional[Decision]]:
         """The refresh and what it decided (None: it stopped before deciding); a failure after
         it decided is a :class:`RefreshFailed` with the decision's action."""
+        dt, request, lock = attempt.dt, attempt.request, attempt.lock
         # Without the lease the DT's log is read by observe() alone, which says if it exists.
         dt_log = self._dt_log(dt) if lock is not None else None
         exists = dt_log is not None or lock is None
@@ -272,7 +269,9 @@ class RefreshPipeline:
         # --full-refresh, a new definition), and lets through a change they accepted.
         guarded = guard.is_guarded(dt) and definition.rebuild_reason is None
         guarded = guarded and not self.recorder.change_accepted(dt)
-        refresh = Refresh(dt, refresh_id, definition, frontier, observed, decision, guarded, lock is None)
+        refresh = Refresh(
+            dt, attempt.refresh_id, definition, frontier, observed, decision, guarded, lock is None
+        )
         try:
             result = self._act(refresh, dt_log, request.trigger)
         except Exception as exc:
