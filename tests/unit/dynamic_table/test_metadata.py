@@ -17,7 +17,7 @@ from deltalake.table import TableFeatures
 from dbt.adapters.dyntable.dynamic_table import metadata
 from dbt.adapters.dyntable.dynamic_table.claims import Claim
 from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, State, Trigger
-from dbt.adapters.dyntable.dynamic_table.locking import RefreshLock
+from dbt.adapters.dyntable.dynamic_table.locking import ExclusiveLock
 from dbt.adapters.dyntable.dynamic_table.metadata import (
     COMPACT_EVERY,
     FRONTIERS,
@@ -261,7 +261,7 @@ def test_a_table_another_process_compacts_is_left_to_it(tmp_path: Path) -> None:
     for number in range(COMPACT_EVERY - 1):
         store.append_history(history_row(f"r{number}"))
     before = DeltaTable(str(store.location(REFRESH_HISTORY))).version()
-    with RefreshLock(other.locks, f"{REFRESH_HISTORY}.compaction"):  # the other process compacts
+    with ExclusiveLock(other.locks, f"{REFRESH_HISTORY}.compaction"):  # the other process compacts
         store._compaction.compact(REFRESH_HISTORY)
         assert DeltaTable(str(store.location(REFRESH_HISTORY))).version() == before
     with store.one_look():

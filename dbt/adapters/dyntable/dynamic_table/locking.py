@@ -1,5 +1,5 @@
-"""One refresh of a dynamic table at a time, across processes; and which processes still have
-frontiers to write.
+"""One refresh of a dynamic table at a time, across processes (one compaction of a metadata table
+too: :class:`ExclusiveLock` is the bare lock); and which processes still have frontiers to write.
 
 An exclusive `flock` on ``<root>/<name>.lock``; the holder writes who it is into the file so a
 second runner can say what holds the lock, and the latest data timestamp a refresh reached under
@@ -40,37 +40,51 @@ LOCK_POLL_SECONDS = 0.05
 RECORD_ATTEMPTS = 5
 
 
-class RefreshLocked(RuntimeError):
-    """Another process is refreshing this dynamic table."""
+class LockHeld(RuntimeError):
+    """Another process holds the lock."""
 
-    def __init__(self, name: str, holder: str) -> None:
-        super().__init__(f"it is being refreshed by {holder}; try again when it ends.")
+    def __init__(self, name: str, holder: str, message: Optional[str] = None) -> None:
+        super().__init__(message or f"{name} is held by {holder}.")
         self.name = name
         self.holder = holder
 
 
-class RefreshLock:
-    """The lock of one DT's refreshes. ``wait_seconds``: how long to wait for another process's
-    refresh to end before :class:`RefreshLocked` (0: not at all)."""
+class RefreshLocked(LockHeld):
+    """Another process is refreshing this dynamic table."""
+
+    def __init__(self, name: str, holder: str) -> None:
+        super().__init__(name, holder, f"it is being refreshed by {holder}; try again when it ends.")
+
+
+class ExclusiveLock:
+    """``<root>/<name>.lock``, held by one process at a time: a ``flock`` on a local disk, a lease
+    object in an object store. ``wait_seconds``: how long to wait for another holder to release
+    it before :class:`LockHeld` (0: not at all)."""
 
     def __init__(self, root: Union[str, Path], name: str, wait_seconds: float = 0.0) -> None:
         self.name = name
         self.path = Path(root) / f"{name}.lock"
         self.wait_seconds = wait_seconds
         self._handle: Optional[IO[str]] = None
-        #: The latest data timestamp a refresh of the DT reached, as its holders recorded it.
-        self.reached: Optional[datetime] = None
         found = storage.of(str(root))
         self._objects = found if isinstance(found, storage.ObjectStorage) else None
         self._lease = Lease(self._objects, f"{str(root).rstrip('/')}/{name}.lock") if self._objects else None
-        #: In an object store, where the lease object goes with its holder, what was reached is
-        #: kept in an object of its own.
-        self._reached_at = f"{str(root).rstrip('/')}/{name}.reached"
 
-    def acquire(self) -> "RefreshLock":
+    def held_by(self, holder: str) -> LockHeld:
+        return LockHeld(self.name, holder)
+
+    def acquire(self) -> "ExclusiveLock":
         deadline = time.monotonic() + self.wait_seconds
         if self._lease is not None:
-            return self._leased(deadline)
+            while True:
+                found = self._lease.acquire()
+                if found is None:
+                    break
+                if time.monotonic() >= deadline:
+                    raise self.held_by(describe(found))
+                time.sleep(LOCK_POLL_SECONDS)
+            self.taken(None)
+            return self
         self.path.parent.mkdir(parents=True, exist_ok=True)
         handle = open(self.path, "a+")
         while True:
@@ -84,23 +98,85 @@ class RefreshLock:
                 handle.seek(0)
                 holder = describe_holder(handle.read())
                 handle.close()
-                raise RefreshLocked(self.name, holder) from None
+                raise self.held_by(holder) from None
         handle.seek(0)
-        self.reached = _reached(handle.read())
+        previous = handle.read()
         self._handle = handle
+        self.taken(previous)
         self._write()
         return self
 
-    def _leased(self, deadline: float) -> "RefreshLock":
-        assert self._lease is not None
-        while True:
-            found = self._lease.acquire()
-            if found is None:
-                break
-            if time.monotonic() >= deadline:
-                raise RefreshLocked(self.name, describe(found))
-            time.sleep(LOCK_POLL_SECONDS)
-        assert self._objects is not None
+    def taken(self, previous: Optional[str]) -> None:
+        """Just taken; ``previous``: what the last holder wrote in the lock file (None: a lease)."""
+
+    def details(self) -> Dict[str, Any]:
+        """What the holder writes in the lock file beside who it is."""
+        return {}
+
+    def _write(self) -> None:
+        handle = self._handle
+        if handle is None:
+            return
+        record: Dict[str, Any] = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "command": " ".join(os.path.basename(a) for a in sys.argv[:2]),
+            "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            **self.details(),
+        }
+        handle.seek(0)
+        handle.truncate()
+        handle.write(json.dumps(record))
+        handle.flush()
+
+    def release(self) -> None:
+        if self._lease is not None:
+            self._lease.release()
+            return
+        handle, self._handle = self._handle, None
+        if handle is not None:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+            handle.close()
+
+    def __enter__(self) -> "ExclusiveLock":
+        return self.acquire()
+
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        self.release()
+
+
+class RefreshLock(ExclusiveLock):
+    """The lock of one DT's refreshes (:class:`RefreshLocked` when another process holds it), with
+    the latest data timestamp a refresh reached under it."""
+
+    def __init__(self, root: Union[str, Path], name: str, wait_seconds: float = 0.0) -> None:
+        super().__init__(root, name, wait_seconds)
+        #: The latest data timestamp a refresh of the DT reached, as its holders recorded it.
+        self.reached: Optional[datetime] = None
+        #: In an object store, where the lease object goes with its holder, what was reached is
+        #: kept in an object of its own.
+        self._reached_at = f"{str(root).rstrip('/')}/{name}.reached"
+
+    def held_by(self, holder: str) -> LockHeld:
+        return RefreshLocked(self.name, holder)
+
+    def acquire(self) -> "RefreshLock":
+        super().acquire()
+        return self
+
+    def __enter__(self) -> "RefreshLock":
+        return self.acquire()
+
+    def taken(self, previous: Optional[str]) -> None:
+        if previous is not None:
+            self.reached = _reached(previous)
+            return
+        assert self._objects is not None and self._lease is not None
         recorded = self._objects.read(self._reached_at)
         self.reached = _reached(recorded.decode()) if recorded else None
         # A NO_DATA decided without the lease, whose batch's end is writing it: read after the
@@ -110,7 +186,9 @@ class RefreshLock:
         claim = claimed(self._objects, root, self.name)
         if claim is not None and (self.reached is None or claim > self.reached):
             self.reached = claim
-        return self
+
+    def details(self) -> Dict[str, Any]:
+        return {"reached": self.reached.isoformat()} if self.reached is not None else {}
 
     def record(self, data_timestamp: datetime) -> None:
         """A refresh under this lock reached ``data_timestamp``: the next holder reads it."""
@@ -141,43 +219,6 @@ class RefreshLock:
             f"The data timestamp reached by a refresh of {self.name} could not be recorded at "
             f"{self._reached_at}: other writers kept changing it. Run the refresh again."
         )
-
-    def _write(self) -> None:
-        handle = self._handle
-        if handle is None:
-            return
-        record: Dict[str, Any] = {
-            "pid": os.getpid(),
-            "host": socket.gethostname(),
-            "command": " ".join(os.path.basename(a) for a in sys.argv[:2]),
-            "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        }
-        if self.reached is not None:
-            record["reached"] = self.reached.isoformat()
-        handle.seek(0)
-        handle.truncate()
-        handle.write(json.dumps(record))
-        handle.flush()
-
-    def release(self) -> None:
-        if self._lease is not None:
-            self._lease.release()
-            return
-        handle, self._handle = self._handle, None
-        if handle is not None:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-            handle.close()
-
-    def __enter__(self) -> "RefreshLock":
-        return self.acquire()
-
-    def __exit__(
-        self,
-        exc_type: Optional[Type[BaseException]],
-        exc: Optional[BaseException],
-        tb: Optional[TracebackType],
-    ) -> None:
-        self.release()
 
 
 def _reached(text: str) -> Optional[datetime]:

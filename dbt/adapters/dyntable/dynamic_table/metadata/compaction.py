@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import CommitFailedError
 
-from dbt.adapters.dyntable.dynamic_table.locking import RefreshLock, RefreshLocked
+from dbt.adapters.dyntable.dynamic_table.locking import ExclusiveLock, LockHeld
 from dbt.adapters.dyntable.dynamic_table.metadata.batches import Batches
 from dbt.adapters.dyntable.dynamic_table.metadata.open_tables import OpenTables
 from dbt.adapters.dyntable.dynamic_table.metadata.rows import utcnow
@@ -65,8 +65,8 @@ class Compaction:
         lets pass), and the second adds every row again (docs/ARCHITECTURE.md, "Metadata
         tables"). A process that finds another compacting leaves it to that one."""
         try:
-            lock = RefreshLock(self.locks, f"{table}.compaction").acquire()
-        except RefreshLocked:
+            lock = ExclusiveLock(self.locks, f"{table}.compaction").acquire()
+        except LockHeld:
             return
         try:
             self._compact(table)
