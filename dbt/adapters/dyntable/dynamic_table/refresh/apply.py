@@ -50,6 +50,9 @@ KIND = "_dyn_kind"
 KEY_OLD, KEY_WEIGHT, KEY_RANK = "_dyn_key_old", "_dyn_key_weight", "_dyn_key_rank"
 #: Rows of the delta holding the same tuple (1 when consolidated), and a marker of a DT row.
 COPIES, PRESENT = "_dyn_copies", "_dyn_present"
+#: The most distinct values of a key column a MERGE's condition lists (``key_bounds``); beyond
+#: them, their range. Delta's and deltalake's file skipping evaluate such a list value by value.
+BOUND_VALUES = 20
 
 #: The prefix of the errors the engine raises (``raise_error``) when a delta checked inside a
 #: statement fails a validation; the code after it names which (``ENGINE_CHECKS``).
@@ -135,7 +138,39 @@ def changes(target: Target, delta: PreparedDelta) -> Changes:
     deletes = delta.deletes().select(delta.columns).rename_columns(columns)
     inserts = _repeated(rows, copies).select(delta.columns).rename_columns(columns)
     match = target.spelled(delta.key) if delta.key is not None else columns
-    return Changes(columns, deletes, inserts, f"{null_safe_match(match, 't', 's')} AND s.{KIND} = 'D'")
+    on = [null_safe_match(match, "t", "s"), f"s.{KIND} = 'D'", *key_bounds(deletes, match, "t")]
+    return Changes(columns, deletes, inserts, " AND ".join(on))
+
+
+def key_bounds(rows: pa.Table, columns: Sequence[str], alias: str) -> List[str]:
+    """Conditions on ``alias`` every row matching one of ``rows`` on ``columns`` meets: per
+    integer or date column, its values (up to ``BOUND_VALUES``, else their range) or NULL.
+    Redundant in a MERGE's condition, they let deltalake and Delta skip the DT's files whose
+    statistics lie outside them, where a null-safe match alone reads every file
+    (docs/ARCHITECTURE.md, "Applying"). Other types are left out: a condition may only skip
+    what cannot match."""
+    bounds = []
+    for column in columns:
+        values = rows.column(column)
+        if rows.num_rows == 0 or not (pa.types.is_integer(values.type) or pa.types.is_date(values.type)):
+            continue
+        held = pc.unique(values.drop_null())
+        literals = [_literal(v) for v in held.to_pylist()]
+        name = f"{alias}.{quote(column)}"
+        if not literals:
+            bounds.append(f"{name} IS NULL")
+            continue
+        if len(literals) <= BOUND_VALUES:
+            bound = f"{name} IN ({', '.join(literals)})"
+        else:
+            low, high = pc.min_max(held).values()
+            bound = f"{name} BETWEEN {_literal(low.as_py())} AND {_literal(high.as_py())}"
+        bounds.append(f"({bound} OR {name} IS NULL)" if values.null_count else bound)
+    return bounds
+
+
+def _literal(value: object) -> str:
+    return str(value) if isinstance(value, int) else f"DATE '{value}'"
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from dbt.adapters.dyntable.dynamic_table.refresh.apply import (
     PreparedDelta,
     changes,
     folding,
+    key_bounds,
 )
 from dbt.adapters.dyntable.dynamic_table.refresh.target import Target
 from dbt.adapters.dyntable.vocabulary import DIALECT, quote
@@ -87,8 +88,10 @@ class DeltaLakeWriter:
         rows = self.target.engine.arrow(fold.source)
         if rows.num_rows == 0:
             return 0, 0
+        keys = self.target.spelled(accumulation.keys)
+        on = " AND ".join([fold.on, *key_bounds(rows, keys, "t")])
         metrics = _merge_rows(
-            table, rows, fold.on, fold.columns, update=fold.folded, carried=_carrying(user_metadata)
+            table, rows, on, fold.columns, update=fold.folded, carried=_carrying(user_metadata)
         )
         written_here(table, self.log)
         inserted, updated = metrics["num_target_rows_inserted"], metrics["num_target_rows_updated"]
