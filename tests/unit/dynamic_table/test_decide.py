@@ -364,13 +364,14 @@ def test_auto_weighs_the_bytes_each_action_reads_and_writes() -> None:
     # an append is read once: far cheaper than rescanning the source and rewriting the table
     appended = run(dt, frontier(dt, {"s.t": 5}), [source(5, 6, added=400, size=1000)], dt_size=100)[0]
     assert appended.action is Action.INCREMENTAL
-    assert "s.t changes 400 B" in appended.reason and "1.1 kB to recompute" in appended.reason
+    # the recompute reads the source, then the table to write only what differs: 1000 + 2 × 100
+    assert "s.t changes 400 B" in appended.reason and "1.2 kB to recompute" in appended.reason
     # rewritten files are read in both versions and cancelled: twice their bytes, plus the MERGE
     rewritten = run(
         dt, frontier(dt, {"s.t": 5}), [source(5, 6, added=300, removed=300, size=1000)], dt_size=100
     )[0]
     assert rewritten.action is Action.FULL
-    assert rewritten.reason.startswith("recomputing reads and writes about 1.1 kB")
+    assert rewritten.reason.startswith("recomputing reads and writes about 1.2 kB")
     assert "s.t changes 1.2 kB" in rewritten.reason
 
 
@@ -414,13 +415,13 @@ def test_auto_counts_the_read_of_the_table_before_a_merge_staged_in_this_process
     for key in (None, ["k"]):
         dt = model(sql)
         planner = Planner(PlannedQuery(plan_query(sql), OutputKey(key)))
-        decision = run(dt, frontier(dt, {"s.t": 5}), rewritten, planner, dt_size=1000)[0]
+        decision = run(dt, frontier(dt, {"s.t": 5}), rewritten, planner, dt_size=10_000)[0]
         table_reads = re.search(r"this table (\S+ \S+?)[,)]", decision.reason)
         assert table_reads is not None, decision.reason
         weighed["whole rows" if key is None else "proven key"] = (decision.action, table_reads.group(1))
     assert weighed == {
-        "whole rows": (Action.FULL, "2.0 kB"),
-        "proven key": (Action.INCREMENTAL, "1.0 kB"),
+        "whole rows": (Action.FULL, "20.0 kB"),
+        "proven key": (Action.INCREMENTAL, "10.0 kB"),
     }
 
 
@@ -495,10 +496,10 @@ def test_auto_counts_a_windows_sort_over_the_partitions_a_change_touches() -> No
         decision = run(dt, frontier(dt, {"s.t": 5}), rewritten, planner, dt_size=100, dt_rows=300)[0]
         decided[changed_rows] = decision.action
     assert decided == {6: Action.INCREMENTAL, None: Action.FULL}
-    # rows not counted (the last decision): the recompute scans 1.0 kB, sorts it and writes 100 B,
-    # and the delta is taken to sort as much
-    assert decision.reason.startswith("recomputing reads, sorts and writes about 2.1 kB"), decision.reason
-    assert "sorting touched partitions 1.0 kB" in decision.reason
+    # rows not counted (the last decision): the recompute scans 1.0 kB, sorts it (four times its
+    # bytes) and reads and groups the 100 B table with its result; the delta sorts as much
+    assert decision.reason.startswith("recomputing reads, sorts and writes about 5.2 kB"), decision.reason
+    assert "sorting touched partitions 4.0 kB" in decision.reason
 
 
 def net(rows: int, weight: int = 1) -> NetChange:

@@ -6,21 +6,18 @@ unit-tested without an engine:
 
 * :func:`maintained_definition`: which definition this refresh maintains, by the
   ``on_configuration_change`` policy, and the reasons to rebuild known before reading sources;
-* :func:`decide`: NO_DATA, REINITIALIZE, FULL or INCREMENTAL, with the reason, as a changeset in
-  the way relation configs decide ``requires_full_refresh``.
+* :func:`decide`: NO_DATA, REINITIALIZE, FULL or INCREMENTAL, with the reason; under
+  ``refresh_mode: auto``, by the costs ``estimate.py`` weighs.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime, timezone
-from typing import Callable, Dict, Mapping, Optional, Set, Tuple
+from typing import Callable, Mapping, Optional, Set
 
-from dbt.adapters.dyntable.delta_log import DeltaLog, IntervalKind
-from dbt.adapters.dyntable.differentiation import differentiate, top_one
-from dbt.adapters.dyntable.differentiation.explain import source_reads
-from dbt.adapters.dyntable.differentiation.plan import Filter, Node, Scan, Window
+from dbt.adapters.dyntable.delta_log import DeltaLog
 from dbt.adapters.dyntable.differentiation.views import base_tables
 from dbt.adapters.dyntable.dynamic_table.clock import query_clock
 from dbt.adapters.dyntable.dynamic_table.config import definition_hash
@@ -28,21 +25,11 @@ from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, RefreshRequest
 from dbt.adapters.dyntable.dynamic_table.metadata import Frontier, MetadataStore
 from dbt.adapters.dyntable.dynamic_table.model import PLAIN_NAME, DynamicTable, RefreshError
 from dbt.adapters.dyntable.dynamic_table.pinning import boundary_tables, read_views
+from dbt.adapters.dyntable.dynamic_table.refresh.estimate import estimate
 from dbt.adapters.dyntable.dynamic_table.refresh.facts import Decision, Definition, Observation, SourceState
-from dbt.adapters.dyntable.dynamic_table.refresh.guard import is_guarded
-from dbt.adapters.dyntable.dynamic_table.refresh.planned_query import NotPlanned, PlannedOrNot, PlannedQuery
-from dbt.adapters.dyntable.dynamic_table.refresh.strategy import InEngine, appends, in_engine
+from dbt.adapters.dyntable.dynamic_table.refresh.planned_query import NotPlanned, PlannedOrNot
 from dbt.adapters.dyntable.engines.base import Capabilities, Engine
-from dbt.adapters.dyntable.vocabulary import quoted_table
 
-#: Reading the changes of an interval with rewritten files reads both versions of each and groups
-#: them by every column to cancel the unchanged rows: counted twice their bytes.
-REWRITTEN_READ_COST = 2
-#: A byte of the delta's result costs this many bytes of scanning where it comes to this process
-#: to be validated and staged through Arrow (docs/ARCHITECTURE.md, "Applying"), and where the
-#: engine applies it alone (an append, a merge on a proven key) as much as a byte a recompute
-#: writes. Calibrated on benchmarks/refresh_vs_full.py.
-DELTA_BYTE_COST = {True: 1, False: 10}
 #: The rebuild reason of `--full-refresh`: the user asked for every row to be computed again.
 FULL_REFRESH = "--full-refresh"
 #: The rebuild reason of a changed query.
@@ -240,170 +227,6 @@ def _history_lost(observed: Observation, frontier: Frontier) -> Optional[str]:
     ]
     reasons += [f"{s.name}: new to this table" for s in observed.sources if s.start is None and not s.lost]
     return "; ".join(reasons) or None
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """AUTO's estimate of the bytes each action reads and writes, from the sources' sizes, the
-    interval's changed files and how often the delta query reads each source version."""
-
-    incremental: int
-    full: int
-    parts: Tuple[Tuple[str, int], ...]
-    #: The share of ``full`` that sorts windows' inputs.
-    full_sorts: int = 0
-
-    def reason(self) -> str:
-        biggest = sorted(self.parts, key=lambda part: -part[1])[:3]
-        detail = ", ".join(f"{what} {_size(size)}" for what, size in biggest)
-        if self.incremental > self.full:
-            work = "reads, sorts and writes" if self.full_sorts else "reads and writes"
-            return (
-                f"recomputing {work} about {_size(self.full)}; refreshing incrementally "
-                f"would take about {_size(self.incremental)} ({detail})"
-            )
-        return (
-            f"sources changed: refreshing incrementally takes about {_size(self.incremental)} "
-            f"({detail}) against {_size(self.full)} to recompute"
-        )
-
-
-def estimate(
-    planned: PlannedQuery, observed: Observation, dt: DynamicTable, capabilities: Capabilities
-) -> Estimate:
-    """What an INCREMENTAL and a FULL refresh would read and write (docs/ARCHITECTURE.md,
-    "Deciding"). The delta query is derived symbolically, as ``explain`` does, with the sources'
-    real kinds of change, and its reads counted: every read of a source version is a scan of it,
-    of its changes a read of the changed files, of the DT a scan of the DT; a delta that may
-    delete rewrites the DT's files; the delta's own rows cost more where they come to this
-    process, and reading what the DT holds of them there is one more scan of the DT, plus the
-    engine's fixed cost of staging them. A recompute scans each source once per read of it in
-    the query and writes the DT."""
-    sources = {s.name: s for s in observed.sources}
-    stored = dt.relation
-    delta = differentiate(planned.plan, _SymbolicChanges(sources), stored=stored)
-    key = planned.key
-    engine_alone = in_engine(dt, is_guarded(dt), delta, key.columns, key.declared_by)
-    # An accumulation's partials read what the delta reads but the DT; the MERGE reads the DT.
-    applied = (
-        delta.accumulation.sql if engine_alone is InEngine.ACCUMULATE and delta.accumulation else delta.sql
-    )
-    parts: Dict[str, int] = {}
-    for (name, version), count in source_reads(applied).items():
-        source = sources[name]
-        if version == "changes":
-            parts[f"{name} changes"] = count * _change_read_bytes(source)
-        else:
-            parts[f"{name} at {version}"] = count * source.size_bytes
-    stored_reads = applied.count(stored) + (0 if delta.insert_only else 1)
-    if engine_alone is None and not appends(delta.insert_only, key.columns, key.declared_by):
-        # Staged in this process, the delta is joined to the DT to count the copies it holds of
-        # each row (``apply.prepare``): one more read of the DT before the MERGE's own.
-        stored_reads += 1
-        if capabilities.staged_delta_cost_bytes:
-            parts["staging the delta"] = capabilities.staged_delta_cost_bytes
-    if stored_reads:
-        parts["this table"] = stored_reads * observed.dt_size_bytes
-    # The result's share of the DT: as large as the changed share of each changed source.
-    changed_share = sum(_changed_share(s) for s in observed.sources)
-    delta_cost = DELTA_BYTE_COST[engine_alone is not None]
-    parts["the delta"] = int(delta_cost * min(changed_share, 1.0) * observed.dt_size_bytes)
-    scans = sum(s.size_bytes * _scans(planned.plan.root, s.name) for s in observed.sources)
-    sorts = 0
-    for window in (n for n in planned.plan.root.walk() if isinstance(n, Window)):
-        sorted_bytes = sum(s.size_bytes * _scans(window, s.name) for s in observed.sources)
-        sorts += sorted_bytes
-        touched = int(_touched_share(window, planned.plan.root, delta.applied, observed) * sorted_bytes)
-        if touched:
-            parts["sorting touched partitions"] = parts.get("sorting touched partitions", 0) + touched
-    return Estimate(sum(parts.values()), scans + sorts + observed.dt_size_bytes, tuple(parts.items()), sorts)
-
-
-def _change_read_bytes(source: SourceState) -> int:
-    """What one read of ``source``'s changes costs: its measured net change, held in this
-    process; else its changed files, twice where files were rewritten (both versions are read
-    and grouped by every column to cancel the unchanged rows)."""
-    if source.net is not None and source.net.rows is not None:
-        return source.net.size_bytes
-    interval = source.interval
-    assert interval is not None
-    weight = 1 if interval.kind is IntervalKind.ADDED_ONLY else REWRITTEN_READ_COST
-    return weight * (interval.added_bytes + interval.removed_bytes)
-
-
-def _changed_share(source: SourceState) -> float:
-    """The share of ``source``'s rows its change holds: by its measured net change, else by its
-    changed files' bytes."""
-    if source.net is not None and source.net.row_count is not None and source.row_count:
-        return source.net.row_count / source.row_count
-    if source.interval is None or not source.size_bytes:
-        return 0.0
-    return (source.interval.added_bytes + source.interval.removed_bytes) / source.size_bytes
-
-
-def _touched_share(window: Window, root: Node, applied: Mapping[int, str], observed: Observation) -> float:
-    """The share of a window's input its delta sorts again: the touched partitions' (the rules
-    recompute those only). A DT that stores each partition's first row (``top_one``) holds one
-    row per partition, so a change of n rows touches at most n of its DT rows' partitions.
-    Elsewhere the partitions are not counted and the delta is taken to sort all of the input, as
-    a recompute does, which leaves the choice to the other costs."""
-    read = window.sources()
-    changing = [s for s in observed.sources if s.name in read and not s.reads_no_change]
-    if not changing:
-        return 0.0
-    stores_first_rows = any(
-        isinstance(n, Filter) and applied.get(id(n)) == top_one.RULE and _first_row_window(n) is window
-        for n in root.walk()
-    )
-    changed = [s.changed_rows for s in changing]
-    if not stores_first_rows or not observed.dt_rows or any(n is None for n in changed):
-        return 1.0
-    return min(1.0, sum(n for n in changed if n is not None) / observed.dt_rows)
-
-
-def _first_row_window(node: Filter) -> Optional[Window]:
-    matched = node.first_row_window()
-    return matched[0] if matched else None
-
-
-class _SymbolicChanges:
-    """A ``SourceResolver`` naming each source version symbolically (as ``explain`` does), that
-    knows which sources did not change and which only gained rows."""
-
-    def __init__(self, sources: Mapping[str, SourceState]) -> None:
-        self.sources = sources
-
-    def before(self, table: str) -> str:
-        return quoted_table(f"{table}@v0")
-
-    def after(self, table: str) -> str:
-        return quoted_table(f"{table}@v1")
-
-    def changes(self, table: str) -> str:
-        return quoted_table(f"{table}@changes")
-
-    def is_unchanged(self, table: str) -> bool:
-        return self.sources[table].reads_no_change
-
-    def is_insert_only(self, table: str) -> bool:
-        source = self.sources[table]
-        if source.net is not None and source.net.rows is not None:
-            return source.net.inserts_only
-        interval = source.interval
-        return interval is None or interval.kind in (IntervalKind.EMPTY, IntervalKind.ADDED_ONLY)
-
-
-def _scans(node: Node, table: str) -> int:
-    return sum(1 for n in node.walk() if isinstance(n, Scan) and n.table == table)
-
-
-def _size(size: int) -> str:
-    amount = float(size)
-    for unit in ("B", "kB", "MB"):
-        if amount < 1000:
-            return f"{amount:.0f} {unit}" if unit == "B" else f"{amount:.1f} {unit}"
-        amount /= 1000
-    return f"{amount:.1f} GB"
 
 
 class SourceNotReady(RefreshError):
