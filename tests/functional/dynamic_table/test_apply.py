@@ -14,7 +14,7 @@ from deltalake import DeltaTable
 from dbt.adapters.dyntable.differentiation.aggregate import Accumulation
 from dbt.adapters.dyntable.dynamic_table.config import DynamicTableConfig
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
-from dbt.adapters.dyntable.dynamic_table.refresh import deltalake_writer
+from dbt.adapters.dyntable.dynamic_table.refresh import apply, deltalake_writer
 from dbt.adapters.dyntable.dynamic_table.refresh.apply import DeltaValidationError, prepare
 from dbt.adapters.dyntable.dynamic_table.refresh.engine_writer import EngineWriter
 from dbt.adapters.dyntable.dynamic_table.refresh.target import Target
@@ -62,6 +62,16 @@ def written_here(engine, dt):
     return written == engine.capabilities.merge_in_process
 
 
+@pytest.fixture(params=["one_job", "bounded_by_the_delta"])
+def staging(request, monkeypatch):
+    """How a delta that reads the DT is staged (``apply._staged``): with the DT read whole in the
+    delta's own job (a small DT), or in a second job reading the DT's rows within the delta's
+    bounds (a DT of ``BOUNDED_STAGING_BYTES`` or more, here every DT)."""
+    if request.param == "bounded_by_the_delta":
+        monkeypatch.setattr(apply, "BOUNDED_STAGING_BYTES", 0)
+    return request.param
+
+
 def apply_delta(target, delta):
     """``delta`` applied as a refresh applies it, by the writer ``write.writer_for`` chooses."""
     return writer_for(target, delta).apply(delta, None)
@@ -80,7 +90,7 @@ def delta_sql(rows):
     return f"select k, v, _dyn_weight from values {values} as d(k, v, _dyn_weight)"
 
 
-def test_bag_semantics_delete_one_of_two_copies_and_insert_duplicates(engine, dt):
+def test_bag_semantics_delete_one_of_two_copies_and_insert_duplicates(engine, dt, staging):
     target = Target(engine, dt)
     prepared = prepare(target, delta_sql([(1, "a", -1), (2, None, 1), (4, "d", 2)]), COLUMNS)
     assert apply_delta(target, prepared) == (3, 1)
@@ -147,7 +157,7 @@ def test_an_appended_delta_of_no_rows_inserts_none(engine, dt):
     assert contents(engine, dt) == held
 
 
-def test_deleting_a_row_that_is_not_there_fails_and_leaves_the_dt(engine, dt):
+def test_deleting_a_row_that_is_not_there_fails_and_leaves_the_dt(engine, dt, staging):
     target = Target(engine, dt)
     before = (version(engine, dt), contents(engine, dt))
     with pytest.raises(DeltaValidationError, match="deletes rows the table does not hold"):
@@ -157,7 +167,7 @@ def test_deleting_a_row_that_is_not_there_fails_and_leaves_the_dt(engine, dt):
     assert (version(engine, dt), contents(engine, dt)) == before
 
 
-def test_unconsolidated_delta_fails_and_leaves_the_dt(engine, dt):
+def test_unconsolidated_delta_fails_and_leaves_the_dt(engine, dt, staging):
     target = Target(engine, dt)
     before = (version(engine, dt), contents(engine, dt))
     with pytest.raises(DeltaValidationError, match="more than once"):
@@ -186,7 +196,7 @@ def keyed_delta_sql(rows):
     return f"select k, total, _dyn_weight from values {values} as d(k, total, _dyn_weight)"
 
 
-def test_keyed_delta_replaces_the_row_under_its_key_despite_float_rounding(engine, keyed_dt):
+def test_keyed_delta_replaces_the_row_under_its_key_despite_float_rounding(engine, keyed_dt, staging):
     """The recomputed old sum (0.3) differs in its last bits from the stored one (0.1 + 0.2):
     matched on the whole row the delete would miss; matched on the group key it replaces it."""
     target = Target(engine, keyed_dt)
@@ -201,7 +211,7 @@ def test_keyed_delta_replaces_the_row_under_its_key_despite_float_rounding(engin
     assert written_here(engine, keyed_dt)
 
 
-def test_keyed_delta_that_would_store_a_key_twice_fails_and_leaves_the_dt(engine, keyed_dt):
+def test_keyed_delta_that_would_store_a_key_twice_fails_and_leaves_the_dt(engine, keyed_dt, staging):
     target = Target(engine, keyed_dt)
     before = version(engine, keyed_dt)
     with pytest.raises(DeltaValidationError, match=r"1 key\(s\) of \(k\) would hold two rows"):
@@ -211,7 +221,7 @@ def test_keyed_delta_that_would_store_a_key_twice_fails_and_leaves_the_dt(engine
     assert version(engine, keyed_dt) == before
 
 
-def test_a_key_the_dt_already_breaks_is_never_matched_on(engine, keyed_dt):
+def test_a_key_the_dt_already_breaks_is_never_matched_on(engine, keyed_dt, staging):
     """Two stored rows under k = 2: a keyed MERGE deleting one of them would delete both. A key
     the plan proves fails the refresh; a declared one (a unique test the data breaks) falls back to
     whole-row matching, which is right for any multiset, and says so."""

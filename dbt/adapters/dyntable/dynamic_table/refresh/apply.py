@@ -53,6 +53,9 @@ COPIES, PRESENT = "_dyn_copies", "_dyn_present"
 #: The most distinct values of a key column a MERGE's condition lists (``key_bounds``); beyond
 #: them, their range. Delta's and deltalake's file skipping evaluate such a list value by value.
 BOUND_VALUES = 20
+#: A DT at least this large has a delta's rows staged before the DT is read for them, so that
+#: read is bounded by them (``_staged``); below it, one engine job reading the whole DT is cheaper.
+BOUNDED_STAGING_BYTES = 8 << 20
 
 #: The prefix of the errors the engine raises (``raise_error``) when a delta checked inside a
 #: statement fails a validation; the code after it names which (``ENGINE_CHECKS``).
@@ -277,11 +280,39 @@ def _staged(
         f"FROM ({delta_sql}) AS q"
     )
     match = key if key is not None else columns
+    if not _bounded_staging(target):
+        return target.engine.arrow(_with_old(target, delta, match, columns, key))
+    # A large DT: the delta's rows first, then the DT's rows within their bounds, which skips
+    # the DT's files (and row groups) outside them instead of reading the whole DT.
+    rows = target.engine.arrow(delta)
+    with target.engine.temporary_view(rows) as view:
+        bounds = key_bounds(rows, match, "b")
+        return target.engine.arrow(_with_old(target, f"SELECT * FROM {view}", match, columns, key, bounds))
+
+
+def _bounded_staging(target: Target) -> bool:
+    """Whether the DT is large enough that staging a delta in two engine jobs, the second
+    reading only the DT's rows within the delta's bounds, beats one job reading the whole DT."""
+    log = target.log()
+    return log is not None and log.size_bytes(log.latest_version()) >= BOUNDED_STAGING_BYTES
+
+
+def _with_old(
+    target: Target,
+    delta: str,
+    match: Sequence[str],
+    columns: Sequence[str],
+    key: Optional[Sequence[str]],
+    bounds: Sequence[str] = (),
+) -> str:
+    """The query of ``delta``'s rows with ``OLD``, the DT's rows holding each row's ``match``
+    columns (read within ``bounds``, over the DT as ``b``), and with a key, ``KEY_*``."""
     held = ", ".join(quote(c) for c in match)
+    dt_rows = f"{target.dt.relation} AS b" + (f" WHERE {' AND '.join(bounds)}" if bounds else "")
     grouped = ", ".join(f"d.{quote(c)}" for c in [*columns, WEIGHT, COPIES])
     joined = (
         f"SELECT {grouped}, count(t.{PRESENT}) AS {OLD} FROM ({delta}) AS d "
-        f"LEFT JOIN (SELECT {held}{', ' if held else ''}1 AS {PRESENT} FROM {target.dt.relation}) AS t "
+        f"LEFT JOIN (SELECT {held}{', ' if held else ''}1 AS {PRESENT} FROM {dt_rows}) AS t "
         f"ON {null_safe_match(match, 'd', 't')} GROUP BY {grouped}"
     )
     per_key = ""
@@ -291,7 +322,7 @@ def _staged(
             f", max({OLD}) OVER ({window}) AS {KEY_OLD}, sum({WEIGHT}) OVER ({window}) AS {KEY_WEIGHT}"
             f", row_number() OVER ({window} ORDER BY {WEIGHT}) AS {KEY_RANK}"
         )
-    return target.engine.arrow(f"SELECT *{per_key} FROM ({joined}) AS j")
+    return f"SELECT *{per_key} FROM ({joined}) AS j"
 
 
 def _keys_holding_two_rows(with_old: pa.Table) -> int:
