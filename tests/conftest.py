@@ -6,6 +6,7 @@ the one ``--profile`` names.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Iterator
 
@@ -33,6 +34,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("--profile") == "spark_session" and not hasattr(config, "workerinput"):
+        _share_driver_classes(config)
     config.addinivalue_line(
         "markers", "skip_profile(*profiles, reason=...): skip the test when --profile is one of these"
     )
@@ -41,6 +44,20 @@ def pytest_configure(config: pytest.Config) -> None:
         "xfail_profile(*profiles, reason=...): strict xfail when --profile is one of these "
         "(an engine gap the test documents)",
     )
+
+
+def _share_driver_classes(config: pytest.Config) -> None:
+    """Let every Spark driver the JVM suite starts map one class archive (see
+    tests/functional/jvm_class_archive.py); made here, before any test or worker starts."""
+    from tests.functional.jvm_class_archive import SUBMIT_OPTS_ENV, prepare
+    from tests.functional.profiles import spark_jars_folder
+
+    jars = spark_jars_folder()
+    if jars is None or config.cache is None or config.option.collectonly:
+        return  # Maven's jars would be resolved first; a bare collection starts no driver
+    options = prepare(config.cache.mkdir("jvm-class-archive"), jars)
+    if options is not None:
+        os.environ[SUBMIT_OPTS_ENV] = f"{os.environ.get(SUBMIT_OPTS_ENV, '')} {options}".strip()
 
 
 @pytest.fixture(scope="session")
