@@ -48,7 +48,7 @@ def driver_options(archive: Path) -> str:
     return f"-XX:SharedArchiveFile={archive} -Xlog:cds=off -Xlog:cds+dynamic=off"
 
 
-def archive_key(jars: Optional[Path]) -> str:
+def archive_key(jars: Path) -> str:
     """What the archive depends on: the Java that runs drivers, Spark's jars and Delta's."""
     from pyspark.find_spark_home import _find_spark_home
 
@@ -58,12 +58,11 @@ def archive_key(jars: Optional[Path]) -> str:
     version = subprocess.run([str(java), "-version"], capture_output=True, text=True).stderr
     parts = [str(java.resolve()), version]
     for folder in (Path(_find_spark_home()) / "jars", jars):
-        if folder is not None:
-            parts += [f"{p.name}:{p.stat().st_size}" for p in sorted(folder.glob("*.jar"))]
+        parts += [f"{p.name}:{p.stat().st_size}" for p in sorted(folder.glob("*.jar"))]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
-def build(archive: Path, jars: Optional[Path]) -> None:
+def build(archive: Path, jars: Path) -> None:
     """Make ``archive`` with a driver that ran the workload (written beside it, then renamed,
     so a reader never maps a partial file)."""
     from dbt.adapters.dyntable.engines.jvm import JvmSparkEngine
@@ -94,21 +93,24 @@ def build(archive: Path, jars: Optional[Path]) -> None:
         partial.rename(archive)
 
 
-def prepare(cache_folder: Path, jars: Optional[Path]) -> Optional[str]:
+def prepare(cache_folder: Path, jars: Path) -> Optional[str]:
     """The driver options that map the archive for these jars, making it first where it is not
     in ``cache_folder``; None (drivers start without it) where it cannot be made."""
     archive = cache_folder / f"driver-{archive_key(jars)}.jsa"
     if not archive.is_file():
-        command = [sys.executable, "-m", "tests.functional.jvm_class_archive", str(archive)]
-        if jars is not None:
-            command.append(str(jars))
+        command = [sys.executable, "-m", "tests.functional.jvm_class_archive", str(archive), str(jars)]
         repo = Path(__file__).resolve().parents[2]
-        done = subprocess.run(command, cwd=repo, capture_output=True, text=True, timeout=600)
-        if done.returncode != 0 or not archive.is_file():
-            print(f"JVM class archive not made (drivers start without it): {done.stderr[-2000:]}")
+        try:
+            done = subprocess.run(command, cwd=repo, capture_output=True, text=True, timeout=600)
+            failure = "" if done.returncode == 0 and archive.is_file() else done.stderr[-2000:]
+        except subprocess.TimeoutExpired:
+            # Its driver exits with it: the driver ends when its stdin (the child's pipe) closes.
+            failure = "not made within 600 s"
+        if failure:
+            print(f"JVM class archive not made (drivers start without it): {failure}")
             return None
     return driver_options(archive)
 
 
 if __name__ == "__main__":
-    build(Path(sys.argv[1]), Path(sys.argv[2]) if len(sys.argv) > 2 else None)
+    build(Path(sys.argv[1]), Path(sys.argv[2]))
