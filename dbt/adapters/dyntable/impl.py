@@ -5,15 +5,14 @@ from __future__ import annotations
 import re
 import threading
 import traceback
-from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Union
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional
 
 from dbt.adapters.base.meta import available
 from dbt.adapters.base.relation import BaseRelation
 from dbt.adapters.events.logging import AdapterLogger
 from dbt.adapters.spark.column import SparkColumn
-from dbt.adapters.spark.impl import SparkAdapter, SparkConfig
+from dbt.adapters.spark.impl import SparkAdapter
 from dbt.flags import get_flags
 from dbt_common.exceptions import CompilationError, DbtRuntimeError
 from dbt_common.invocation import get_invocation_started_at
@@ -52,24 +51,8 @@ def _is_dynamic_table(node: Any) -> bool:
     return getattr(getattr(node, "config", None), "materialized", None) == DYNAMIC_TABLE
 
 
-@dataclass
-class DyntableConfig(SparkConfig):
-    """Model configs the adapter understands, dynamic-table keys included (see README)."""
-
-    target_lag: Optional[str] = None
-    refresh_mode: Optional[str] = None
-    initialize: Optional[str] = None
-    on_configuration_change: Optional[str] = None
-    unique_key: Optional[Union[str, List[str]]] = None
-    deterministic_functions: Optional[Union[str, List[str]]] = None
-    max_change_ratio: Optional[float] = None
-    max_change_rows: Optional[int] = None
-    auto_compact: Optional[Union[bool, int]] = None
-
-
 class DyntableAdapter(SparkAdapter):
     ConnectionManager = DyntableConnectionManager
-    AdapterSpecificConfigs = DyntableConfig
     connections: DyntableConnectionManager
 
     def __init__(self, config: Any, mp_context: Any) -> None:
