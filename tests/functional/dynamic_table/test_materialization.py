@@ -20,6 +20,7 @@ from deltalake import DeltaTable
 from dbt.adapters.dyntable.dynamic_table.refresh.pipeline import EMPTY_KEPT
 from dbt.adapters.dyntable.impl import DyntableAdapter
 from tests.functional.dynamic_table.dvs import assert_dvs, history, metadata, project_engine
+from tests.functional.runner.test_runner import dyntable
 from tests.functional.sources import raw_sources
 
 pytestmark = pytest.mark.jvm_ci
@@ -460,15 +461,43 @@ class TestConfigurationChanges:
     def _rewrite(self, project, sql):
         write_file(sql, project.project_root, "models", "orders_dt.sql")
 
+    def _explained_changes(self, project) -> str:
+        """What `dyntable explain` says changed of the settings (the manifest parsed first)."""
+        run_dbt(["parse"])
+        explained = " ".join(dyntable(project, "explain", "orders_dt").output.split())
+        marker = "settings changed since the last refresh: "
+        return explained.split(marker, 1)[1] if marker in explained else ""
+
     def test_lag_change_applies_without_rebuild(self, project, raw, dyntable_warehouse):
         run_dbt(["run"])
+        assert self._explained_changes(project) == ""
         self._rewrite(project, ORDERS_DT.replace("1 minute", "10 minutes"))
+        assert self._explained_changes(project) == (
+            "target lag changed from 1 minute to 10 minutes: applied at the next refresh, without a rebuild"
+        )
         run_dbt(["run"])
         name = f"{project.test_schema}.orders_dt"
         assert history(dyntable_warehouse, name)[-1].refresh_action == "NO_DATA"
-        from tests.functional.dynamic_table.dvs import metadata
-
         assert metadata(dyntable_warehouse).graph(name)[name].target_lag == "10 minutes"
+        assert self._explained_changes(project) == ""
+
+    def test_refresh_mode_change_rebuilds(self, project, raw, dyntable_warehouse):
+        self._rewrite(project, ORDERS_DT.replace("refresh_mode='incremental'", "refresh_mode='full'"))
+        assert self._explained_changes(project).startswith(
+            "refresh mode changed from incremental to full: the next refresh rebuilds the table;"
+        )
+        run_dbt(["run"])
+        name = f"{project.test_schema}.orders_dt"
+        last = history(dyntable_warehouse, name)[-1]
+        assert (last.refresh_action, last.reason) == (
+            "REINITIALIZE",
+            "refresh mode changed from incremental to full",
+        )
+        assert_dvs(project, dyntable_warehouse, "orders_dt")
+        self._rewrite(project, ORDERS_DT)
+        run_dbt(["run"])
+        assert history(dyntable_warehouse, name)[-1].refresh_action == "REINITIALIZE"
+        assert self._explained_changes(project) == ""
 
     def test_query_change_apply_reinitializes(self, project, raw, dyntable_warehouse):
         self._rewrite(project, ORDERS_DT.replace("c.country", "upper(c.country) as country"))

@@ -13,7 +13,7 @@ import pytest
 
 from dbt.adapters.dyntable.delta_log import DataFile, DeltaLog, Interval
 from dbt.adapters.dyntable.differentiation import plan_query
-from dbt.adapters.dyntable.dynamic_table.config import definition_hash
+from dbt.adapters.dyntable.dynamic_table.changeset import definition_hash
 from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, RefreshRequest, SourceRead, State, Trigger
 from dbt.adapters.dyntable.dynamic_table.metadata import Frontier, Intent, MetadataStore, SourceVersion
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable, RefreshError

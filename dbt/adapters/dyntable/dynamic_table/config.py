@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from typing import Any, FrozenSet, Iterable, Mapping, Optional, Sequence, Tuple
 
 from dbt.adapters.dyntable.dynamic_table.immutable_where import TABLE_NAME, immutability_problem
-from dbt.adapters.dyntable.vocabulary import fingerprint
 
 REFRESH_MODES = ("auto", "full", "incremental")
 INITIALIZE = ("on_create", "on_schedule")
@@ -280,13 +279,3 @@ def _immutability(model: str, config: Mapping[str, Any]) -> Tuple[Optional[str],
                 "Use a table name, schema.table."
             )
     return immutable_where, backfill_from
-
-
-def definition_hash(sql: str, config: DynamicTableConfig) -> str:
-    """What, when changed, forces REINITIALIZE: the query, its keys and partitioning.
-
-    The target lag is left out on purpose: a lag change applies without a rebuild.
-    """
-    normalized = " ".join(sql.split())
-    material = "\n".join([normalized, ",".join(config.unique_key), ",".join(config.partition_by)])
-    return fingerprint(material)

@@ -16,6 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import ContextManager, Dict, Iterator, Optional, Sequence, Union
 
+from dbt.adapters.dyntable.dynamic_table.changeset import since_built
 from dbt.adapters.dyntable.dynamic_table.lifecycle import (
     DynamicTableState,
     RefreshRequest,
@@ -108,7 +109,10 @@ class DynamicTableService:
         observed = decide.observe(self.engine, self.metadata, dt, definition, None, request)
         report = delta_query.explain(dt, planned(dt, definition, observed))
         features = TableFeatures(self.engine, dt).describe(self.engine.delta_log(dt.name))
-        return f"{report}\ntable features: {features}"
+        graph = self.metadata.graph(dt.name).get(dt.name)
+        changed = since_built(dt.sql, dt.config, self.metadata.frontier(dt.name), graph)
+        settings = f"\nsettings changed since the last refresh: {changed}" if changed else ""
+        return f"{report}\ntable features: {features}{settings}"
 
     def verify(self, dt: DynamicTable, mode: str, key: Optional[Sequence[str]] = None) -> DvsCheck:
         """:func:`~dbt.adapters.dyntable.dynamic_table.refresh.pipeline.verified` (``dyntable

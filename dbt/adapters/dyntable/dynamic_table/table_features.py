@@ -11,10 +11,11 @@ naming the engine and quoting it, never an error: a project runs on either engin
 from __future__ import annotations
 
 import threading
-from typing import Dict, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 from weakref import WeakKeyDictionary
 
 from dbt.adapters.dyntable.delta_log import DELETION_VECTORS, DeltaLog
+from dbt.adapters.dyntable.dynamic_table.changeset import TABLE_COMMENT, Clustering, Comments
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
 from dbt.adapters.dyntable.engines.base import Engine
 from dbt.adapters.dyntable.vocabulary import first_line, quote, sql_string
@@ -99,7 +100,7 @@ class TableFeatures:
 
     def column_comment(self, column: str) -> str:
         """`` COMMENT '...'`` for ``column`` in a CREATE TABLE, or nothing."""
-        text = _by_name(self.dt.docs.columns).get(column.lower())
+        text = Comments.from_docs(self.dt.docs).wanted.get(column.lower())
         return f" COMMENT {sql_string(text)}" if text else ""
 
     def create_clauses(self) -> Tuple[str, List[str]]:
@@ -128,18 +129,17 @@ class TableFeatures:
         """Cluster the DT by ``cluster_by`` where its engine can (a replace or a changed config
         leaves it clustered otherwise): a metadata-only commit, no row changes. Runs a statement
         only for a DT that is or should be clustered."""
-        wanted = tuple(c.lower() for c in self.dt.config.cluster_by)
+        clustering = Clustering.from_config(self.dt.config)
         snapshot = log.snapshot(log.latest_version())
-        if not wanted and "clustering" not in snapshot.writer_features:
+        if not clustering.wanted and "clustering" not in snapshot.writer_features:
             return []
         said = self._clustering_refusal()
         if said is not None:
-            return self._unclustered(said) if wanted else []
+            return self._unclustered(said) if clustering.wanted else []
         detail = self.engine.execute(f"DESCRIBE DETAIL {self.dt.relation}").collect()[0].asDict()
-        current = tuple(str(c).lower() for c in detail.get("clusteringColumns") or ())
-        if sorted(current) == sorted(wanted):
+        if clustering.get_diff(Clustering.existing(detail.get("clusteringColumns") or ())) is None:
             return []
-        target = f"({_listed(self.dt.config.cluster_by)})" if wanted else "NONE"
+        target = f"({_listed(self.dt.config.cluster_by)})" if clustering.wanted else "NONE"
         self.engine.execute(f"ALTER TABLE {self.dt.relation} CLUSTER BY {target}")
         return []
 
@@ -147,17 +147,20 @@ class TableFeatures:
         """Write the comments ``persist_docs`` asks for that the DT's Delta log does not hold yet
         (read from the log: nothing runs when they are in place); a warning naming the engine
         when it cannot change them."""
-        docs, snapshot = self.dt.docs, log.snapshot(log.latest_version())
+        comments, snapshot = Comments.from_docs(self.dt.docs), log.snapshot(log.latest_version())
+        existing = {f.name.lower(): f.metadata.get("comment") or "" for f in snapshot.schema.fields}
+        existing[TABLE_COMMENT] = snapshot.description or ""
+        missing = set(comments.missing(existing))
         statements = []
-        if docs.table and snapshot.description != docs.table:
-            statements.append(f"COMMENT ON TABLE {self.dt.relation} IS {sql_string(docs.table)}")
-        wanted = _by_name(docs.columns)
+        if TABLE_COMMENT in missing:
+            statements.append(
+                f"COMMENT ON TABLE {self.dt.relation} IS {sql_string(comments.wanted[TABLE_COMMENT])}"
+            )
         for column in snapshot.schema.fields:
-            text = wanted.get(column.name.lower())
-            if text and column.metadata.get("comment") != text:
+            if column.name.lower() in missing:
                 statements.append(
                     f"ALTER TABLE {self.dt.relation} ALTER COLUMN {quote(column.name)} "
-                    f"COMMENT {sql_string(text)}"
+                    f"COMMENT {sql_string(comments.wanted[column.name.lower()])}"
                 )
         for statement in statements:
             try:
@@ -194,10 +197,6 @@ def grants_refusal(engine: Engine, relation: str) -> Optional[str]:
     """Why ``engine``'s catalog cannot apply grants (its words), or None when it can: it must
     answer dbt's first grant statement, ``SHOW GRANTS ON`` the relation."""
     return refusal(engine, "grants", f"SHOW GRANTS ON {relation}")
-
-
-def _by_name(columns: Mapping[str, str]) -> Dict[str, str]:
-    return {name.lower(): text for name, text in columns.items()}
 
 
 def _listed(columns: Sequence[str]) -> str:

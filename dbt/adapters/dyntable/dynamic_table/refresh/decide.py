@@ -19,8 +19,13 @@ from typing import Callable, Mapping, Optional, Set
 
 from dbt.adapters.dyntable.delta_log import DeltaLog
 from dbt.adapters.dyntable.differentiation.views import base_tables
+from dbt.adapters.dyntable.dynamic_table.changeset import (
+    QueryDefinition,
+    RefreshMode,
+    definition_changes,
+    definition_hash,
+)
 from dbt.adapters.dyntable.dynamic_table.clock import query_clock
-from dbt.adapters.dyntable.dynamic_table.config import definition_hash
 from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, RefreshRequest, SourceRead, State, Trigger
 from dbt.adapters.dyntable.dynamic_table.metadata import Frontier, MetadataStore
 from dbt.adapters.dyntable.dynamic_table.model import PLAIN_NAME, DynamicTable, RefreshError
@@ -32,8 +37,6 @@ from dbt.adapters.dyntable.engines.base import Capabilities, Engine
 
 #: The rebuild reason of `--full-refresh`: the user asked for every row to be computed again.
 FULL_REFRESH = "--full-refresh"
-#: The rebuild reason of a changed query.
-DEFINITION_CHANGED = "definition changed"
 #: A source commit stamped further ahead of the refreshing machine's clock than this is reported:
 #: it, and every later commit of its table, wait for the data timestamp to pass its stamp
 #: (docs/ARCHITECTURE.md, "Reading sources", "Commit timestamps").
@@ -65,7 +68,8 @@ def maintained_definition(
             "first refresh (initialize: on_schedule)" if scheduled else "no frontier recorded for this table"
         )
         return Definition(dt.sql, digest, why)
-    if frontier.definition_hash != digest:
+    changes = definition_changes(dt.sql, dt.config, frontier)
+    if changes.get(QueryDefinition.setting) is not None:
         policy = dt.config.on_configuration_change
         if policy == "fail":
             raise RefreshError(
@@ -81,12 +85,9 @@ def maintained_definition(
                     "is 'continue': keeping the previous definition until a --full-refresh.",
                 ),
             )
-        return Definition(dt.sql, digest, DEFINITION_CHANGED)
-    if frontier.refresh_mode != dt.config.refresh_mode:
-        return Definition(
-            dt.sql, digest, f"refresh mode changed from {frontier.refresh_mode} to {dt.config.refresh_mode}"
-        )
-    return Definition(dt.sql, digest)
+        # Rebuilt for the new definition, whatever else changed with it.
+        changes = changes.without(RefreshMode.setting)
+    return Definition(dt.sql, digest, changes.rebuild_reason())
 
 
 def held_data_timestamp(frontier: Optional[Frontier], reached: Optional[datetime]) -> Optional[datetime]:

@@ -13,6 +13,7 @@ from pyspark.sql.types import NullType
 
 from dbt.adapters.dyntable.changes import version_reads
 from dbt.adapters.dyntable.delta_log import DeltaLog
+from dbt.adapters.dyntable.dynamic_table.changeset import DEFINITION_CHANGED
 from dbt.adapters.dyntable.dynamic_table.model import RefreshError
 from dbt.adapters.dyntable.dynamic_table.refresh import decide, delta_query, guard, immutable_rows
 from dbt.adapters.dyntable.dynamic_table.refresh.apply import PreparedDelta, difference
@@ -187,7 +188,7 @@ def _difference(
     person asked for every row again (--full-refresh, a new definition), the DT's columns
     or partitioning change, or most of its rows differ."""
     reason = refresh.definition.rebuild_reason
-    if dt_log is None or reason in (decide.FULL_REFRESH, decide.DEFINITION_CHANGED):
+    if dt_log is None or reason in (decide.FULL_REFRESH, DEFINITION_CHANGED):
         return None
     if not target.keeps_layout(query):
         return None

@@ -20,8 +20,8 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from dbt.adapters.dyntable.changes import SourceReads
 from dbt.adapters.dyntable.delta_log import DeltaLog, HistoryUnavailable
+from dbt.adapters.dyntable.dynamic_table.changeset import definition_hash
 from dbt.adapters.dyntable.dynamic_table.claims import Claim
-from dbt.adapters.dyntable.dynamic_table.config import definition_hash
 from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, SchedulingState, State, Trigger
 from dbt.adapters.dyntable.dynamic_table.metadata import (
     Frontier,
@@ -378,15 +378,18 @@ class Recorder:
     def _graph_row(self, dt: DynamicTable, previous: Optional[GraphRow] = None) -> GraphRow:
         """The DT's latest graph row, or a first one from its model."""
         previous = previous or self.metadata.graph(dt.name).get(dt.name)
-        if previous is not None:
-            return previous
-        return GraphRow(
-            name=dt.name,
-            inputs=[],
-            target_lag=str(dt.config.target_lag),
-            effective_target_lag_seconds=dt.config.target_lag.seconds,
-            scheduling_state=SchedulingState.ACTIVE,
-            consecutive_failures=0,
-            definition_hash=definition_hash(dt.sql, dt.config),
-            refresh_mode=dt.config.refresh_mode,
-        )
+        return previous if previous is not None else first_graph_row(dt)
+
+
+def first_graph_row(dt: DynamicTable) -> GraphRow:
+    """The graph row of a DT nothing has recorded yet: its model's settings, active."""
+    return GraphRow(
+        name=dt.name,
+        inputs=[],
+        target_lag=str(dt.config.target_lag),
+        effective_target_lag_seconds=dt.config.target_lag.seconds,
+        scheduling_state=SchedulingState.ACTIVE,
+        consecutive_failures=0,
+        definition_hash=definition_hash(dt.sql, dt.config),
+        refresh_mode=dt.config.refresh_mode,
+    )
