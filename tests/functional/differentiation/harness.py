@@ -26,6 +26,7 @@ from dbt.adapters.dyntable.differentiation import (
 )
 from dbt.adapters.dyntable.dynamic_table.config import DynamicTableConfig
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
+from dbt.adapters.dyntable.dynamic_table.refresh.apply import folding
 from dbt.adapters.dyntable.dynamic_table.refresh.target import Target
 from dbt.adapters.dyntable.dynamic_table.refresh.write import writer_for
 from dbt.adapters.dyntable.engines.base import Engine
@@ -206,5 +207,6 @@ class Warehouse:
         stored = DynamicTable(
             schema, name, "select 1", DynamicTableConfig.from_model(name, {"target_lag": "1 minute"})
         )
-        writer_for(Target(self.engine, stored)).accumulate(delta.accumulation, None)
+        target = Target(self.engine, stored)
+        writer_for(target).accumulate(folding(target, delta.accumulation), None)
         return self.rows(f"select * from {stored_relation}")

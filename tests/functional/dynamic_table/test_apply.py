@@ -15,7 +15,7 @@ from dbt.adapters.dyntable.differentiation.aggregate import Accumulation
 from dbt.adapters.dyntable.dynamic_table.config import DynamicTableConfig
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
 from dbt.adapters.dyntable.dynamic_table.refresh import apply, deltalake_writer
-from dbt.adapters.dyntable.dynamic_table.refresh.apply import DeltaValidationError, prepare
+from dbt.adapters.dyntable.dynamic_table.refresh.apply import DeltaValidationError, folding, prepare
 from dbt.adapters.dyntable.dynamic_table.refresh.engine_writer import EngineWriter
 from dbt.adapters.dyntable.dynamic_table.refresh.target import Target
 from dbt.adapters.dyntable.dynamic_table.refresh.write import writer_for
@@ -82,7 +82,7 @@ def append(target, delta_sql, columns):
 
 
 def accumulate(target, accumulation):
-    return writer_for(target).accumulate(accumulation, None)
+    return writer_for(target).accumulate(folding(target, accumulation), None)
 
 
 def delta_sql(rows):

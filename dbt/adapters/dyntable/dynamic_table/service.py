@@ -14,7 +14,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import ContextManager, Dict, Iterator, Optional, Sequence, Union
+from typing import Callable, ContextManager, Dict, Iterator, Optional, Sequence, Union
 
 from dbt.adapters.dyntable.dynamic_table.changeset import since_built
 from dbt.adapters.dyntable.dynamic_table.lifecycle import (
@@ -65,6 +65,10 @@ class DynamicTableService:
         self.metadata.ensure(register=self._register)
         self._pipeline = RefreshPipeline(engine, self.metadata, self.metadata.locks)
         self.recorder: Recorder = self._pipeline.recorder
+        #: Refresh a DT as a request asks; a failure raises
+        #: :class:`~dbt.adapters.dyntable.dynamic_table.refresh.RefreshFailed`. The pipeline's
+        #: own method, not a forward to it (docs/ARCHITECTURE.md, "The path of one refresh").
+        self.refresh: Callable[[DynamicTable, RefreshRequest], RefreshResult] = self._pipeline.refresh
 
     def _register(self, schema: str, table: str, location: str) -> None:
         self.engine.execute(f"CREATE SCHEMA IF NOT EXISTS {quote(schema)}")
@@ -95,11 +99,6 @@ class DynamicTableService:
         return self._batch()
 
     # -- refreshing, explaining, verifying -------------------------------------------------------
-
-    def refresh(self, dt: DynamicTable, request: RefreshRequest) -> RefreshResult:
-        """Refresh ``dt`` as ``request`` asks; a failure raises
-        :class:`~dbt.adapters.dyntable.dynamic_table.refresh.RefreshFailed`."""
-        return self._pipeline.refresh(dt, request)
 
     def explain(self, dt: DynamicTable) -> str:
         """How ``dt`` refreshes as of its sources' latest versions (what ``dyntable explain``

@@ -179,10 +179,12 @@ def _literal(value: object) -> str:
 @dataclass(frozen=True)
 class Folding:
     """An accumulation as one MERGE on the group keys applies it, in the DT's spelling: its
-    partials (``source``), the match of a partial (``s``) to a stored group (``t``), and per
-    folded column the SQL of its folded value."""
+    partials (``source``), the match of a partial (``s``) to a stored group (``t``) on the group
+    ``keys``, and per folded column the SQL of its folded value. Prepared before the write, as a
+    :class:`PreparedDelta` is (``Writer.accumulate`` writes it)."""
 
     columns: List[str]
+    keys: List[str]
     on: str
     folded: Dict[str, str]
     source: str
@@ -195,8 +197,9 @@ def folding(target: Target, accumulation: Accumulation) -> Folding:
         for named, c in zip(accumulation.columns, columns)
         if named in accumulation.kinds
     }
-    on = null_safe_match(target.spelled(accumulation.keys), "t", "s")
-    return Folding(columns, on, folded, f"SELECT {target.typed(columns)} FROM ({accumulation.sql}) AS q")
+    keys = target.spelled(accumulation.keys)
+    source = f"SELECT {target.typed(columns)} FROM ({accumulation.sql}) AS q"
+    return Folding(columns, keys, null_safe_match(keys, "t", "s"), folded, source)
 
 
 def prepare(

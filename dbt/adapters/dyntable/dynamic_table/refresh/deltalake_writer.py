@@ -16,14 +16,12 @@ from deltalake import CommitProperties, DeltaTable, write_deltalake
 from sqlglot import exp
 
 from dbt.adapters.dyntable.delta_log import CHECKPOINT_INTERVAL, DEFAULT_CHECKPOINT_INTERVAL, DeltaLog
-from dbt.adapters.dyntable.differentiation.aggregate import Accumulation
 from dbt.adapters.dyntable.dynamic_table.refresh.apply import (
     KIND,
     PRESENT,
     Folding,
     PreparedDelta,
     changes,
-    folding,
     key_bounds,
 )
 from dbt.adapters.dyntable.dynamic_table.refresh.target import Target
@@ -78,18 +76,16 @@ class DeltaLakeWriter:
         written_here(table, self.log)
         return delta.inserted, delta.deleted
 
-    def accumulate(self, accumulation: Accumulation, user_metadata: Optional[str]) -> Tuple[int, int]:
+    def accumulate(self, fold: Folding, user_metadata: Optional[str]) -> Tuple[int, int]:
         """``Writer.accumulate``: deltalake's MERGE of the partials, or where the DT is small and
         the engine refolds small tables, the DT written whole (:meth:`_refold`)."""
-        fold = folding(self.target, accumulation)
         table = self.log.for_writing()
         if self._refolded_whole():
             return self._refold(table, fold, user_metadata)
         rows = self.target.engine.arrow(fold.source)
         if rows.num_rows == 0:
             return 0, 0
-        keys = self.target.spelled(accumulation.keys)
-        on = " AND ".join([fold.on, *key_bounds(rows, keys, "t")])
+        on = " AND ".join([fold.on, *key_bounds(rows, fold.keys, "t")])
         metrics = _merge_rows(
             table, rows, on, fold.columns, update=fold.folded, carried=_carrying(user_metadata)
         )

@@ -8,16 +8,15 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
-from dbt.adapters.dyntable.differentiation.aggregate import Accumulation
 from dbt.adapters.dyntable.dynamic_table.refresh.apply import (
     COPIES,
     ENGINE_CHECK,
     ENGINE_CHECKS,
     KIND,
     DeltaValidationError,
+    Folding,
     PreparedDelta,
     changes,
-    folding,
 )
 from dbt.adapters.dyntable.dynamic_table.refresh.target import Target
 from dbt.adapters.dyntable.vocabulary import WEIGHT, null_safe_match, quote, sql_string
@@ -57,10 +56,9 @@ class EngineWriter:
             )
         return delta.inserted, delta.deleted
 
-    def accumulate(self, accumulation: Accumulation, user_metadata: Optional[str]) -> Tuple[int, int]:
+    def accumulate(self, fold: Folding, user_metadata: Optional[str]) -> Tuple[int, int]:
         """``Writer.accumulate``: one MERGE whose source the engine computes; the DT is read
         once, by the MERGE."""
-        fold = folding(self.target, accumulation)
         types = self.target.types()
         updates = ", ".join(
             f"{quote(c)} = CAST({sql} AS {types[c.lower()]})" for c, sql in fold.folded.items()

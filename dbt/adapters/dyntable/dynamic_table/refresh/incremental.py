@@ -12,9 +12,10 @@ from dbt.adapters.dyntable.changes import SourceReads
 from dbt.adapters.dyntable.delta_log import DeltaLog
 from dbt.adapters.dyntable.differentiation import DeltaQuery
 from dbt.adapters.dyntable.dynamic_table.lifecycle import Action
-from dbt.adapters.dyntable.dynamic_table.refresh import delta_query, guard, immutable_rows
-from dbt.adapters.dyntable.dynamic_table.refresh.apply import prepare
+from dbt.adapters.dyntable.dynamic_table.refresh import guard, immutable_rows
+from dbt.adapters.dyntable.dynamic_table.refresh.apply import folding, prepare
 from dbt.adapters.dyntable.dynamic_table.refresh.commit import Refresh, Write, commit, unchanged
+from dbt.adapters.dyntable.dynamic_table.refresh.delta_query import Derived
 from dbt.adapters.dyntable.dynamic_table.refresh.engine_writer import EngineWriter
 from dbt.adapters.dyntable.dynamic_table.refresh.planned_query import PlannedQuery
 from dbt.adapters.dyntable.dynamic_table.refresh.record import Recorder, RefreshResult
@@ -27,18 +28,19 @@ from dbt.adapters.dyntable.engines.base import Engine
 UNCHANGED_RESULT = "sources changed; the query's result did not"
 
 
-def incremental(engine: Engine, recorder: Recorder, refresh: Refresh, dt_log: DeltaLog) -> RefreshResult:
-    """Apply the delta of the sources' changes to the DT, in one commit or none."""
+def incremental(
+    engine: Engine, recorder: Recorder, refresh: Refresh, dt_log: DeltaLog, derived: Derived
+) -> RefreshResult:
+    """Apply the delta of the sources' changes (stage 3's ``derived``) to the DT, in one commit
+    or none."""
     dt, planned = refresh.dt, refresh.decision.planned
     assert planned is not None
-    with (
-        delta_query.delta_query(engine, dt, planned, refresh.observed.sources) as (delta, reads),
-        immutable_rows.mutable_delta(engine, dt, delta.sql, refresh.observed.data_timestamp) as (
-            delta_sql,
-            ignored,
-        ),
+    delta, reads = derived
+    with immutable_rows.mutable_delta(engine, dt, delta.sql, refresh.observed.data_timestamp) as (
+        delta_sql,
+        ignored,
     ):
-        target = Target(engine, dt)
+        target = Target(engine, dt, dt_log)
         alone = _in_engine(recorder, refresh, dt_log, target, planned, delta, delta_sql, reads)
         if alone is not None:
             return alone
@@ -87,7 +89,7 @@ def _in_engine(
     accumulation = delta.accumulation
     if how is InEngine.ACCUMULATE and accumulation is not None:
         writer = writer_for(target)
-        accumulate = partial(writer.accumulate, accumulation)
+        accumulate = partial(writer.accumulate, folding(target, accumulation))
         return _applied(recorder, refresh, dt_log, accumulate, reads(accumulation.sql), writer.carries_intent)
     if how is InEngine.MERGE:
         assert key.columns is not None

@@ -45,6 +45,7 @@ from dbt.adapters.dyntable.dynamic_table.refresh import (
     compact,
     damaged,
     decide,
+    delta_query,
     failures,
     guard,
     lease_free,
@@ -345,9 +346,11 @@ class RefreshPipeline:
             return result
         if decision.rebuilds:
             return rebuild(self.engine, self.recorder, refresh, dt_log)
-        assert dt_log is not None
+        assert dt_log is not None and decision.planned is not None
         try:
-            return incremental(self.engine, self.recorder, refresh, dt_log)
+            # Stage 3, derive, then stage 4, apply: the delta's relations live for the apply.
+            with delta_query.delta_query(self.engine, dt, decision.planned, observed.sources) as derived:
+                return incremental(self.engine, self.recorder, refresh, dt_log, derived)
         except DeltaValidationError as invalid:
             if dt.config.refresh_mode != "auto":
                 raise

@@ -16,8 +16,7 @@ from typing import Optional, Protocol, Tuple
 from pyspark.sql.types import ArrayType, MapType, StructType
 
 from dbt.adapters.dyntable.delta_log import DELETION_VECTOR_FEATURES, DELETION_VECTORS, Snapshot
-from dbt.adapters.dyntable.differentiation.aggregate import Accumulation
-from dbt.adapters.dyntable.dynamic_table.refresh.apply import PreparedDelta
+from dbt.adapters.dyntable.dynamic_table.refresh.apply import Folding, PreparedDelta
 from dbt.adapters.dyntable.dynamic_table.refresh.deltalake_writer import DeltaLakeWriter
 from dbt.adapters.dyntable.dynamic_table.refresh.engine_writer import EngineWriter
 from dbt.adapters.dyntable.dynamic_table.refresh.target import Target
@@ -41,11 +40,12 @@ class Writer(Protocol):
         deletes the row stored under each key the delta deletes and inserts the delta's inserts."""
         ...
 
-    def accumulate(self, accumulation: Accumulation, user_metadata: Optional[str]) -> Tuple[int, int]:
-        """Fold an insert-only delta's partials into the DT's stored groups by one MERGE on the
-        group keys: a stored group's values become the folded ones (an update), a new group is
-        inserted (docs/ARCHITECTURE.md, "Applying"). The partials, one row per group, never read
-        the DT. Rows are counted as a MERGE's commit counts them, an update being one of each."""
+    def accumulate(self, fold: Folding, user_metadata: Optional[str]) -> Tuple[int, int]:
+        """Fold an insert-only delta's partials (``apply.folding``) into the DT's stored groups by
+        one MERGE on the group keys: a stored group's values become the folded ones (an update),
+        a new group is inserted (docs/ARCHITECTURE.md, "Applying"). The partials, one row per
+        group, never read the DT. Rows are counted as a MERGE's commit counts them, an update
+        being one of each."""
         ...
 
 
