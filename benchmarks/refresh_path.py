@@ -3,7 +3,7 @@
 A source of ``--rows`` rows and a DT grouping it, refreshed once; then ``--changed`` rows appended
 and the DT refreshed again, INCREMENTAL, in this process on the embedded engine, with a profiler
 hook on every Python call. Of each call made in the package during that refresh, the chain of
-package functions it runs under (from ``DynamicTableService.refresh`` down, in the refreshing
+package functions it runs under (from the service's ``refresh``, the pipeline's, down, in the refreshing
 thread) is taken: a *hop* is a call on that chain into another stop. Two views: by file, every
 package file is a stop; through the stages, each library below the stages (as docs/ARCHITECTURE.md,
 "The refresh path", names them, and ``storage/`` under the engines) is one stop, whatever it calls
