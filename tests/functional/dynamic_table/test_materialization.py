@@ -529,6 +529,45 @@ class TestConfigurationChanges:
         ) in " ".join(log.split())
 
 
+class TestFolderConfig:
+    """Dynamic-table settings given for a folder in dbt_project.yml, as a project sets them for
+    many models, reach each model; a model's own config() overrides them."""
+
+    @pytest.fixture(scope="class")
+    def project_config_update(self):
+        return {
+            "models": {
+                "+materialized": "dynamic_table",
+                "+target_lag": "7 minutes",
+                "+refresh_mode": "full",
+                "+max_change_rows": 500000,
+            }
+        }
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        body = ORDERS_DT.split("}}", 1)[1]
+        return {
+            "folder_dt.sql": body,
+            "own_dt.sql": "{{ config(refresh_mode='incremental', target_lag='downstream') }}" + body,
+            "sources.yml": SOURCES,
+        }
+
+    def test_folder_settings_reach_each_model(self, project, raw, dyntable_warehouse):
+        run_dbt(["run"])
+        graph = metadata(dyntable_warehouse).graph()
+        settings = {
+            model: (graph[name].target_lag, graph[name].refresh_mode)
+            for model in ("folder_dt", "own_dt")
+            for name in [f"{project.test_schema}.{model}"]
+        }
+        assert settings == {"folder_dt": ("7 minutes", "full"), "own_dt": ("downstream", "incremental")}
+        explained = " ".join(dyntable(project, "explain", "folder_dt").output.split())
+        assert "change fuse: max_change_rows 500000" in explained
+        for model in ("folder_dt", "own_dt"):
+            assert_dvs(project, dyntable_warehouse, model)
+
+
 class TestBadConfig:
     @pytest.fixture(scope="class")
     def models(self):
