@@ -35,7 +35,7 @@ from pyspark.sql.types import (
 
 from dbt.adapters.dyntable.data_files import column, read_files, read_rows
 from dbt.adapters.dyntable.delta_log import DeltaLog, Interval, IntervalKind
-from dbt.adapters.dyntable.engines.base import Capabilities
+from dbt.adapters.dyntable.engines.base import Capabilities, arrow_frame
 from dbt.adapters.dyntable.vocabulary import (
     RESERVED_COLUMNS,
     WEIGHT,
@@ -475,7 +475,7 @@ class FileSetResolver:
         view = f"{self._prefix}_{len(self._views)}"
         measured = self._measured.get(key)
         if measured is not None:
-            self.spark.createDataFrame(measured).createOrReplaceTempView(view)
+            arrow_frame(self.spark, measured).createOrReplaceTempView(view)
         elif self._use_change_data_feed(log, interval):
             assert self.capabilities is not None
             register_changes_from_cdf(self.spark, self.capabilities, log, v0, v1, view)

@@ -157,6 +157,17 @@ def test_an_appended_delta_of_no_rows_inserts_none(engine, dt):
     assert contents(engine, dt) == held
 
 
+def test_a_delta_of_no_rows_staged_here_changes_nothing(engine, dt, staging):
+    """A delta whose rows all cancelled (a source changed in a column the DT does not read): its
+    staging has no rows to infer the view's columns from, and must not fail for it."""
+    target = Target(engine, dt)
+    before, held = version(engine, dt), contents(engine, dt)
+    prepared = prepare(target, delta_sql([(1, "a", -1)]) + " where false", COLUMNS)
+    assert (prepared.inserted, prepared.deleted) == (0, 0)
+    apply_delta(target, prepared)
+    assert contents(engine, dt) == held and version(engine, dt) >= before
+
+
 def test_deleting_a_row_that_is_not_there_fails_and_leaves_the_dt(engine, dt, staging):
     target = Target(engine, dt)
     before = (version(engine, dt), contents(engine, dt))

@@ -230,7 +230,7 @@ class Engine(ABC):
     def temporary_view(self, rows: "pa.Table") -> Iterator[str]:
         """Rows this process holds, as a temporary view of the engine, dropped afterwards."""
         view = f"dyntable_rows_{uuid.uuid4().hex[:12]}"
-        self.spark.createDataFrame(rows).createOrReplaceTempView(view)
+        arrow_frame(self.spark, rows).createOrReplaceTempView(view)
         try:
             yield view
         finally:
@@ -334,3 +334,13 @@ class Engine(ABC):
     def resume(self) -> None:
         """The interrupted invocation has ended: later failures are the statements' own."""
         self.interrupted = False
+
+
+def arrow_frame(spark: "SparkSession", rows: "pa.Table") -> "DataFrame":
+    """Rows this process holds as a DataFrame of their columns, none included: Spark Connect
+    cannot infer the columns of an Arrow table without rows, so they are given."""
+    if rows.num_rows:
+        return spark.createDataFrame(rows)
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return spark.createDataFrame([], from_arrow_schema(rows.schema))

@@ -289,7 +289,8 @@ def _staged(
     # the DT's files (and row groups) outside them instead of reading the whole DT.
     rows = target.engine.arrow(delta)
     with target.engine.temporary_view(rows) as view:
-        bounds = key_bounds(rows, match, "b")
+        # An empty delta holds no row of the DT: none is read.
+        bounds = key_bounds(rows, match, "b") if rows.num_rows else ["FALSE"]
         return target.engine.arrow(_with_old(target, f"SELECT * FROM {view}", match, columns, key, bounds))
 
 
