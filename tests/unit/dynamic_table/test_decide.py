@@ -118,6 +118,7 @@ def run(
     clock: Optional[str] = None,
     held_by: Tuple[str, ...] = (),
     held: Optional[datetime] = None,
+    window_partitions: Optional[int] = None,
 ):
     request = RefreshRequest(T, Trigger.DBT_RUN, full_refresh)
     definition = maintained_definition(dt, current, True, request)
@@ -130,6 +131,7 @@ def run(
         dt_rows=dt_rows,
         clock=clock,
         held_by=held_by,
+        window_partitions=window_partitions,
     )
     return decide(dt, definition, current, observed, planner, capabilities, held), planner
 
@@ -500,6 +502,28 @@ def test_auto_counts_a_windows_sort_over_the_partitions_a_change_touches() -> No
     # bytes) and reads and groups the 100 B table with its result; the delta sorts as much
     assert decision.reason.startswith("recomputing reads, sorts and writes about 5.2 kB"), decision.reason
     assert "sorting touched partitions 4.0 kB" in decision.reason
+
+
+def test_auto_bounds_a_windows_touched_partitions_by_the_partitions_counted_in_the_table() -> None:
+    """Elsewhere a change of n rows touches at most n of the partitions counted in the DT
+    (``partitions.measured``), and the delta sorts both versions of those: many partitions make
+    the delta cheap, few make it sort as much as a recompute, and uncounted ones are taken to
+    be all (docs/ARCHITECTURE.md, "Deciding")."""
+    sql = "select k, d, v, v - lag(v) over (partition by k, d order by v) as dv from s.t"
+    planner = Planner(PlannedQuery(plan_query(sql, schema={"s.t": ["k", "d", "v"]}), OutputKey(None)))
+    dt = model(sql, refresh_mode="auto")
+    decided = {}
+    for partitions in (1000, 2, None):
+        inserted = [source(5, 6, added=10, size=1000, changed_rows=5)]
+        decision = run(
+            dt, frontier(dt, {"s.t": 5}), inserted, planner, dt_size=1000, window_partitions=partitions
+        )[0]
+        decided[partitions] = decision.action
+        if partitions == 1000:
+            assert decision.reason.endswith(
+                "; a change of 5 row(s) touches at most 5 of the 1,000 partitions counted in this table"
+            ), decision.reason
+    assert decided == {1000: Action.INCREMENTAL, 2: Action.FULL, None: Action.FULL}
 
 
 def net(rows: int, weight: int = 1) -> NetChange:

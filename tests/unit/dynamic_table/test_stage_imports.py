@@ -20,7 +20,7 @@ PACKAGE = "dbt.adapters.dyntable.dynamic_table.refresh"
 STAGES: Dict[str, List[str]] = {
     "pieces": ["planned_query", "record", "target", "strategy", "guard", "damaged", "immutable_rows"],
     "facts": ["facts"],
-    "decide": ["decide", "estimate", "net_change", "lease_free"],
+    "decide": ["decide", "estimate", "net_change", "partitions", "lease_free"],
     "derive": ["delta_query"],
     "apply": [
         "apply",

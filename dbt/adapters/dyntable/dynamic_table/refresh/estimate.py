@@ -11,11 +11,13 @@ from typing import Dict, Mapping, Optional, Tuple
 
 from dbt.adapters.dyntable.delta_log import IntervalKind
 from dbt.adapters.dyntable.differentiation import differentiate, top_one
+from dbt.adapters.dyntable.differentiation import window as window_rule
 from dbt.adapters.dyntable.differentiation.explain import source_reads
-from dbt.adapters.dyntable.differentiation.plan import Filter, Node, Scan, Window
+from dbt.adapters.dyntable.differentiation.plan import Filter, Node, Plan, Scan, Window
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
 from dbt.adapters.dyntable.dynamic_table.refresh.facts import Observation, SourceState
 from dbt.adapters.dyntable.dynamic_table.refresh.guard import is_guarded
+from dbt.adapters.dyntable.dynamic_table.refresh.partitions import counted_window
 from dbt.adapters.dyntable.dynamic_table.refresh.planned_query import PlannedQuery
 from dbt.adapters.dyntable.dynamic_table.refresh.strategy import InEngine, appends, in_engine
 from dbt.adapters.dyntable.engines.base import Capabilities
@@ -44,19 +46,22 @@ class Estimate:
     parts: Tuple[Tuple[str, int], ...]
     #: The share of ``full`` that sorts windows' inputs.
     full_sorts: int = 0
+    #: What bounded a window's touched partitions, in words.
+    bounds: Tuple[str, ...] = ()
 
     def reason(self) -> str:
         biggest = sorted(self.parts, key=lambda part: -part[1])[:3]
         detail = ", ".join(f"{what} {_size(size)}" for what, size in biggest)
+        bounds = "".join(f"; {bound}" for bound in self.bounds)
         if self.incremental > self.full:
             work = "reads, sorts and writes" if self.full_sorts else "reads and writes"
             return (
                 f"recomputing {work} about {_size(self.full)}; refreshing incrementally "
-                f"would take about {_size(self.incremental)} ({detail})"
+                f"would take about {_size(self.incremental)} ({detail}){bounds}"
             )
         return (
             f"sources changed: refreshing incrementally takes about {_size(self.incremental)} "
-            f"({detail}) against {_size(self.full)} to recompute"
+            f"({detail}) against {_size(self.full)} to recompute{bounds}"
         )
 
 
@@ -102,16 +107,21 @@ def estimate(
     parts["the delta"] = int(delta_cost * min(changed_share, 1.0) * observed.dt_size_bytes)
     scans = sum(s.size_bytes * _scans(planned.plan.root, s.name) for s in observed.sources)
     sorts = 0
+    bounds = []
     for window in (n for n in planned.plan.root.walk() if isinstance(n, Window)):
         sorted_bytes = SORT_COST * sum(s.size_bytes * _scans(window, s.name) for s in observed.sources)
         sorts += sorted_bytes
-        touched = int(_touched_share(window, planned.plan.root, delta.applied, observed) * sorted_bytes)
-        if touched:
-            parts["sorting touched partitions"] = parts.get("sorting touched partitions", 0) + touched
+        share, bound = _touched_share(window, planned.plan, delta.applied, observed)
+        bounds += [bound] if bound else []
+        if share:
+            touched = "sorting touched partitions"
+            parts[touched] = parts.get(touched, 0) + int(share * sorted_bytes)
     # A recompute writes only the rows that differ from the DT's (``rebuild.py``): it reads the DT
     # and groups its rows with the query's by every column, as a rewritten input's net change is.
     difference = REWRITTEN_READ_COST * observed.dt_size_bytes
-    return Estimate(sum(parts.values()), scans + sorts + difference, tuple(parts.items()), sorts)
+    return Estimate(
+        sum(parts.values()), scans + sorts + difference, tuple(parts.items()), sorts, tuple(bounds)
+    )
 
 
 def _change_read_bytes(source: SourceState) -> int:
@@ -136,24 +146,39 @@ def _changed_share(source: SourceState) -> float:
     return (source.interval.added_bytes + source.interval.removed_bytes) / source.size_bytes
 
 
-def _touched_share(window: Window, root: Node, applied: Mapping[int, str], observed: Observation) -> float:
-    """The share of a window's input its delta sorts again: the touched partitions' (the rules
-    recompute those only). A DT that stores each partition's first row (``top_one``) holds one
-    row per partition, so a change of n rows touches at most n of its DT rows' partitions.
-    Elsewhere the partitions are not counted and the delta is taken to sort all of the input, as
-    a recompute does, which leaves the choice to the other costs."""
+def _touched_share(
+    window: Window, plan: Plan, applied: Mapping[int, str], observed: Observation
+) -> Tuple[float, str]:
+    """The share of a window's input its delta sorts again, the touched partitions' (the rules
+    recompute those only), and what bounded it, in words. A change of n rows
+    touches at most n partitions: a DT that stores each partition's first row (``top_one``)
+    holds one row per partition; elsewhere the partitions counted in the DT
+    (``partitions.measured``) give each one's share, and both versions of the touched ones are
+    sorted. Where neither is known the delta is taken to sort all of the input, as a recompute
+    does, which leaves the choice to the other costs."""
     read = window.sources()
     changing = [s for s in observed.sources if s.name in read and not s.reads_no_change]
     if not changing:
-        return 0.0
+        return 0.0, ""
+    changed = [s.changed_rows for s in changing]
+    if any(n is None for n in changed):
+        return 1.0, ""
+    rows = sum(n for n in changed if n is not None)
+    root = plan.root
     stores_first_rows = any(
         isinstance(n, Filter) and applied.get(id(n)) == top_one.RULE and _first_row_window(n) is window
         for n in root.walk()
     )
-    changed = [s.changed_rows for s in changing]
-    if not stores_first_rows or not observed.dt_rows or any(n is None for n in changed):
-        return 1.0
-    return min(1.0, sum(n for n in changed if n is not None) / observed.dt_rows)
+    if stores_first_rows:
+        return (min(1.0, rows / observed.dt_rows) if observed.dt_rows else 1.0), ""
+    partitions = observed.window_partitions
+    counted = counted_window(plan)
+    if not partitions or counted is None or counted[0] is not window:
+        return 1.0, ""
+    sides = 1 if applied.get(id(window)) == window_rule.STORED_RULE else 2
+    bound = min(rows, partitions)
+    counted_in = f"at most {bound:,} of the {partitions:,} partitions counted in this table"
+    return min(1.0, sides * bound / partitions), f"a change of {rows:,} row(s) touches {counted_in}"
 
 
 def _first_row_window(node: Filter) -> Optional[Window]:

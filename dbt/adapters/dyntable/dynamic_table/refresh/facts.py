@@ -135,6 +135,9 @@ class Observation:
     held_by: Tuple[str, ...] = ()
     #: The DT's own log as read (None: no table).
     dt_log: Optional[DeltaLog] = field(default=None, compare=False)
+    #: The partitions of the window whose partition columns the DT holds, counted in the DT where
+    #: AUTO weighs a change to the window's input (``partitions.measured``; None: not counted).
+    window_partitions: Optional[int] = None
 
     @property
     def versions(self) -> Dict[str, int]:

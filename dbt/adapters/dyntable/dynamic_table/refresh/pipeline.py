@@ -25,8 +25,9 @@ import contextlib
 import uuid
 from dataclasses import dataclass, replace
 from datetime import datetime
+from functools import partial
 from pathlib import Path
-from typing import Optional, Sequence, Tuple, Union
+from typing import Callable, Optional, Sequence, Tuple, Union
 
 from dbt.adapters.dyntable.delta_log import DeltaLog
 from dbt.adapters.dyntable.dynamic_table.failpoints import failpoint
@@ -50,6 +51,7 @@ from dbt.adapters.dyntable.dynamic_table.refresh import (
     guard,
     lease_free,
     net_change,
+    partitions,
     planned_query,
 )
 from dbt.adapters.dyntable.dynamic_table.refresh.apply import FULL_REFRESH_FIX, DeltaValidationError
@@ -261,9 +263,12 @@ class RefreshPipeline:
             return RefreshResult(dt.name, None, State.SKIPPED, str(waiting), request.data_timestamp), None
         if lock is None:
             lease_free.check_observed(definition, observed)
+        plan = partial(planned, dt, definition, observed)  # cached per process: planned once
         if definition.rebuild_reason is None:
             observed = net_change.measured(self.engine, dt.name, observed, dt_log)
-        decision = self._decide(dt, definition, frontier, observed, held, (requested, request.data_timestamp))
+            observed = partitions.measured(self.engine, dt, observed, plan)
+        timestamps = (requested, request.data_timestamp)
+        decision = self._decide(dt, definition, frontier, observed, plan, held, timestamps)
         if lock is None:
             lease_free.check_settles(self.recorder, dt, observed, decision)
         # The fuse guards what the data causes, not what a person asked for (a first build,
@@ -289,6 +294,7 @@ class RefreshPipeline:
         definition: Definition,
         frontier: Optional[Frontier],
         observed: Observation,
+        plan: Callable[[], planned_query.PlannedOrNot],
         held: Optional[datetime],
         timestamps: Tuple[datetime, datetime],
     ) -> Decision:
@@ -300,7 +306,7 @@ class RefreshPipeline:
             definition,
             frontier,
             observed,
-            lambda: planned(dt, definition, observed),
+            plan,
             self.engine.capabilities,
             held,
         )
