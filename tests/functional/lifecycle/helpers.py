@@ -5,12 +5,29 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, List, Tuple, Union
+from typing import Any, Iterator, List, Tuple, Union
 
 from deltalake import DeltaTable
 
 from dbt.adapters.dyntable.dynamic_table.metadata import FRONTIERS, HistoryRow
 from tests.functional.dynamic_table.dvs import assert_dvs, history, project_engine
+
+#: The lifecycle tests' usual subject: a DT counting the raw `events` table's rows by kind.
+TOTALS = """
+{{ config(materialized='dynamic_table', target_lag='1 minute') }}
+select kind, count(*) as n from {{ source('raw', 'events') }} group by kind
+"""
+
+
+def raw_events(project: Any) -> Iterator[str]:
+    """For a class fixture: the test schema's ``_raw`` sibling holding a Delta table ``events``
+    (id, kind) of two rows, dropped with it afterwards."""
+    schema = f"{project.test_schema}_raw"
+    project.run_sql(f"create schema if not exists {schema}")
+    project.run_sql(f"create table {schema}.events (id bigint, kind string) using delta")
+    project.run_sql(f"insert into {schema}.events values (1, 'a'), (2, 'b')")
+    yield schema
+    project.run_sql(f"drop schema if exists {schema} cascade")
 
 
 def location(project: Any, name: str) -> Path:

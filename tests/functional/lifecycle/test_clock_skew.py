@@ -12,16 +12,19 @@ import pytest
 from dbt.tests.util import run_dbt, run_dbt_and_capture
 
 from tests.functional.adapter.delta import delta_project
-from tests.functional.lifecycle.helpers import assert_refreshed, commits, forget_delta_logs, last, location
+from tests.functional.lifecycle.helpers import (
+    TOTALS,
+    assert_refreshed,
+    commits,
+    forget_delta_logs,
+    last,
+    location,
+    raw_events,
+)
 from tests.functional.runner.test_runner import dyntable
 from tests.functional.sources import raw_sources
 
 pytestmark = pytest.mark.jvm_ci
-
-TOTALS = """
-{{ config(materialized='dynamic_table', target_lag='1 minute') }}
-select kind, count(*) as n from {{ source('raw', 'events') }} group by kind
-"""
 
 
 class TestClockSkew:
@@ -35,12 +38,7 @@ class TestClockSkew:
 
     @pytest.fixture(scope="class")
     def raw(self, project):
-        schema = f"{project.test_schema}_raw"
-        project.run_sql(f"create schema if not exists {schema}")
-        project.run_sql(f"create table {schema}.events (id bigint, kind string) using delta")
-        project.run_sql(f"insert into {schema}.events values (1, 'a'), (2, 'b')")
-        yield schema
-        project.run_sql(f"drop schema if exists {schema} cascade")
+        yield from raw_events(project)
 
     def test_a_commit_stamped_an_hour_ahead_is_reported_then_read_when_its_time_comes(
         self, project, raw, dyntable_warehouse

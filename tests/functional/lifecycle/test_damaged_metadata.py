@@ -21,16 +21,18 @@ from deltalake import DeltaTable, write_deltalake
 from dbt.adapters.dyntable.dynamic_table.metadata import FRONTIERS, GRAPH_HISTORY, REFRESH_HISTORY, SCHEMAS
 from tests.functional.adapter.delta import delta_project
 from tests.functional.dynamic_table.dvs import assert_dvs
-from tests.functional.lifecycle.helpers import as_a_new_process, checkpoint, commits, remove_with_checksum
+from tests.functional.lifecycle.helpers import (
+    TOTALS,
+    as_a_new_process,
+    checkpoint,
+    commits,
+    raw_events,
+    remove_with_checksum,
+)
 from tests.functional.runner.test_runner import dyntable
 from tests.functional.sources import raw_sources
 
 pytestmark = pytest.mark.jvm_ci
-
-TOTALS = """
-{{ config(materialized='dynamic_table', target_lag='1 minute') }}
-select kind, count(*) as n from {{ source('raw', 'events') }} group by kind
-"""
 
 KINDS = "{{ config(materialized='table') }} select distinct kind from {{ source('raw', 'events') }}"
 
@@ -87,12 +89,7 @@ class DamagedMetadataProject:
 
     @pytest.fixture(scope="class")
     def raw(self, project):
-        schema = f"{project.test_schema}_raw"
-        project.run_sql(f"create schema if not exists {schema}")
-        project.run_sql(f"create table {schema}.events (id bigint, kind string) using delta")
-        project.run_sql(f"insert into {schema}.events values (1, 'a'), (2, 'b')")
-        yield schema
-        project.run_sql(f"drop schema if exists {schema} cascade")
+        yield from raw_events(project)
 
 
 class TestDamagedMetadata(DamagedMetadataProject):

@@ -16,20 +16,17 @@ from dbt.adapters.dyntable.table_damage import damage as damage_of
 from tests.functional.adapter.delta import delta_project
 from tests.functional.dynamic_table.dvs import assert_dvs
 from tests.functional.lifecycle.helpers import (
+    TOTALS,
     checkpoint,
     commits,
     forget_delta_logs,
     last,
     location,
+    raw_events,
     remove_with_checksum,
 )
 from tests.functional.runner.test_runner import dyntable
 from tests.functional.sources import raw_sources
-
-TOTALS = """
-{{ config(materialized='dynamic_table', target_lag='1 minute') }}
-select kind, count(*) as n from {{ source('raw', 'events') }} group by kind
-"""
 
 KINDS = "{{ config(materialized='table') }} select distinct kind from {{ source('raw', 'events') }}"
 
@@ -86,12 +83,7 @@ class TestDamagedDynamicTable:
 
     @pytest.fixture(scope="class")
     def raw(self, project):
-        schema = f"{project.test_schema}_raw"
-        project.run_sql(f"create schema if not exists {schema}")
-        project.run_sql(f"create table {schema}.events (id bigint, kind string) using delta")
-        project.run_sql(f"insert into {schema}.events values (1, 'a'), (2, 'b')")
-        yield schema
-        project.run_sql(f"drop schema if exists {schema} cascade")
+        yield from raw_events(project)
 
     @pytest.mark.parametrize(
         "damage",

@@ -12,7 +12,7 @@ from deltalake import write_deltalake
 
 from tests.functional.adapter.delta import delta_project
 from tests.functional.dynamic_table.dvs import history, project_engine
-from tests.functional.lifecycle.helpers import assert_refreshed, location
+from tests.functional.lifecycle.helpers import assert_refreshed, location, raw_events
 from tests.functional.runner.test_runner import dyntable
 from tests.functional.sources import raw_sources
 
@@ -86,12 +86,7 @@ MISSPELLED = (
 
 @pytest.fixture(scope="class")
 def raw(project):
-    schema = f"{project.test_schema}_raw"
-    project.run_sql(f"create schema if not exists {schema}")
-    project.run_sql(f"create table {schema}.events (id bigint, kind string) using delta")
-    project.run_sql(f"insert into {schema}.events values (1, 'a'), (2, 'b')")
-    yield schema
-    project.run_sql(f"drop schema if exists {schema} cascade")
+    yield from raw_events(project)
 
 
 class TestOneClearErrorPerBadModel:

@@ -38,13 +38,9 @@ from dbt.adapters.dyntable.engines.base import Engine
 from dbt.adapters.dyntable.engines.warehouse import PersistedTable
 from tests.functional.adapter.delta import delta_project
 from tests.functional.dynamic_table.dvs import assert_dvs, history, project_engine
+from tests.functional.lifecycle.helpers import TOTALS, raw_events
 from tests.functional.profiles import engine_target, write_profiles
 from tests.functional.sources import raw_sources
-
-TOTALS = """
-{{ config(materialized='dynamic_table', target_lag='1 minute') }}
-select kind, count(*) as n from {{ source('raw', 'events') }} group by kind
-"""
 
 DBT = str(Path(sys.executable).with_name("dbt"))
 DYNTABLE = str(Path(sys.executable).with_name("dyntable"))
@@ -209,12 +205,7 @@ class TestAFullRefreshStartedBeforeALaterRefresh:
 
     @pytest.fixture(scope="class")
     def raw(self, project):
-        schema = f"{project.test_schema}_raw"
-        project.run_sql(f"create schema if not exists {schema}")
-        project.run_sql(f"create table {schema}.events (id bigint, kind string) using delta")
-        project.run_sql(f"insert into {schema}.events values (1, 'a'), (2, 'b')")
-        yield schema
-        project.run_sql(f"drop schema if exists {schema} cascade")
+        yield from raw_events(project)
 
     def test_is_rebuilt_as_of_the_later_data_timestamp_and_a_plain_run_skips(
         self, project, raw, dyntable_warehouse

@@ -15,7 +15,7 @@ import pytest
 from dbt.tests.util import run_dbt
 
 from tests.functional.adapter.delta import delta_project
-from tests.functional.lifecycle.helpers import assert_refreshed, location
+from tests.functional.lifecycle.helpers import assert_refreshed, location, raw_events
 from tests.functional.sources import one_row_commits, raw_sources
 
 #: Not in the JVM suite's CI subset: the open files it bounds were the embedded engine's (Sail
@@ -83,12 +83,7 @@ class Peak:
 
 @pytest.fixture(scope="class")
 def raw(project) -> Iterator[str]:
-    schema = f"{project.test_schema}_raw"
-    project.run_sql(f"create schema if not exists {schema}")
-    project.run_sql(f"create table {schema}.events (id bigint, kind string) using delta")
-    project.run_sql(f"insert into {schema}.events values (1, 'a'), (2, 'b')")
-    yield schema
-    project.run_sql(f"drop schema if exists {schema} cascade")
+    yield from raw_events(project)
 
 
 class TestTenThousandSmallCommits:
