@@ -17,7 +17,20 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    ClassVar,
+    Dict,
+    Iterator,
+    List,
+    Optional,
+    Sequence,
+    Tuple,
+    Type,
+    TypeVar,
+)
 
 from rich.console import Console
 
@@ -44,6 +57,27 @@ class Goal:
     @property
     def mark(self) -> str:
         return {True: "✓ met", False: "✗ missed", None: "– not measured"}[self.met]
+
+
+SavedResultsT = TypeVar("SavedResultsT", bound="SavedResults")
+
+
+class SavedResults:
+    """A benchmark's measurements as JSON: saved after a run, loaded to rewrite its report or to
+    keep what a later run did not measure. Subclasses are dataclasses; ``ITEMS`` says how to build
+    the items of their list fields that hold dataclasses, from each item's JSON object."""
+
+    ITEMS: ClassVar[Dict[str, Callable[[Dict[str, Any]], Any]]] = {}
+
+    def save(self, path: Path) -> None:
+        path.write_text(json.dumps(asdict(self), indent=0) + "\n")  # type: ignore[call-overload]
+
+    @classmethod
+    def load(cls: Type[SavedResultsT], path: Path) -> SavedResultsT:
+        raw = json.loads(path.read_text())
+        for name, build in cls.ITEMS.items():
+            raw[name] = [build(item) for item in raw[name]]
+        return cls(**raw)
 
 
 @dataclass

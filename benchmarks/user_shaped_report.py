@@ -12,15 +12,13 @@ results from before they existed (``--report-only``).
 
 from __future__ import annotations
 
-import json
 import re
 import statistics
 from collections import Counter
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar, Dict, List, Optional, Sequence, Tuple
 
-from benchmarks.common import Goal, markdown_table, millions, ms, seconds, write_results
+from benchmarks.common import Goal, SavedResults, markdown_table, millions, ms, seconds, write_results
 from benchmarks.iot_project import DYNAMIC_TABLES
 
 NAME = "user_shaped"
@@ -88,7 +86,7 @@ class Round:
 
 
 @dataclass
-class Results:
+class Results(SavedResults):
     refreshes: List[Refresh] = field(default_factory=list)
     rounds: List[Round] = field(default_factory=list)
     failures: List[str] = field(default_factory=list)
@@ -97,15 +95,10 @@ class Results:
     durations: Dict[str, float] = field(default_factory=dict)  # "engine part rows" → wall seconds
     command: str = ""
 
-    def save(self, path: Path) -> None:
-        path.write_text(json.dumps(asdict(self), indent=0) + "\n")
-
-    @classmethod
-    def load(cls, path: Path) -> "Results":
-        raw = json.loads(path.read_text())
-        raw["refreshes"] = [Refresh(**r) for r in raw["refreshes"]]
-        raw["rounds"] = [Round(**r) for r in raw["rounds"]]
-        return cls(**raw)
+    ITEMS: ClassVar[Dict[str, Callable[[Dict[str, Any]], Any]]] = {
+        "refreshes": lambda r: Refresh(**r),
+        "rounds": lambda r: Round(**r),
+    }
 
     def keeping(self, earlier: "Results") -> "Results":
         """These results, with ``earlier``'s of the engines, parts and sizes not measured now."""

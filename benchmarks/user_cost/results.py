@@ -4,13 +4,24 @@ run of some engines and sizes can keep the others' (--keep-unmeasured)."""
 
 from __future__ import annotations
 
-import json
 import statistics
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import Callable, Dict, Iterable, List, Optional, ParamSpec, Protocol, Set, Tuple, TypeVar
+from dataclasses import dataclass, field
+from typing import (
+    Any,
+    Callable,
+    ClassVar,
+    Dict,
+    Iterable,
+    List,
+    Optional,
+    ParamSpec,
+    Protocol,
+    Set,
+    Tuple,
+    TypeVar,
+)
 
-from benchmarks.common import millions
+from benchmarks.common import SavedResults, millions
 from benchmarks.user_cost.parameters import AFTER_ONE, ENGINE_NAMES
 
 
@@ -77,7 +88,7 @@ def _median_seconds(pick: Callable[_Selection, List[Measure]]) -> Callable[_Sele
 
 
 @dataclass
-class Results:
+class Results(SavedResults):
     sizes: List[int]
     history_sizes: List[int]
     measures: List[Measure] = field(default_factory=list)
@@ -92,18 +103,11 @@ class Results:
     #: The command that measured them (a report rewritten with --report-only names it).
     command: str = ""
 
-    def save(self, path: Path) -> None:
-        path.write_text(json.dumps(asdict(self), indent=0) + "\n")
-
-    @classmethod
-    def load(cls, path: Path) -> "Results":
-        raw = json.loads(path.read_text())
-        raw["measures"] = [Measure(**m) for m in raw["measures"]]
-        raw["invocations"] = [Invocation(**i) for i in raw["invocations"]]
-        raw["histories"] = [
-            HistoryState(**{**h, "tick_times": [tuple(t) for t in h["tick_times"]]}) for h in raw["histories"]
-        ]
-        return cls(**raw)
+    ITEMS: ClassVar[Dict[str, Callable[[Dict[str, Any]], Any]]] = {
+        "measures": lambda m: Measure(**m),
+        "invocations": lambda i: Invocation(**i),
+        "histories": lambda h: HistoryState(**{**h, "tick_times": [tuple(t) for t in h["tick_times"]]}),
+    }
 
     def keeping(self, earlier: "Results", measured: Set[Tuple[str, int]]) -> "Results":
         """These results, with ``earlier``'s of the (engine, fact rows) pairs not ``measured``
