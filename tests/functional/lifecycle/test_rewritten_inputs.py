@@ -44,6 +44,12 @@ select r.reading_id, r.device_id, r.temp, d.site, d.region
 from {{ source('raw', 'readings') }} as r join {{ ref('dim_devices') }} as d on r.device_id = d.device_id
 """
 
+# Another DT over the table model: the rebuilt model's change is measured once for both.
+SITES = """
+{{ config(materialized='dynamic_table', target_lag='1 minute') }}
+select site, count(*) as devices from {{ ref('dim_devices') }} group by site
+"""
+
 # A DT over that DT.
 SITE_TOTALS = """
 {{ config(materialized='dynamic_table', target_lag='1 minute', refresh_mode='incremental') }}
@@ -74,7 +80,7 @@ WARM_READINGS = """
 select reading_id, device_id, temp * 2 as temp2 from {{{{ source('raw', 'readings') }}}} where temp > 0
 """
 
-MODELS = ("enriched", "site_totals", "devices_by_region", "busy_sites", "busy_scores")
+MODELS = ("enriched", "sites", "site_totals", "devices_by_region", "busy_sites", "busy_scores")
 
 
 @pytest.fixture(scope="class")
@@ -113,6 +119,7 @@ class TestRewrittenInputs:
         return {
             "dim_devices.sql": DIM_DEVICES,
             "enriched.sql": ENRICHED,
+            "sites.sql": SITES,
             "site_totals.sql": SITE_TOTALS,
             "devices_by_region.sql": DEVICES_BY_REGION,
             "busy_sites.sql": BUSY_SITES,
@@ -137,6 +144,12 @@ class TestRewrittenInputs:
         )
         assert len(commits(enriched)) == written  # nothing written
         assert row.source_versions[f"{project.test_schema}.dim_devices"] > 0
+        sites = assert_refreshed(
+            project, dyntable_warehouse, "sites", "NO_DATA", "dim_devices was rewritten", "the same rows"
+        )
+        # The first of the two DTs over the model read both versions of its files; the second
+        # took that measurement as this process had made it, and read nothing.
+        assert sorted([row.source_rows_read, sites.source_rows_read]) == [0, 2 * 6]
         assert_refreshed(project, dyntable_warehouse, "devices_by_region", "NO_DATA", "devices was rewritten")
         for model in ("site_totals", "busy_sites", "busy_scores"):
             assert_refreshed(project, dyntable_warehouse, model, "NO_DATA")

@@ -15,10 +15,11 @@ and the delta query reads those rows from memory instead of the rewritten files.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Optional
+from typing import Optional, Tuple
 
-from dbt.adapters.dyntable.changes import interval_reads, register_changes
-from dbt.adapters.dyntable.delta_log import DeltaLog, Interval, IntervalKind
+from dbt.adapters.dyntable.changes import SourceReads, interval_reads, register_changes
+from dbt.adapters.dyntable.delta_log import DeltaLog, HistoryUnavailable, Interval, IntervalKind
+from dbt.adapters.dyntable.delta_log.lru import Lru
 from dbt.adapters.dyntable.dynamic_table.refresh.facts import (
     NET_CHANGE_MAX_ROWS,
     NetChange,
@@ -30,6 +31,12 @@ from dbt.adapters.dyntable.vocabulary import fingerprint
 
 #: A rewrite reads at least this many times more rows than its writers say they changed.
 REWRITE_AMPLIFICATION = 4
+#: Net changes measured by this process, keyed by the table's location and both ends' versions
+#: and commits: the DTs of one run over one rebuilt table model measure its change once, not
+#: once each (docs/ARCHITECTURE.md, "Rewritten inputs"). A few, of at most KEPT_BYTES each: a
+#: runner lives for weeks.
+_measured_here: "Lru[Tuple[str, int, str, int, str], NetChange]" = Lru(8)
+KEPT_BYTES = 16 << 20
 
 
 def rewrites(interval: Optional[Interval]) -> bool:
@@ -47,10 +54,11 @@ def rewrites(interval: Optional[Interval]) -> bool:
 
 def measured(engine: Engine, owner: str, observed: Observation, dt_log: Optional[DeltaLog]) -> Observation:
     """``observed``, each source whose interval :func:`rewrites` files with its
-    :class:`NetChange`, where reading it (both versions of the rewritten files, grouped) costs no
-    more than recomputing the DT (reading every source, and the DT's rows to compare them with:
-    a rebuild writes only the rows that differ). ``owner`` (the DT) names the temp view it is
-    read through, which the DT's lock keeps to one refresh at a time."""
+    :class:`NetChange`, where an earlier refresh in this process measured it, or where reading
+    it (both versions of the rewritten files, grouped) costs no more than recomputing the DT
+    (reading every source, and the DT's rows to compare them with: a rebuild writes only the rows
+    that differ). ``owner`` (the DT) names the temp view it is read through, which the DT's lock
+    keeps to one refresh at a time."""
     candidates = [s for s in observed.sources if rewrites(s.interval)]
     if not candidates or observed.dt_changed or any(s.lost for s in observed.sources):
         return observed  # nothing rewritten, or the DT rebuilds anyway
@@ -60,10 +68,7 @@ def measured(engine: Engine, owner: str, observed: Observation, dt_log: Optional
     # sources and the DT.
     recompute *= 2
     sources = [
-        replace(s, net=_net_change(engine, owner, s))
-        if s in candidates and _rewritten_bytes(s.interval) <= recompute
-        else s
-        for s in observed.sources
+        _with_net_change(engine, owner, s, recompute) if s in candidates else s for s in observed.sources
     ]
     return replace(observed, sources=sources)
 
@@ -73,7 +78,31 @@ def _rewritten_bytes(interval: Optional[Interval]) -> int:
     return interval.added_bytes + interval.removed_bytes
 
 
-def _net_change(engine: Engine, owner: str, source: SourceState) -> NetChange:
+def _with_net_change(engine: Engine, owner: str, source: SourceState, recompute: int) -> SourceState:
+    """``source`` with its net change: as an earlier refresh in this process measured it (this
+    one then reads nothing), or measured now where that costs no more than ``recompute``."""
+    key = _measured_key(source)
+    earlier = _measured_here.get(key) if key is not None else None
+    if earlier is not None:
+        return replace(source, net=replace(earlier, read=SourceReads()))
+    if _rewritten_bytes(source.interval) > recompute:
+        return source
+    net = _measure(engine, owner, source)
+    if key is not None and net.size_bytes <= KEPT_BYTES:
+        _measured_here.put(key, net)
+    return replace(source, net=net)
+
+
+def _measured_key(source: SourceState) -> Optional[Tuple[str, int, str, int, str]]:
+    assert source.interval is not None
+    v0, v1 = source.interval.v0, source.interval.v1
+    try:
+        return (source.log.location, v0, source.log.commit_id(v0), v1, source.log.commit_id(v1))
+    except HistoryUnavailable:
+        return None
+
+
+def _measure(engine: Engine, owner: str, source: SourceState) -> NetChange:
     assert source.interval is not None
     view = f"_dyn_net_change_{fingerprint(owner)[:12]}"
     register_changes(
