@@ -110,7 +110,9 @@ def test_sigterm_during_a_refresh_exits_0_in_bounds_and_the_next_tick_continues(
     # Either way the tick in flight at SIGTERM is the last: no tick starts after it.
     ticks = [e for e in logged if e["event"] == "tick"]
     *before, refreshed = [e for e in logged if e["event"] == "refresh"]
-    assert all(e["action"] == "NO_DATA" for e in before), before
+    assert all(e["action"] == "NO_DATA" for e in before), [
+        (e["state"], e["action"], e["reason"]) for e in before
+    ]
     assert [e["event"] for e in logged[logged.index(signalled) :] if e["event"] == "tick"] == ["tick"]
     assert [e["ticks"] for e in logged if e["event"] == "stopped"] == [len(ticks)], logged
 
