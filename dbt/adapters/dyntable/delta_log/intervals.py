@@ -33,6 +33,8 @@ REPLACE_OPERATIONS = frozenset(
         "REPLACE TABLE",
     }
 )
+#: An interval's ends as the process names them (:meth:`Intervals.identity`).
+IntervalIdentity = Tuple[str, int, str, int, str]
 #: Intervals read by the process, keyed by location and both ends' versions and commits: the DTs
 #: of one run over the same source read its same interval, which after a run of ten thousand
 #: small commits is that many commit files to parse (docs/ARCHITECTURE.md, "Reading sources").
@@ -64,17 +66,10 @@ class Intervals:
             raise ValueError(f"Versions are not negative, got ({v0}, {v1}].")
         if v0 == v1:
             return Interval(v0, v1)
-        try:
-            key = (
-                self._files.location,
-                v0,
-                self._commits.commit_id(v0),
-                v1,
-                self._commits.commit_id(v1),
-                table_id,
-            )
-        except HistoryUnavailable:
+        identity = self.identity(v0, v1)
+        if identity is None:
             return self._interval(v0, v1, table_id)
+        key = (*identity, table_id)
         shared = _shared_intervals.get(key)
         if shared is None:
             shared = self._interval(v0, v1, table_id)
@@ -84,6 +79,15 @@ class Intervals:
             missing = self._file_reason(shared.added, shared.removed + shared.masked)
             return replace(shared, undifferentiable_reason=missing) if missing else shared
         return shared
+
+    def identity(self, v0: int, v1: int) -> Optional[IntervalIdentity]:
+        """What names the change over ``(v0, v1]`` in the process: the table's location and both
+        ends' versions and commits (a table re-created at the same location writes new commits);
+        None where a commit's log entry is gone."""
+        try:
+            return (self._files.location, v0, self._commits.commit_id(v0), v1, self._commits.commit_id(v1))
+        except HistoryUnavailable:
+            return None
 
     def _interval(self, v0: int, v1: int, table_id: Optional[str]) -> Interval:
         latest = self._listing.latest_version()

@@ -13,7 +13,7 @@ from pyspark.sql.types import StructType
 from dbt.adapters.dyntable.delta_log.commits import Commits
 from dbt.adapters.dyntable.delta_log.current_listing import CurrentListing
 from dbt.adapters.dyntable.delta_log.deltalake_snapshots import DeltalakeSnapshots
-from dbt.adapters.dyntable.delta_log.intervals import Intervals
+from dbt.adapters.dyntable.delta_log.intervals import IntervalIdentity, Intervals
 from dbt.adapters.dyntable.delta_log.model import DataFile, Interval, Snapshot, total_rows
 from dbt.adapters.dyntable.delta_log.snapshots import Snapshots
 from dbt.adapters.dyntable.delta_log.table_files import TableFiles
@@ -162,6 +162,10 @@ class DeltaLog:
         return self._commits.first_data_change_after(version)
 
     # -- intervals --------------------------------------------------------------------------------
+
+    def interval_identity(self, v0: int, v1: int) -> Optional[IntervalIdentity]:
+        """What names the change over ``(v0, v1]`` in the process (:meth:`Intervals.identity`)."""
+        return self._intervals.identity(v0, v1)
 
     def interval(self, v0: int, v1: int, *, table_id: Optional[str] = None) -> Interval:
         """The change over ``(v0, v1]`` (:meth:`Intervals.interval`)."""

@@ -15,10 +15,11 @@ and the delta query reads those rows from memory instead of the rewritten files.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Optional, Tuple
+from typing import Optional
 
 from dbt.adapters.dyntable.changes import SourceReads, interval_reads, register_changes
-from dbt.adapters.dyntable.delta_log import DeltaLog, HistoryUnavailable, Interval, IntervalKind
+from dbt.adapters.dyntable.delta_log import DeltaLog, Interval, IntervalKind
+from dbt.adapters.dyntable.delta_log.intervals import IntervalIdentity
 from dbt.adapters.dyntable.delta_log.lru import Lru
 from dbt.adapters.dyntable.dynamic_table.refresh.facts import (
     NET_CHANGE_MAX_ROWS,
@@ -35,7 +36,7 @@ REWRITE_AMPLIFICATION = 4
 #: and commits: the DTs of one run over one rebuilt table model measure its change once, not
 #: once each (docs/ARCHITECTURE.md, "Rewritten inputs"). A few, of at most KEPT_BYTES each: a
 #: runner lives for weeks.
-_measured_here: "Lru[Tuple[str, int, str, int, str], NetChange]" = Lru(8)
+_measured_here: "Lru[IntervalIdentity, NetChange]" = Lru(8)
 KEPT_BYTES = 16 << 20
 
 
@@ -81,7 +82,8 @@ def _rewritten_bytes(interval: Optional[Interval]) -> int:
 def _with_net_change(engine: Engine, owner: str, source: SourceState, recompute: int) -> SourceState:
     """``source`` with its net change: as an earlier refresh in this process measured it (this
     one then reads nothing), or measured now where that costs no more than ``recompute``."""
-    key = _measured_key(source)
+    assert source.interval is not None
+    key = source.log.interval_identity(source.interval.v0, source.interval.v1)
     earlier = _measured_here.get(key) if key is not None else None
     if earlier is not None:
         return replace(source, net=replace(earlier, read=SourceReads()))
@@ -91,15 +93,6 @@ def _with_net_change(engine: Engine, owner: str, source: SourceState, recompute:
     if key is not None and net.size_bytes <= KEPT_BYTES:
         _measured_here.put(key, net)
     return replace(source, net=net)
-
-
-def _measured_key(source: SourceState) -> Optional[Tuple[str, int, str, int, str]]:
-    assert source.interval is not None
-    v0, v1 = source.interval.v0, source.interval.v1
-    try:
-        return (source.log.location, v0, source.log.commit_id(v0), v1, source.log.commit_id(v1))
-    except HistoryUnavailable:
-        return None
 
 
 def _measure(engine: Engine, owner: str, source: SourceState) -> NetChange:
