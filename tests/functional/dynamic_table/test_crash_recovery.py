@@ -82,24 +82,21 @@ class CrashProject:
         return MetadataStore(self.warehouse / "dyntable_meta", "dyntable_meta")
 
 
-@pytest.fixture
-def project(tmp_path: Path, dyntable_profile: str, engine: Engine, request) -> Iterator[CrashProject]:
-    """A dbt project with one DT over two raw tables, whose profile is the engine under test."""
+def crash_project(
+    root: Path, dyntable_profile: str, engine: Engine, model: str, mode: str
+) -> Iterator[CrashProject]:
+    """For a fixture: a dbt project in ``root`` with one DT (``model``, formatted with ``mode``
+    and the raw schema) over two empty raw tables, whose profile is the engine under test."""
     suffix = uuid.uuid4().hex[:8]
-    project = CrashProject(tmp_path, f"raw_{suffix}", f"app_{suffix}")
-    mode = request.node.callspec.params["mode"]
-    appended = "compaction" in request.node.name or request.node.callspec.params.get("shape") == "appended"
-    model = APPENDED if appended else MODEL
-    (tmp_path / "models").mkdir()
-    (tmp_path / "dbt_project.yml").write_text(
-        "name: crash\nversion: '1.0'\nconfig-version: 2\nprofile: crash\n"
-    )
+    project = CrashProject(root, f"raw_{suffix}", f"app_{suffix}")
+    (root / "models").mkdir()
+    (root / "dbt_project.yml").write_text("name: crash\nversion: '1.0'\nconfig-version: 2\nprofile: crash\n")
     write_profiles(
-        tmp_path,
+        root,
         "crash",
         engine_target(dyntable_profile, project.warehouse, schema=project.app, short_lived=True),
     )
-    (tmp_path / "models" / "country_dt.sql").write_text(model.format(mode=mode, raw=project.raw))
+    (root / "models" / "country_dt.sql").write_text(model.format(mode=mode, raw=project.raw))
     engine.execute(f"create schema {project.raw}")
     for table, columns in (
         ("customers", "customer_id bigint, country string"),
@@ -111,6 +108,13 @@ def project(tmp_path: Path, dyntable_profile: str, engine: Engine, request) -> I
     # Only the session engine's catalog entries go: the files stay in the test's own warehouse.
     for schema in (project.raw, project.app):
         engine.execute(f"drop schema if exists {schema} cascade")
+
+
+@pytest.fixture
+def project(tmp_path: Path, dyntable_profile: str, engine: Engine, request) -> Iterator[CrashProject]:
+    appended = "compaction" in request.node.name or request.node.callspec.params.get("shape") == "appended"
+    model = APPENDED if appended else MODEL
+    yield from crash_project(tmp_path, dyntable_profile, engine, model, request.node.callspec.params["mode"])
 
 
 def dbt_run(root: Path, failpoint: str | None = None) -> subprocess.CompletedProcess:

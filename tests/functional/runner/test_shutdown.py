@@ -16,10 +16,9 @@ import os
 import subprocess
 import sys
 import time
-import uuid
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, Iterator, List
 
 import pytest
 
@@ -29,9 +28,9 @@ from tests.functional.dynamic_table.test_crash_recovery import (
     MODEL,
     CrashProject,
     assert_dt_matches_query,
+    crash_project,
     dbt_run,
 )
-from tests.functional.profiles import engine_target, write_profiles
 
 DYNTABLE = str(Path(sys.executable).with_name("dyntable"))
 #: What the issue asks of a stop: exit within 10 s of the signal.
@@ -57,29 +56,8 @@ def events(stdout: str) -> List[Dict[str, Any]]:
 
 
 @pytest.fixture
-def project(tmp_path: Path, dyntable_profile: str, engine: Engine):
-    suffix = uuid.uuid4().hex[:8]
-    project = CrashProject(tmp_path, f"raw_{suffix}", f"app_{suffix}")
-    (tmp_path / "models").mkdir()
-    (tmp_path / "dbt_project.yml").write_text(
-        "name: crash\nversion: '1.0'\nconfig-version: 2\nprofile: crash\n"
-    )
-    write_profiles(
-        tmp_path,
-        "crash",
-        engine_target(dyntable_profile, project.warehouse, schema=project.app, short_lived=True),
-    )
-    (tmp_path / "models" / "country_dt.sql").write_text(MODEL.format(mode="incremental", raw=project.raw))
-    engine.execute(f"create schema {project.raw}")
-    for table, columns in (
-        ("customers", "customer_id bigint, country string"),
-        ("orders", "order_id bigint, customer_id bigint, amount double"),
-    ):
-        location = project.warehouse / project.raw / table
-        engine.execute(f"create table {project.raw}.{table} ({columns}) using delta location '{location}'")
-    yield project
-    for schema in (project.raw, project.app):
-        engine.execute(f"drop schema if exists {schema} cascade")
+def project(tmp_path: Path, dyntable_profile: str, engine: Engine) -> Iterator[CrashProject]:
+    yield from crash_project(tmp_path, dyntable_profile, engine, MODEL, "incremental")
 
 
 @pytest.mark.jvm_ci
