@@ -7,10 +7,13 @@ import json
 from pathlib import Path
 from typing import Any, Iterator, List, Tuple, Union
 
+import pytest
 from deltalake import DeltaTable
 
 from dbt.adapters.dyntable.dynamic_table.metadata import FRONTIERS, HistoryRow
+from tests.functional.adapter.delta import delta_project
 from tests.functional.dynamic_table.dvs import assert_dvs, history, project_engine
+from tests.functional.sources import raw_sources
 
 #: The lifecycle tests' usual subject: a DT counting the raw `events` table's rows by kind.
 TOTALS = """
@@ -28,6 +31,24 @@ def raw_events(project: Any) -> Iterator[str]:
     project.run_sql(f"insert into {schema}.events values (1, 'a'), (2, 'b')")
     yield schema
     project.run_sql(f"drop schema if exists {schema} cascade")
+
+
+class EventsProject:
+    """A test class's project: Delta tables by default, the raw ``events`` table (its ``raw``
+    fixture names the schema) and the totals DT over it. A class adds models by overriding
+    ``models``."""
+
+    @pytest.fixture(scope="class")
+    def project_config_update(self) -> Any:
+        return delta_project()
+
+    @pytest.fixture(scope="class")
+    def models(self) -> Any:
+        return {"totals.sql": TOTALS, "sources.yml": raw_sources("events")}
+
+    @pytest.fixture(scope="class")
+    def raw(self, project: Any) -> Iterator[str]:
+        yield from raw_events(project)
 
 
 def location(project: Any, name: str) -> Path:

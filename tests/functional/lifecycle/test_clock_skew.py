@@ -11,35 +11,20 @@ import time
 import pytest
 from dbt.tests.util import run_dbt, run_dbt_and_capture
 
-from tests.functional.adapter.delta import delta_project
 from tests.functional.lifecycle.helpers import (
-    TOTALS,
+    EventsProject,
     assert_refreshed,
     commits,
     forget_delta_logs,
     last,
     location,
-    raw_events,
 )
 from tests.functional.runner.test_runner import dyntable
-from tests.functional.sources import raw_sources
 
 pytestmark = pytest.mark.jvm_ci
 
 
-class TestClockSkew:
-    @pytest.fixture(scope="class")
-    def project_config_update(self):
-        return delta_project()
-
-    @pytest.fixture(scope="class")
-    def models(self):
-        return {"totals.sql": TOTALS, "sources.yml": raw_sources("events")}
-
-    @pytest.fixture(scope="class")
-    def raw(self, project):
-        yield from raw_events(project)
-
+class TestClockSkew(EventsProject):
     def test_a_commit_stamped_an_hour_ahead_is_reported_then_read_when_its_time_comes(
         self, project, raw, dyntable_warehouse
     ):

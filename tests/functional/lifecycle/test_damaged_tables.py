@@ -13,16 +13,15 @@ from dbt.tests.util import run_dbt, run_dbt_and_capture
 from deltalake import DeltaTable
 
 from dbt.adapters.dyntable.table_damage import damage as damage_of
-from tests.functional.adapter.delta import delta_project
 from tests.functional.dynamic_table.dvs import assert_dvs
 from tests.functional.lifecycle.helpers import (
     TOTALS,
+    EventsProject,
     checkpoint,
     commits,
     forget_delta_logs,
     last,
     location,
-    raw_events,
     remove_with_checksum,
 )
 from tests.functional.runner.test_runner import dyntable
@@ -72,18 +71,10 @@ DAMAGE: Dict[str, tuple[Callable[[Path], None], str]] = {
 IN_JVM_CI = {"corrupt checkpoint", "truncated commit", "missing data files"}
 
 
-class TestDamagedDynamicTable:
-    @pytest.fixture(scope="class")
-    def project_config_update(self):
-        return delta_project()
-
+class TestDamagedDynamicTable(EventsProject):
     @pytest.fixture(scope="class")
     def models(self):
         return {"totals.sql": TOTALS, "kinds.sql": KINDS, "sources.yml": raw_sources("events")}
-
-    @pytest.fixture(scope="class")
-    def raw(self, project):
-        yield from raw_events(project)
 
     @pytest.mark.parametrize(
         "damage",

@@ -36,11 +36,9 @@ from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
 from dbt.adapters.dyntable.dynamic_table.verify import check_dvs
 from dbt.adapters.dyntable.engines.base import Engine
 from dbt.adapters.dyntable.engines.warehouse import PersistedTable
-from tests.functional.adapter.delta import delta_project
 from tests.functional.dynamic_table.dvs import assert_dvs, history, project_engine
-from tests.functional.lifecycle.helpers import TOTALS, raw_events
+from tests.functional.lifecycle.helpers import EventsProject
 from tests.functional.profiles import engine_target, write_profiles
-from tests.functional.sources import raw_sources
 
 DBT = str(Path(sys.executable).with_name("dbt"))
 DYNTABLE = str(Path(sys.executable).with_name("dyntable"))
@@ -194,19 +192,7 @@ def test_data_timestamps_never_go_back_under_a_runner_dbt_run_and_full_refresh(
 
 
 @pytest.mark.jvm_ci
-class TestAFullRefreshStartedBeforeALaterRefresh:
-    @pytest.fixture(scope="class")
-    def project_config_update(self):
-        return delta_project()
-
-    @pytest.fixture(scope="class")
-    def models(self):
-        return {"totals.sql": TOTALS, "sources.yml": raw_sources("events")}
-
-    @pytest.fixture(scope="class")
-    def raw(self, project):
-        yield from raw_events(project)
-
+class TestAFullRefreshStartedBeforeALaterRefresh(EventsProject):
     def test_is_rebuilt_as_of_the_later_data_timestamp_and_a_plain_run_skips(
         self, project, raw, dyntable_warehouse
     ):
