@@ -85,10 +85,12 @@ def test_sigterm_during_a_refresh_exits_0_in_bounds_and_the_next_tick_continues(
     assert ended - stopped_at < STOP_BOUND_SECONDS, (signalled, ended)
     # The runner's data timestamps fall on its tick grid (19.2 s here): the first may precede the
     # insert above, and then that tick is NO_DATA (delayed view semantics) and the next applies.
-    # Either way the tick in flight at SIGTERM is the last: no tick starts after it.
+    # On a loaded machine a tick may come while the one before still refreshes: it is SKIPPED.
+    # Either way the earlier ticks apply nothing, and the tick in flight at SIGTERM is the last:
+    # no tick starts after it.
     ticks = [e for e in logged if e["event"] == "tick"]
     *before, refreshed = [e for e in logged if e["event"] == "refresh"]
-    assert all(e["action"] == "NO_DATA" for e in before), [
+    assert all(e["action"] == "NO_DATA" or e["state"] == "SKIPPED" for e in before), [
         (e["state"], e["action"], e["reason"]) for e in before
     ]
     assert [e["event"] for e in logged[logged.index(signalled) :] if e["event"] == "tick"] == ["tick"]
