@@ -6,7 +6,6 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 
@@ -29,7 +28,7 @@ def data_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     [[0], [6_999, 7_000], [ROWS - 1, 13, 35_000], list(range(0, ROWS, 997)), [21_000, 21_000 - 1]],
 )
 def test_the_rows_at_positions_in_their_order(data_file: Path, positions: list) -> None:
-    rows = _rows_at(pafs.LocalFileSystem(), str(data_file), ["id", "name"], np.array(positions))
+    rows = _rows_at(pq.ParquetFile(data_file), ["id", "name"], np.array(positions))
     assert rows.column("id").to_pylist() == positions
     assert rows.column("name").to_pylist() == [f"n{i}" for i in positions]
 
@@ -43,5 +42,5 @@ def test_only_the_row_groups_holding_them_are_read(data_file: Path, monkeypatch:
         return original(self, row_groups, *args, **kwargs)
 
     monkeypatch.setattr(pq.ParquetFile, "read_row_groups", counted)
-    _rows_at(pafs.LocalFileSystem(), str(data_file), ["id"], np.array([7_001, 49_000]))
+    _rows_at(pq.ParquetFile(data_file), ["id"], np.array([7_001, 49_000]))
     assert read == [1, 7]

@@ -33,8 +33,14 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from dbt.adapters.dyntable.data_files import column, read_files, read_rows
-from dbt.adapters.dyntable.delta_log import DeltaLog, Interval, IntervalKind
+from dbt.adapters.dyntable.data_files import (
+    arrow_rows,
+    arrow_schema,
+    column,
+    read_files,
+    read_rows,
+)
+from dbt.adapters.dyntable.delta_log import DeltaLog, Interval, IntervalKind, Snapshot
 from dbt.adapters.dyntable.engines.base import Capabilities, arrow_frame
 from dbt.adapters.dyntable.vocabulary import (
     RESERVED_COLUMNS,
@@ -83,14 +89,8 @@ def changes_dataframe(
     keep the redundant form, which is still a correct multiset delta. ``capabilities`` are the
     engine's (None: any engine's, see :func:`~dbt.adapters.dyntable.data_files.read_files`).
     """
-    if interval.undifferentiable_reason is not None:
-        raise UndifferentiableSource(log.location, interval.undifferentiable_reason)
-    after = log.snapshot(interval.v1)
+    before, after = _snapshots(log, interval)
     schema = after.schema
-    clash = (RESERVED_COLUMNS | {_COPY}).intersection(f.name for f in schema.fields)
-    if clash:
-        raise UndifferentiableSource(log.location, f"column name(s) {sorted(clash)} are reserved")
-    before = log.snapshot(interval.v0)
     sides: List[DataFrame] = []
     if interval.added:
         sides.extend(read_files(spark, after, interval.added, +1, capabilities))
@@ -106,6 +106,47 @@ def changes_dataframe(
     if minimize and interval.kind is IntervalKind.MIXED and all(groupable(f.dataType) for f in schema.fields):
         changes = minimized(changes, [f.name for f in schema.fields])
     return changes
+
+
+def _snapshots(log: DeltaLog, interval: Interval) -> Tuple[Snapshot, Snapshot]:
+    """The snapshots at ``interval``'s ends, checked to have changes to read."""
+    if interval.undifferentiable_reason is not None:
+        raise UndifferentiableSource(log.location, interval.undifferentiable_reason)
+    after = log.snapshot(interval.v1)
+    clash = (RESERVED_COLUMNS | {_COPY}).intersection(f.name for f in after.schema.fields)
+    if clash:
+        raise UndifferentiableSource(log.location, f"column name(s) {sorted(clash)} are reserved")
+    return log.snapshot(interval.v0), after
+
+
+def changes_in_process(log: DeltaLog, interval: Interval) -> pa.Table:
+    """:func:`changes_dataframe`'s rows, minimized, read and consolidated in this process with
+    Arrow: a rewritten input of a few megabytes costs milliseconds here and seconds as an
+    engine job (docs/ARCHITECTURE.md, "Rewritten inputs"). Its columns are in the Arrow types
+    Spark gives the snapshot's (``arrow_frame`` with :func:`change_schema` reads them back as
+    the engine path's). Raises ``data_files.NotReadableInProcess`` for columns Arrow cannot group
+    (structs, arrays, maps) or would read otherwise than the engine."""
+    before, after = _snapshots(log, interval)
+    schema = arrow_schema(after.schema)
+    empty = np.empty(0, np.int64)
+    sides = [
+        *(arrow_rows(after, f, after.deleted_rows.get(f.path, empty), +1, schema) for f in interval.added),
+        *(
+            arrow_rows(before, f, before.deleted_rows.get(f.path, empty), -1, schema)
+            for f in interval.removed
+        ),
+    ]
+    for data_file in interval.masked:
+        masked_before = before.deleted_rows.get(data_file.path, empty)
+        newly = np.setdiff1d(after.deleted_rows.get(data_file.path, empty), masked_before)
+        sides.append(arrow_rows(after, data_file, newly, -1, schema, keep=True))
+    with_weight = schema.append(pa.field(WEIGHT, pa.int32(), False))
+    return minimized_rows(pa.concat_tables(sides) if sides else with_weight.empty_table())
+
+
+def change_schema(log: DeltaLog, interval: Interval) -> StructType:
+    """The columns of ``interval``'s changes: the table's at its end, and the weight."""
+    return _with_weight(log.snapshot(interval.v1).schema)
 
 
 def register_changes(
@@ -156,6 +197,20 @@ def minimized(changes: DataFrame, columns: Sequence[str]) -> DataFrame:
         F.explode(F.sequence(F.lit(1), F.abs(column(WEIGHT_SUM)).cast("int"))).alias(_COPY),
     )
     return expanded.select(*keys, column(WEIGHT))
+
+
+def minimized_rows(changes: pa.Table) -> pa.Table:
+    """:func:`minimized`, for changes this process holds."""
+    keys = [c for c in changes.column_names if c != WEIGHT]
+    summed = changes.group_by(keys, use_threads=False).aggregate([(WEIGHT, "sum")])
+    sums = summed.column(f"{WEIGHT}_sum").to_numpy()
+    at = np.repeat(np.arange(len(sums)), np.abs(sums))
+    weights = pa.array(np.sign(sums[at]).astype(np.int32))
+    return (
+        summed.select(keys)
+        .take(pa.array(at, pa.int64()))
+        .append_column(changes.schema.field(WEIGHT), weights)
+    )
 
 
 def _with_weight(schema: StructType) -> StructType:
@@ -475,7 +530,7 @@ class FileSetResolver:
         view = f"{self._prefix}_{len(self._views)}"
         measured = self._measured.get(key)
         if measured is not None:
-            arrow_frame(self.spark, measured).createOrReplaceTempView(view)
+            arrow_frame(self.spark, measured, change_schema(log, interval)).createOrReplaceTempView(view)
         elif self._use_change_data_feed(log, interval):
             assert self.capabilities is not None
             register_changes_from_cdf(self.spark, self.capabilities, log, v0, v1, view)

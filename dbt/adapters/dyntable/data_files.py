@@ -14,10 +14,11 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.fs as pafs
 import pyarrow.parquet as pq
+from pyspark.errors import PySparkTypeError
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import DataType, DecimalType, StructType, TimestampNTZType, TimestampType
 
 from dbt.adapters.dyntable import storage
@@ -91,6 +92,8 @@ def _with_partitions(
         _partition_literal(values[f.name], f.dataType).alias(f.name)
         if f.name in values
         else column(f.name).cast(f.dataType).alias(f.name)
+        if f.name in frame.columns
+        else F.lit(None).cast(f.dataType).alias(f.name)
         for f in snapshot.schema.fields
     ]
     return frame.select(*columns, F.lit(weight).cast("int").alias(WEIGHT))
@@ -106,42 +109,111 @@ def read_rows(
 ) -> List[DataFrame]:
     """The rows at ``positions`` of one data file (or, with ``keep`` off, all its other rows):
     a deletion vector names rows by position, which only a read of the file in order can
-    match, so the file is read here, through Arrow (no frame when no row is left): the
-    snapshot's columns only, in plain Arrow types."""
-    filesystem, path = storage.arrow(data_file.uri)
-    columns = _file_schema(snapshot).names
-    if keep:
-        rows = _rows_at(filesystem, path, columns, positions)
-    else:
-        rows = pq.read_table(path, filesystem=filesystem, columns=columns)
-        rows = rows.cast(pa.schema([f.with_type(_plain(f.type)) for f in rows.schema]))
-        kept = np.ones(rows.num_rows, dtype=bool)
-        kept[positions[positions < rows.num_rows]] = False
-        rows = rows.filter(pa.array(kept))
+    match, so the file is read here, through Arrow (no frame when no row is left)."""
+    rows = file_rows(snapshot, data_file, positions, keep)
     if rows.num_rows == 0:
         return []
     frame = spark.createDataFrame(rows)
     return [_with_partitions(frame, snapshot, dict(data_file.partition_values), weight)]
 
 
-def _rows_at(
-    filesystem: pafs.FileSystem, path: str, columns: Sequence[str], positions: "np.ndarray[Any, Any]"
+def file_rows(
+    snapshot: Snapshot, data_file: DataFile, positions: "np.ndarray[Any, Any]", keep: bool
 ) -> pa.Table:
+    """The rows at ``positions`` of one data file (with ``keep`` off: all its other rows), read
+    in this process: the snapshot's columns the file holds (a file written before a column was
+    added lacks it), in plain Arrow types."""
+    filesystem, path = storage.arrow(data_file.uri)
+    with filesystem.open_input_file(path) as source:
+        parquet = pq.ParquetFile(source)
+        held = set(parquet.schema_arrow.names)
+        columns = [c for c in _file_schema(snapshot).names if c in held]
+        if keep:
+            rows = _rows_at(parquet, columns, positions)
+        else:
+            rows = _plain_types(parquet.read(columns=columns))
+            kept = np.ones(rows.num_rows, dtype=bool)
+            kept[positions[positions < rows.num_rows]] = False
+            rows = rows.filter(pa.array(kept))
+    return rows
+
+
+class NotReadableInProcess(ValueError):
+    """A file's values Arrow would not read as the engine does: the engine reads them instead."""
+
+
+def arrow_schema(schema: StructType) -> pa.Schema:
+    """``schema`` in the Arrow types Spark gives it, for rows read in this process. Raises
+    :class:`NotReadableInProcess` for a nested column (Arrow groups no struct, array or map)."""
+    try:
+        arrow = to_arrow_schema(schema)
+    except (TypeError, PySparkTypeError) as exc:  # a type Spark has no Arrow form for
+        raise NotReadableInProcess(str(exc)) from exc
+    nested = [f.name for f in arrow if pa.types.is_nested(f.type)]
+    if nested:
+        raise NotReadableInProcess(f"nested column(s) {nested}")
+    return arrow
+
+
+def arrow_rows(
+    snapshot: Snapshot,
+    data_file: DataFile,
+    positions: "np.ndarray[Any, Any]",
+    weight: int,
+    schema: pa.Schema,
+    keep: bool = False,
+) -> pa.Table:
+    """:func:`file_rows` in ``schema`` (the snapshot's columns in the Arrow types Spark gives
+    them), the partition columns from the log and the weight added: what :func:`read_files`
+    reads of the file, without an engine. Raises :class:`NotReadableInProcess` where Arrow
+    would read a value differently from the engine's cast."""
+    rows = file_rows(snapshot, data_file, positions, keep)
+    partitions = data_file.partition_values
+    columns = []
+    for field in schema:
+        if field.name in snapshot.partition_columns:
+            columns.append(pa.array([partitions.get(field.name)] * rows.num_rows, field.type))
+        elif field.name in rows.column_names:
+            columns.append(_cast(rows.column(field.name), field))
+        else:
+            columns.append(pa.nulls(rows.num_rows, field.type))
+    columns.append(pa.array(np.full(rows.num_rows, weight, np.int32)))
+    return pa.Table.from_arrays(columns, schema=schema.append(pa.field(WEIGHT, pa.int32(), False)))
+
+
+def _cast(values: pa.ChunkedArray, field: pa.Field) -> pa.ChunkedArray:
+    """``values`` as ``field``'s type, where Arrow's cast means what Spark's does: a widening, or
+    a timestamp moved between zones. A timestamp without a zone against one with (a Parquet
+    INT96 or local time, which Spark reads through the session's zone), and any cast Arrow
+    refuses or would lose digits in, are the engine's to read."""
+    source = values.type
+    if pa.types.is_timestamp(source) and pa.types.is_timestamp(field.type):
+        if (source.tz is None) != (field.type.tz is None):
+            raise NotReadableInProcess(f"{field.name}: timestamp {source} read as {field.type}")
+    try:
+        return values.cast(field.type)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise NotReadableInProcess(f"{field.name}: {exc}") from exc
+
+
+def _rows_at(parquet: pq.ParquetFile, columns: Sequence[str], positions: "np.ndarray[Any, Any]") -> pa.Table:
     """The rows at ``positions`` of a Parquet file, in that order and in plain Arrow types,
     reading only the row groups that hold them: one row updated in a file of millions reads one
     row group, not the file."""
-    with filesystem.open_input_file(path) as source:
-        parquet = pq.ParquetFile(source)
-        sizes = [parquet.metadata.row_group(g).num_rows for g in range(parquet.num_row_groups)]
-        starts = np.cumsum([0, *sizes])
-        group = np.searchsorted(starts, positions, side="right") - 1
-        wanted = np.unique(group)
-        rows = parquet.read_row_groups([int(g) for g in wanted], columns=list(columns))
-    rows = rows.cast(pa.schema([f.with_type(_plain(f.type)) for f in rows.schema]))  # take needs them
+    sizes = [parquet.metadata.row_group(g).num_rows for g in range(parquet.num_row_groups)]
+    starts = np.cumsum([0, *sizes])
+    group = np.searchsorted(starts, positions, side="right") - 1
+    wanted = np.unique(group)
+    rows = _plain_types(parquet.read_row_groups([int(g) for g in wanted], columns=list(columns)))
     # Where each wanted group starts among the rows read.
     read_from = np.concatenate([[0], np.cumsum(starts[wanted + 1] - starts[wanted])[:-1]])
     at = read_from[np.searchsorted(wanted, group)] + positions - starts[group]
     return rows.take(pa.array(at, pa.int64()))
+
+
+def _plain_types(rows: pa.Table) -> pa.Table:
+    """``rows`` in :func:`_plain` types (``take`` and PySpark's conversion need them)."""
+    return rows.cast(pa.schema([f.with_type(_plain(f.type)) for f in rows.schema]))
 
 
 def _plain(data_type: pa.DataType) -> pa.DataType:

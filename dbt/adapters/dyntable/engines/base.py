@@ -336,11 +336,15 @@ class Engine(ABC):
         self.interrupted = False
 
 
-def arrow_frame(spark: "SparkSession", rows: "pa.Table") -> "DataFrame":
+def arrow_frame(
+    spark: "SparkSession", rows: "pa.Table", schema: "Optional[StructType]" = None
+) -> "DataFrame":
     """Rows this process holds as a DataFrame of their columns, none included: Spark Connect
-    cannot infer the columns of an Arrow table without rows, so they are given."""
+    cannot infer the columns of an Arrow table without rows, so they are given. ``schema``, where
+    the rows stand for a table's, gives its types (Arrow's naive timestamp is Spark's
+    TIMESTAMP_NTZ or TIMESTAMP by a session setting)."""
     if rows.num_rows:
-        return spark.createDataFrame(rows)
+        return spark.createDataFrame(rows, schema)
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    return spark.createDataFrame([], from_arrow_schema(rows.schema))
+    return spark.createDataFrame([], schema or from_arrow_schema(rows.schema))

@@ -7,9 +7,10 @@ added again, while the rows that differ are few or none. Left to the delta query
 be read and cancelled inside it, as often as the query reads the source's changes, and AUTO would
 price the change at the rewritten files' size and recompute. So before deciding, a refresh reads
 such an input's net change once (the rewritten files of both versions, grouped by every column to
-cancel the copies: one engine job) and brings it to this process when it is small. The decision
-then knows the real change: none (the input counts as unchanged), inserts only, or a few rows,
-and the delta query reads those rows from memory instead of the rewritten files.
+cancel the copies: in this process with Arrow where they are small, else one engine job) and
+keeps it in this process when it is small. The decision then knows the real change: none (the
+input counts as unchanged), inserts only, or a few rows, and the delta query reads those rows
+from memory instead of the rewritten files.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Optional
 
-from dbt.adapters.dyntable.changes import SourceReads, interval_reads, register_changes
+from dbt.adapters.dyntable.changes import SourceReads, changes_in_process, interval_reads, register_changes
+from dbt.adapters.dyntable.data_files import NotReadableInProcess
 from dbt.adapters.dyntable.delta_log import DeltaLog, Interval, IntervalKind
 from dbt.adapters.dyntable.delta_log.intervals import IntervalIdentity
 from dbt.adapters.dyntable.delta_log.lru import Lru
@@ -38,6 +40,8 @@ REWRITE_AMPLIFICATION = 4
 #: runner lives for weeks.
 _measured_here: "Lru[IntervalIdentity, NetChange]" = Lru(8)
 KEPT_BYTES = 16 << 20
+#: Rewritten files (both versions' bytes) up to this size are compared in this process.
+IN_PROCESS_MAX_BYTES = 16 << 20
 
 
 def rewrites(interval: Optional[Interval]) -> bool:
@@ -96,16 +100,26 @@ def _with_net_change(engine: Engine, owner: str, source: SourceState, recompute:
 
 
 def _measure(engine: Engine, owner: str, source: SourceState) -> NetChange:
-    assert source.interval is not None
-    view = f"_dyn_net_change_{fingerprint(owner)[:12]}"
-    register_changes(
-        engine.spark,
-        source.log,
-        source.interval.v0,
-        source.interval.v1,
-        view,
-        interval=source.interval,
-        capabilities=engine.capabilities,
-    )
-    rows = engine.arrow(f"SELECT * FROM {view} LIMIT {NET_CHANGE_MAX_ROWS + 1}")
-    return NetChange(rows if rows.num_rows <= NET_CHANGE_MAX_ROWS else None, interval_reads(source.interval))
+    """Read ``source``'s net change: in this process where its rewritten files are small (an
+    engine job costs seconds to start and plan, in a fresh JVM most of all), else in the engine."""
+    interval = source.interval
+    assert interval is not None
+    rows = None
+    if _rewritten_bytes(interval) <= IN_PROCESS_MAX_BYTES:
+        try:
+            rows = changes_in_process(source.log, interval)
+        except NotReadableInProcess:
+            pass  # a column Arrow cannot group or would read otherwise: the engine reads it
+    if rows is None:
+        view = f"_dyn_net_change_{fingerprint(owner)[:12]}"
+        register_changes(
+            engine.spark,
+            source.log,
+            interval.v0,
+            interval.v1,
+            view,
+            interval=interval,
+            capabilities=engine.capabilities,
+        )
+        rows = engine.arrow(f"SELECT * FROM {view} LIMIT {NET_CHANGE_MAX_ROWS + 1}")
+    return NetChange(rows if rows.num_rows <= NET_CHANGE_MAX_ROWS else None, interval_reads(interval))
