@@ -34,8 +34,8 @@ def table(rows: List[Change]) -> pa.Table:
     )
 
 
-def net(rows: List[Change]) -> Counter:
-    total: Counter = Counter()
+def net(rows: List[Change]) -> "Counter[Tuple[Optional[int], Optional[str]]]":
+    total: "Counter[Tuple[Optional[int], Optional[str]]]" = Counter()
     for k, s, weight in rows:
         total[(k, s)] += weight
     return Counter({row: n for row, n in total.items() if n})
