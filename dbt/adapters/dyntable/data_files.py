@@ -122,20 +122,33 @@ def file_rows(
 ) -> pa.Table:
     """The rows at ``positions`` of one data file (with ``keep`` off: all its other rows), read
     in this process: the snapshot's columns the file holds (a file written before a column was
-    added lacks it), in plain Arrow types."""
+    added lacks it), in plain Arrow types. A column is found by name as Spark's Parquet reader
+    finds it, ignoring case where no name matches exactly."""
     filesystem, path = storage.arrow(data_file.uri)
     with filesystem.open_input_file(path) as source:
         parquet = pq.ParquetFile(source)
-        held = set(parquet.schema_arrow.names)
-        columns = [c for c in _file_schema(snapshot).names if c in held]
+        held = _held_columns(parquet.schema_arrow.names, _file_schema(snapshot).names)
         if keep:
-            rows = _rows_at(parquet, columns, positions)
+            rows = _rows_at(parquet, list(held.values()), positions)
         else:
-            rows = _plain_types(parquet.read(columns=columns))
+            rows = _plain_types(parquet.read(columns=list(held.values())))
             kept = np.ones(rows.num_rows, dtype=bool)
             kept[positions[positions < rows.num_rows]] = False
             rows = rows.filter(pa.array(kept))
-    return rows
+    return rows.rename_columns(list(held))
+
+
+def _held_columns(in_file: Sequence[str], wanted: Sequence[str]) -> Dict[str, str]:
+    """Each wanted column the file holds, with its name in the file."""
+    by_lower: Dict[str, List[str]] = {}
+    for name in in_file:
+        by_lower.setdefault(name.lower(), []).append(name)
+    held = {}
+    for name in wanted:
+        candidates = by_lower.get(name.lower(), [])
+        if name in candidates or len(candidates) == 1:
+            held[name] = name if name in candidates else candidates[0]
+    return held
 
 
 class NotReadableInProcess(ValueError):
