@@ -412,7 +412,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         saved = Results.load(raw)
         publish(saved, saved.command + " (report rewritten with --report-only)")
         return 0
-    command = " ".join(["python -m benchmarks.user_shaped", *(argv if argv is not None else sys.argv[1:])])
+    given = list(argv if argv is not None else sys.argv[1:])
+    # The report names the jars' folder as the environment variable does, not this machine's path.
+    shown = [
+        "$DYNTABLE_SPARK_JARS" if before == "--spark-jars" else a for before, a in zip(["", *given], given)
+    ]
+    command = " ".join(["python -m benchmarks.user_shaped", *shown])
     results, console = Results(), Console()
     bench, scratch = Bench(results, console), Path(tempfile.mkdtemp(prefix="dyntable-bench-shaped-"))
     try:
