@@ -15,7 +15,7 @@ import pytest
 from dbt.tests.util import run_dbt, write_file
 from deltalake import DeltaTable, write_deltalake
 
-from dbt.adapters.dyntable.dynamic_table.refresh import write
+from dbt.adapters.dyntable.dynamic_table.refresh import net_change, write
 from tests.functional.adapter.delta import delta_project
 from tests.functional.dynamic_table.dvs import project_engine
 from tests.functional.lifecycle.helpers import assert_refreshed, commits, location
@@ -185,6 +185,14 @@ class TestRewrittenInputs:
         assert_refreshed(project, dyntable_warehouse, "devices_by_region", ("INCREMENTAL", "FULL"))
         for model in ("busy_sites", "busy_scores"):
             assert_refreshed(project, dyntable_warehouse, model, ("INCREMENTAL", "FULL", "NO_DATA"))
+
+    def test_a_rewrite_too_large_to_compare_here_is_compared_by_the_engine(
+        self, project, raw, dyntable_warehouse, monkeypatch
+    ):
+        # Every rewrite counts as too large for this process: one engine job compares it, and
+        # its rows come back in the table's types, with the same outcome.
+        monkeypatch.setattr(net_change, "IN_PROCESS_MAX_BYTES", 0)
+        self.test_a_few_rows_changed_upstream_are_all_that_is_read(project, raw, dyntable_warehouse)
 
     def test_a_recompute_that_changes_nothing_writes_nothing(self, project, raw, dyntable_warehouse):
         self.build(project, dyntable_warehouse)
