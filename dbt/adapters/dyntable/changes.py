@@ -17,7 +17,7 @@ import re
 import uuid
 from dataclasses import dataclass
 from functools import reduce
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import pyarrow as pa
@@ -36,11 +36,12 @@ from pyspark.sql.types import (
 from dbt.adapters.dyntable.data_files import (
     arrow_rows,
     arrow_schema,
+    arrow_with_weight,
     column,
     read_files,
     read_rows,
 )
-from dbt.adapters.dyntable.delta_log import DeltaLog, Interval, IntervalKind, Snapshot
+from dbt.adapters.dyntable.delta_log import DataFile, DeltaLog, Interval, IntervalKind, Snapshot
 from dbt.adapters.dyntable.engines.base import Capabilities, arrow_frame
 from dbt.adapters.dyntable.vocabulary import (
     RESERVED_COLUMNS,
@@ -97,9 +98,7 @@ def changes_dataframe(
     if interval.removed:
         sides.extend(read_files(spark, before, interval.removed, -1, capabilities))
     for data_file in interval.masked:
-        masked_before = before.deleted_rows.get(data_file.path, np.empty(0, np.int64))
-        newly = np.setdiff1d(after.deleted_rows.get(data_file.path, np.empty(0, np.int64)), masked_before)
-        sides.extend(read_rows(spark, after, data_file, newly, -1))
+        sides.extend(read_rows(spark, after, data_file, _newly_masked(before, after, data_file), -1))
     if not sides:
         return spark.createDataFrame([], _with_weight(schema))
     changes = reduce(lambda left, right: left.unionAll(right), sides)
@@ -128,20 +127,25 @@ def changes_in_process(log: DeltaLog, interval: Interval) -> pa.Table:
     (structs, arrays, maps) or would read otherwise than the engine."""
     before, after = _snapshots(log, interval)
     schema = arrow_schema(after.schema)
-    empty = np.empty(0, np.int64)
     sides = [
-        *(arrow_rows(after, f, after.deleted_rows.get(f.path, empty), +1, schema) for f in interval.added),
+        *(arrow_rows(after, f, _masked(after, f), +1, schema) for f in interval.added),
+        *(arrow_rows(before, f, _masked(before, f), -1, schema) for f in interval.removed),
         *(
-            arrow_rows(before, f, before.deleted_rows.get(f.path, empty), -1, schema)
-            for f in interval.removed
+            arrow_rows(after, f, _newly_masked(before, after, f), -1, schema, keep=True)
+            for f in interval.masked
         ),
     ]
-    for data_file in interval.masked:
-        masked_before = before.deleted_rows.get(data_file.path, empty)
-        newly = np.setdiff1d(after.deleted_rows.get(data_file.path, empty), masked_before)
-        sides.append(arrow_rows(after, data_file, newly, -1, schema, keep=True))
-    with_weight = schema.append(pa.field(WEIGHT, pa.int32(), False))
-    return minimized_rows(pa.concat_tables(sides) if sides else with_weight.empty_table())
+    return minimized_rows(pa.concat_tables(sides) if sides else arrow_with_weight(schema).empty_table())
+
+
+def _masked(snapshot: Snapshot, data_file: DataFile) -> "np.ndarray[Any, Any]":
+    """The positions of the file's rows the snapshot's deletion vector masks (none without one)."""
+    return snapshot.deleted_rows.get(data_file.path, np.empty(0, np.int64))
+
+
+def _newly_masked(before: Snapshot, after: Snapshot, data_file: DataFile) -> "np.ndarray[Any, Any]":
+    """The positions of a file's rows masked at ``after`` and not at ``before``: its deletes."""
+    return np.setdiff1d(_masked(after, data_file), _masked(before, data_file))
 
 
 def change_schema(log: DeltaLog, interval: Interval) -> StructType:

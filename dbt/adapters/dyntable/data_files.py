@@ -191,7 +191,12 @@ def arrow_rows(
         else:
             columns.append(pa.nulls(rows.num_rows, field.type))
     columns.append(pa.array(np.full(rows.num_rows, weight, np.int32)))
-    return pa.Table.from_arrays(columns, schema=schema.append(pa.field(WEIGHT, pa.int32(), False)))
+    return pa.Table.from_arrays(columns, schema=arrow_with_weight(schema))
+
+
+def arrow_with_weight(schema: pa.Schema) -> pa.Schema:
+    """The Arrow columns of changes: ``schema``'s and the weight."""
+    return schema.append(pa.field(WEIGHT, pa.int32(), False))
 
 
 def _cast(values: pa.ChunkedArray, field: pa.Field) -> pa.ChunkedArray:
