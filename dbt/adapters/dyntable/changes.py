@@ -38,6 +38,7 @@ from dbt.adapters.dyntable.data_files import (
     arrow_schema,
     arrow_with_weight,
     column,
+    masked,
     read_files,
     read_rows,
 )
@@ -128,8 +129,8 @@ def changes_in_process(log: DeltaLog, interval: Interval) -> pa.Table:
     before, after = _snapshots(log, interval)
     schema = arrow_schema(after.schema)
     sides = [
-        *(arrow_rows(after, f, _masked(after, f), +1, schema) for f in interval.added),
-        *(arrow_rows(before, f, _masked(before, f), -1, schema) for f in interval.removed),
+        *(arrow_rows(after, f, masked(after, f), +1, schema) for f in interval.added),
+        *(arrow_rows(before, f, masked(before, f), -1, schema) for f in interval.removed),
         *(
             arrow_rows(after, f, _newly_masked(before, after, f), -1, schema, keep=True)
             for f in interval.masked
@@ -138,14 +139,9 @@ def changes_in_process(log: DeltaLog, interval: Interval) -> pa.Table:
     return minimized_rows(pa.concat_tables(sides) if sides else arrow_with_weight(schema).empty_table())
 
 
-def _masked(snapshot: Snapshot, data_file: DataFile) -> "np.ndarray[Any, Any]":
-    """The positions of the file's rows the snapshot's deletion vector masks (none without one)."""
-    return snapshot.deleted_rows.get(data_file.path, np.empty(0, np.int64))
-
-
 def _newly_masked(before: Snapshot, after: Snapshot, data_file: DataFile) -> "np.ndarray[Any, Any]":
     """The positions of a file's rows masked at ``after`` and not at ``before``: its deletes."""
-    return np.setdiff1d(_masked(after, data_file), _masked(before, data_file))
+    return np.setdiff1d(masked(after, data_file), masked(before, data_file))
 
 
 def change_schema(log: DeltaLog, interval: Interval) -> StructType:

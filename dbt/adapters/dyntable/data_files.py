@@ -26,6 +26,10 @@ from dbt.adapters.dyntable.delta_log import DataFile, Snapshot
 from dbt.adapters.dyntable.engines.base import Capabilities
 from dbt.adapters.dyntable.vocabulary import WEIGHT, quote
 
+#: The most bytes of a table's files this process reads to spare the engine a job: rewritten files
+#: compared (``refresh/net_change.py``), a DT's files counted against a delta (``refresh/held_rows.py``).
+IN_PROCESS_MAX_BYTES = 16 << 20
+
 
 def column(name: str) -> Column:
     """The column ``name``, quoted: a source's column may be named anything."""
@@ -50,9 +54,9 @@ def read_files(
     groups: Dict[Tuple[Tuple[Any, ...], str], List[str]] = {}
     frames: List[DataFrame] = []
     for data_file in files:
-        masked = snapshot.deleted_rows.get(data_file.path)
-        if masked is not None:
-            frames.extend(read_rows(spark, snapshot, data_file, masked, weight, keep=False))
+        masked_rows = snapshot.deleted_rows.get(data_file.path)
+        if masked_rows is not None:
+            frames.extend(read_rows(spark, snapshot, data_file, masked_rows, weight, keep=False))
             continue
         values = tuple(data_file.partition_values.get(c) for c in snapshot.partition_columns)
         declared = _declared_types(data_file.uri) if by_declared_types else ""
@@ -99,6 +103,11 @@ def _with_partitions(
     return frame.select(*columns, F.lit(weight).cast("int").alias(WEIGHT))
 
 
+def masked(snapshot: Snapshot, data_file: DataFile) -> "np.ndarray[Any, Any]":
+    """The positions of the file's rows the snapshot's deletion vector masks (none without one)."""
+    return snapshot.deleted_rows.get(data_file.path, np.empty(0, np.int64))
+
+
 def read_rows(
     spark: SparkSession,
     snapshot: Snapshot,
@@ -135,7 +144,25 @@ def file_rows(
             kept = np.ones(rows.num_rows, dtype=bool)
             kept[positions[positions < rows.num_rows]] = False
             rows = rows.filter(pa.array(kept))
+        rows = _int96_in_utc(parquet, rows)
     return rows.rename_columns(list(held))
+
+
+def _int96_in_utc(parquet: pq.ParquetFile, rows: pa.Table) -> pa.Table:
+    """``rows`` with each INT96 timestamp (Spark's default for TIMESTAMP columns) as the UTC instant
+    Spark wrote and reads it as: Arrow reads it without a zone. A file whose writer rebased INT96
+    values to the old Julian calendar (Spark's legacy mode, for dates before 1900) is left as
+    read, for :func:`_cast` to refuse."""
+    metadata = parquet.metadata.metadata or {}
+    if b"org.apache.spark.legacyINT96" in metadata:
+        return rows
+    schema = parquet.schema
+    int96 = {schema.column(i).path for i in range(len(schema)) if schema.column(i).physical_type == "INT96"}
+    for i, name in enumerate(rows.column_names):
+        values = rows.column(i)
+        if name in int96 and pa.types.is_timestamp(values.type) and values.type.tz is None:
+            rows = rows.set_column(i, name, values.cast(pa.timestamp(values.type.unit, "UTC")))
+    return rows
 
 
 def _held_columns(in_file: Sequence[str], wanted: Sequence[str]) -> Dict[str, str]:
@@ -201,9 +228,9 @@ def arrow_with_weight(schema: pa.Schema) -> pa.Schema:
 
 def _cast(values: pa.ChunkedArray, field: pa.Field) -> pa.ChunkedArray:
     """``values`` as ``field``'s type, where Arrow's cast means what Spark's does: a widening, or
-    a timestamp moved between zones. A timestamp without a zone against one with (a Parquet
-    INT96 or local time, which Spark reads through the session's zone), and any cast Arrow
-    refuses or would lose digits in, are the engine's to read."""
+    a timestamp moved between zones. A timestamp without a zone against one with (local time,
+    which Spark reads through the session's zone; INT96 comes here in UTC: :func:`_int96_in_utc`),
+    and any cast Arrow refuses or would lose digits in, are the engine's to read."""
     source = values.type
     if pa.types.is_timestamp(source) and pa.types.is_timestamp(field.type):
         if (source.tz is None) != (field.type.tz is None):

@@ -19,6 +19,7 @@ from dbt.adapters.dyntable.dynamic_table.refresh.apply import DeltaValidationErr
 from dbt.adapters.dyntable.dynamic_table.refresh.engine_writer import EngineWriter
 from dbt.adapters.dyntable.dynamic_table.refresh.target import Target
 from dbt.adapters.dyntable.dynamic_table.refresh.write import writer_for
+from dbt.adapters.dyntable.vocabulary import WEIGHT
 
 pytestmark = pytest.mark.jvm_ci
 
@@ -62,11 +63,21 @@ def written_here(engine, dt):
     return written == engine.capabilities.merge_in_process
 
 
-@pytest.fixture(params=["one_job", "bounded_by_the_delta"])
-def staging(request, monkeypatch):
+def counting_held_rows_here(engine, monkeypatch, here: bool) -> None:
+    """Whether a staged delta's copies in the DT are counted in this process from the DT's files
+    (``Capabilities.counts_held_rows_in_process``), whatever the engine under test does."""
+    monkeypatch.setattr(
+        engine, "capabilities", replace(engine.capabilities, counts_held_rows_in_process=here)
+    )
+
+
+@pytest.fixture(params=["one_job", "bounded_by_the_delta", "counted_here"])
+def staging(request, engine, monkeypatch):
     """How a delta that reads the DT is staged (``apply._staged``): with the DT read whole in the
-    delta's own job (a small DT), or in a second job reading the DT's rows within the delta's
-    bounds (a DT of ``BOUNDED_STAGING_BYTES`` or more, here every DT)."""
+    delta's own job (a small DT), in a second job reading the DT's rows within the delta's
+    bounds (a DT of ``BOUNDED_STAGING_BYTES`` or more, here every DT), or with the DT's files
+    read in this process (``held_rows``)."""
+    counting_held_rows_here(engine, monkeypatch, request.param == "counted_here")
     if request.param == "bounded_by_the_delta":
         monkeypatch.setattr(apply, "BOUNDED_STAGING_BYTES", 0)
     return request.param
@@ -354,3 +365,63 @@ def test_a_global_aggregate_merges_on_no_key(engine, request):
 
 def contents_keyed(engine, dt):
     return Counter(map(tuple, engine.execute(f"select k, total from {dt.relation}").collect()))
+
+
+def test_rows_held_are_counted_alike_here_and_by_the_engine(engine, request, monkeypatch):
+    """A DT written by the engine (on JVM Spark its timestamps are INT96), holding copies, NULLs,
+    0.0 and -0.0, NaN, dates, decimals and bytes, and a second file with a row deleted: what it
+    holds of each delta row, matched whole or on a key, is counted alike in this process and by
+    the engine (the equality the engine's ``<=>`` join makes)."""
+    schema = schema_for("apply_typed_", request)
+    engine.execute(f"create schema if not exists {schema}")
+    request.addfinalizer(lambda: engine.execute(f"drop schema {schema} cascade"))
+    columns = ["k", "at", "day", "amount", "ratio", "raw", "note"]
+    engine.execute(
+        f"create table {schema}.dt (k int, at timestamp, day date, amount decimal(6,2), ratio double, "
+        "raw binary, note string) using delta tblproperties ('delta.enableDeletionVectors' = 'true')"
+    )
+    stored = [
+        "(1, timestamp'2024-03-31 01:30:00.000001', date'2024-02-29', 1.05, 0.0D, X'0100', 'a')",
+        "(1, timestamp'2024-03-31 01:30:00.000001', date'2024-02-29', 1.05, 0.0D, X'0100', 'a')",
+        "(2, null, null, null, double('NaN'), null, null)",
+        "(3, timestamp'1970-01-01 00:00:00', date'1999-12-31', -0.50, -0.0D, X'', 'c')",
+    ]
+    engine.execute(f"insert into {schema}.dt values {', '.join(stored)}")
+    engine.execute(
+        f"insert into {schema}.dt values (4, null, null, 2.00, 1.5D, null, 'd'), (5, null, null, null, null, null, 'e')"
+    )
+    engine.execute(f"delete from {schema}.dt where k = 5")
+    dt = DynamicTable(
+        schema, "dt", "select 1", DynamicTableConfig.from_model("dt", {"target_lag": "1 minute"})
+    )
+    delta = (
+        "select k, at, day, amount, ratio, raw, note, _dyn_weight from values "
+        "(1, timestamp'2024-03-31 01:30:00.000001', date'2024-02-29', 1.05BD, 0.0D, X'0100', 'a', -1), "
+        "(2, null, null, null, double('NaN'), null, null, -1), "
+        "(3, timestamp'1970-01-01 00:00:00', date'1999-12-31', -0.50BD, 0.0D, X'', 'c', 1), "
+        "(4, null, null, 2.00BD, 1.5D, null, 'x', 1), "
+        "(5, null, null, null, null, null, 'e', 1), "
+        "(6, null, null, null, null, null, null, 1) "
+        "as d(k, at, day, amount, ratio, raw, note, _dyn_weight)"
+    )
+
+    def staged(here: bool, key):
+        counting_held_rows_here(engine, monkeypatch, here)
+        monkeypatch.setattr(apply, "BOUNDED_STAGING_BYTES", 0)
+        rows = apply._staged(Target(engine, dt), delta, columns, key, True)
+        if key is not None:  # the rank within a key: its order among equal weights is the engine's
+            ranks = {}
+            for row in sorted(rows.to_pylist(), key=lambda row: row[apply.KEY_RANK]):
+                ranks.setdefault(tuple(row[c] for c in key), []).append((row[apply.KEY_RANK], row[WEIGHT]))
+            for ranked in ranks.values():
+                assert [rank for rank, _ in ranked] == list(range(1, len(ranked) + 1))
+                assert [weight for _, weight in ranked] == sorted(weight for _, weight in ranked)
+            rows = rows.drop_columns([apply.KEY_RANK])
+        return sorted(map(str, rows.to_pylist())), [(f.name, f.type) for f in rows.schema]
+
+    for key in (None, ["k"], ["k", "note"], []):
+        here, there = staged(True, key), staged(False, key)
+        assert here == there, key
+    old = dict(zip(range(1, 7), [2, 1, 1, 0, 0, 0]))
+    whole_rows = apply._staged(Target(engine, dt), delta, columns, None, True).to_pylist()
+    assert {row["k"]: row[apply.OLD] for row in whole_rows} == old

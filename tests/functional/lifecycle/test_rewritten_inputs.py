@@ -15,7 +15,8 @@ import pytest
 from dbt.tests.util import run_dbt, write_file
 from deltalake import DeltaTable, write_deltalake
 
-from dbt.adapters.dyntable.dynamic_table.refresh import net_change, write
+from dbt.adapters.dyntable import data_files
+from dbt.adapters.dyntable.dynamic_table.refresh import write
 from tests.functional.adapter.delta import delta_project
 from tests.functional.dynamic_table.dvs import project_engine
 from tests.functional.lifecycle.helpers import assert_refreshed, commits, location
@@ -189,9 +190,9 @@ class TestRewrittenInputs:
     def test_a_rewrite_too_large_to_compare_here_is_compared_by_the_engine(
         self, project, raw, dyntable_warehouse, monkeypatch
     ):
-        # Every rewrite counts as too large for this process: one engine job compares it, and
-        # its rows come back in the table's types, with the same outcome.
-        monkeypatch.setattr(net_change, "IN_PROCESS_MAX_BYTES", 0)
+        # Every table counts as too large to read in this process: one engine job compares a
+        # rewrite, and its rows come back in the table's types, with the same outcome.
+        monkeypatch.setattr(data_files, "IN_PROCESS_MAX_BYTES", 0)
         self.test_a_few_rows_changed_upstream_are_all_that_is_read(project, raw, dyntable_warehouse)
 
     def test_a_recompute_that_changes_nothing_writes_nothing(self, project, raw, dyntable_warehouse):

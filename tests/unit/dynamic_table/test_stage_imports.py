@@ -23,6 +23,7 @@ STAGES: Dict[str, List[str]] = {
     "decide": ["decide", "estimate", "net_change", "partitions", "lease_free"],
     "derive": ["delta_query"],
     "apply": [
+        "held_rows",
         "apply",
         "write",
         "engine_writer",

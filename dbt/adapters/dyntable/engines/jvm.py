@@ -150,6 +150,7 @@ class JvmSparkEngine(Engine):
         truncate=False,
         alter_table_columns=True,
         persistent_catalog=True,
+        counts_held_rows_in_process=True,
         staged_delta_cost_bytes=16_000_000,
         # Spark lists up to 32 paths on the driver (spark.sql.sources.parallelPartitionDiscovery
         # .threshold); more start a listing job, which the Delta scan avoids.

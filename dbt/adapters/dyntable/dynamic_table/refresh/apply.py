@@ -36,6 +36,7 @@ import pyarrow.compute as pc
 from dbt.adapters.dyntable.changes import groupable
 from dbt.adapters.dyntable.differentiation.aggregate import Accumulation
 from dbt.adapters.dyntable.dynamic_table.lifecycle import Action
+from dbt.adapters.dyntable.dynamic_table.refresh import held_rows
 from dbt.adapters.dyntable.dynamic_table.refresh.strategy import appends
 from dbt.adapters.dyntable.dynamic_table.refresh.target import Target
 from dbt.adapters.dyntable.vocabulary import WEIGHT, null_safe_match, quote
@@ -44,10 +45,12 @@ OLD = "_dyn_old"
 #: Per row of a rebuild's difference: the copies of it the query computes (``difference``).
 NEW = "_dyn_new"
 KIND = "_dyn_kind"
-#: Per row key, computed by the engine (Arrow cannot group by arrays or structs): the most rows
-#: the DT holds under the key, the delta's summed weight for it, and the row's rank within it
-#: (deletes first), so one row stands for its key.
+#: Per row key, computed by the engine (or in this process where the key has no struct, array or
+#: map, which Arrow cannot group by: ``held_rows``): the most rows the DT holds under the key, the
+#: delta's summed weight for it, and the row's rank within it (deletes first), so one row stands
+#: for its key.
 KEY_OLD, KEY_WEIGHT, KEY_RANK = "_dyn_key_old", "_dyn_key_weight", "_dyn_key_rank"
+PER_KEY = (KEY_OLD, KEY_WEIGHT, KEY_RANK)
 #: Rows of the delta holding the same tuple (1 when consolidated), and a marker of a DT row.
 COPIES, PRESENT = "_dyn_copies", "_dyn_present"
 #: The most distinct values of a key column a MERGE's condition lists (``key_bounds``); beyond
@@ -283,11 +286,16 @@ def _staged(
         f"FROM ({delta_sql}) AS q"
     )
     match = key if key is not None else columns
-    if not _bounded_staging(target):
+    here = target.engine.capabilities.counts_held_rows_in_process
+    if not here and not _bounded_staging(target):
         return target.engine.arrow(_with_old(target, delta, match, columns, key))
-    # A large DT: the delta's rows first, then the DT's rows within their bounds, which skips
-    # the DT's files (and row groups) outside them instead of reading the whole DT.
+    # The delta's rows first; then what the DT holds of them, counted in this process from its
+    # files, or by the engine reading the DT's rows within their bounds, which skips the DT's
+    # files (and row groups) outside them instead of reading the whole DT.
     rows = target.engine.arrow(delta)
+    counted = held_rows.with_old(target, rows, match, OLD, key, PER_KEY) if here else None
+    if counted is not None:
+        return counted
     with target.engine.temporary_view(rows) as view:
         # An empty delta holds no row of the DT: none is read.
         bounds = key_bounds(rows, match, "b") if rows.num_rows else ["FALSE"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, Mapping, Optional, Tuple
 
+from dbt.adapters.dyntable import data_files
 from dbt.adapters.dyntable.delta_log import IntervalKind
 from dbt.adapters.dyntable.differentiation import differentiate, top_one
 from dbt.adapters.dyntable.differentiation import window as window_rule
@@ -95,8 +96,11 @@ def estimate(
     stored_reads = applied.count(stored) + (0 if delta.insert_only else 1)
     if engine_alone is None and not appends(delta.insert_only, key.columns, key.declared_by):
         # Staged in this process, the delta is joined to the DT to count the copies it holds of
-        # each row (``apply.prepare``): one more read of the DT before the MERGE's own.
-        stored_reads += 1
+        # each row (``apply.prepare``): one more read of the DT before the MERGE's own, unless
+        # this process counts them from a small DT's files (``held_rows``).
+        counted_here = capabilities.counts_held_rows_in_process
+        if not counted_here or observed.dt_size_bytes > data_files.IN_PROCESS_MAX_BYTES:
+            stored_reads += 1
         if capabilities.staged_delta_cost_bytes:
             parts["staging the delta"] = capabilities.staged_delta_cost_bytes
     if stored_reads:

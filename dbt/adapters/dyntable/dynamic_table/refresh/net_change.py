@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Optional
 
+from dbt.adapters.dyntable import data_files
 from dbt.adapters.dyntable.changes import SourceReads, changes_in_process, interval_reads, register_changes
 from dbt.adapters.dyntable.data_files import NotReadableInProcess
 from dbt.adapters.dyntable.delta_log import DeltaLog, Interval, IntervalKind
@@ -40,8 +41,6 @@ REWRITE_AMPLIFICATION = 4
 #: runner lives for weeks.
 _measured_here: "Lru[IntervalIdentity, NetChange]" = Lru(8)
 KEPT_BYTES = 16 << 20
-#: Rewritten files (both versions' bytes) up to this size are compared in this process.
-IN_PROCESS_MAX_BYTES = 16 << 20
 
 
 def rewrites(interval: Optional[Interval]) -> bool:
@@ -105,7 +104,7 @@ def _measure(engine: Engine, owner: str, source: SourceState) -> NetChange:
     interval = source.interval
     assert interval is not None
     rows = None
-    if _rewritten_bytes(interval) <= IN_PROCESS_MAX_BYTES:
+    if _rewritten_bytes(interval) <= data_files.IN_PROCESS_MAX_BYTES:
         try:
             rows = changes_in_process(source.log, interval)
         except NotReadableInProcess:
