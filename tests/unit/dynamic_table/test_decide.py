@@ -431,7 +431,8 @@ def test_auto_counts_an_engines_fixed_cost_of_staging_a_delta_in_this_process() 
     """Where staging a delta in this process has a fixed cost (delta-spark's shuffles and the
     driver's trip), a small change that may delete is cheaper to recompute over a small source; a
     delta the engine appends alone pays no staging, and a large source outweighs the cost. The
-    filter keeps a tenth of the source's bytes."""
+    filter keeps a tenth of the source's bytes. Staging is two jobs (the delta's, and the count of
+    what the DT holds of it), or one where this process counts from the DT's files."""
     sql = "select k, v from s.t where v > 0"
     staging = replace(ENGINE, staged_delta_cost_bytes=3000)
     chosen = {}
@@ -454,7 +455,7 @@ def test_auto_counts_an_engines_fixed_cost_of_staging_a_delta_in_this_process() 
                 )[0]
                 chosen[kind, size, engine] = decision.action
                 if (kind, size, engine) == ("rewritten", 1000, "staging"):
-                    assert "staging the delta 3.0 kB" in decision.reason, decision.reason
+                    assert "staging the delta 6.0 kB" in decision.reason, decision.reason
     assert chosen == {
         ("rewritten", 1000, "bare"): Action.INCREMENTAL,
         ("rewritten", 1000, "staging"): Action.FULL,
@@ -465,6 +466,21 @@ def test_auto_counts_an_engines_fixed_cost_of_staging_a_delta_in_this_process() 
         ("appended", 100_000, "bare"): Action.INCREMENTAL,
         ("appended", 100_000, "staging"): Action.INCREMENTAL,
     }
+    counted_here = replace(staging, counts_held_rows_in_process=True)
+    dt = model(sql, refresh_mode="auto")
+    sources = [source(5, 6, size=1000, added=10, removed=10)]
+    decision = run(
+        dt,
+        frontier(dt, {"s.t": 5}),
+        sources,
+        Planner(PlannedQuery(plan_query(sql), OutputKey(None))),
+        dt_size=100,
+        capabilities=counted_here,
+    )[0]
+    # One staging job, and the DT read once (by the MERGE), not twice.
+    assert "staging the delta 3.0 kB" in decision.reason and "this table 100 B" in decision.reason, (
+        decision.reason
+    )
 
 
 def test_an_upstream_dt_whose_first_refresh_has_not_committed_is_waited_for(tmp_path: Path) -> None:

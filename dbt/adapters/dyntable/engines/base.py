@@ -111,11 +111,13 @@ class Capabilities:
     a DT of a million rows, against tens of milliseconds here. Sail's scan skips by the delta's
     bounds in milliseconds."""
     staged_delta_cost_bytes: int = 0
-    """What a delta brought to this process costs beyond the bytes AUTO counts for it, as bytes
-    of a recompute's scan: the staging statement's shuffles (consolidating the delta, joining it
-    to the DT, grouping) and the trip through the driver (docs/ARCHITECTURE.md, "Deciding").
-    Tens of milliseconds on Sail, within its byte costs; on local delta-spark about 3 s of jobs
-    and driver work, which a recompute spends scanning about 16 MB (benchmarks/jvm_spark.py)."""
+    """What each engine job staging a delta in this process costs beyond the bytes AUTO counts
+    for it, as bytes of a recompute's scan: the job's shuffles (consolidating the delta, joining
+    it to the DT, grouping) and the trip through the driver (docs/ARCHITECTURE.md, "Deciding").
+    Tens of milliseconds on Sail, within its byte costs; on local delta-spark about 1.5 s per
+    job, which a recompute spends scanning about 8 MB (benchmarks/jvm_spark.py). Staging takes
+    two jobs (the delta's, then the count of what the DT holds of it), or one where this process
+    counts (``counts_held_rows_in_process``)."""
     files_per_scan: int = 0
     """A read of many data files (an interval's, after a run of small commits) is split into
     scans of at most this many files (0: one scan). Sail 0.7 opens every file of a scan at once

@@ -98,11 +98,15 @@ def estimate(
         # Staged in this process, the delta is joined to the DT to count the copies it holds of
         # each row (``apply.prepare``): one more read of the DT before the MERGE's own, unless
         # this process counts them from a small DT's files (``held_rows``).
-        counted_here = capabilities.counts_held_rows_in_process
-        if not counted_here or observed.dt_size_bytes > data_files.IN_PROCESS_MAX_BYTES:
-            stored_reads += 1
+        counted_here = (
+            capabilities.counts_held_rows_in_process
+            and observed.dt_size_bytes <= data_files.IN_PROCESS_MAX_BYTES
+        )
+        stored_reads += 0 if counted_here else 1
         if capabilities.staged_delta_cost_bytes:
-            parts["staging the delta"] = capabilities.staged_delta_cost_bytes
+            # The delta's job, and the count's where the engine counts.
+            jobs = 1 if counted_here else 2
+            parts["staging the delta"] = jobs * capabilities.staged_delta_cost_bytes
     if stored_reads:
         parts["this table"] = stored_reads * observed.dt_size_bytes
     # The result's share of the DT: as large as the changed share of each changed source.

@@ -4,9 +4,9 @@ columns a delta row is matched on, as the engine's null-safe join would pair the
 
 Where every read of a table is a job of its own that first rebuilds the table's new version
 (delta-spark), counting in an engine job cost about 2 s for one row updated in a DT of a million
-rows; reading the DT's files here costs tens of milliseconds. Only a DT of a few megabytes
-(``data_files.IN_PROCESS_MAX_BYTES``), and only values Arrow reads and compares as the engine
-does: otherwise ``None``, and the engine counts.
+rows; reading the DT's files here costs tens of milliseconds. Only a DT whose files weigh at most
+``data_files.IN_PROCESS_MAX_BYTES``, and only values Arrow reads and compares as the engine does:
+otherwise ``None``, and the engine counts.
 """
 
 from __future__ import annotations
