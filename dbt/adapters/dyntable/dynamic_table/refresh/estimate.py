@@ -95,18 +95,7 @@ def estimate(
             parts[f"{name} at {version}"] = count * source.size_bytes
     stored_reads = applied.count(stored) + (0 if delta.insert_only else 1)
     if engine_alone is None and not appends(delta.insert_only, key.columns, key.declared_by):
-        # Staged in this process, the delta is joined to the DT to count the copies it holds of
-        # each row (``apply.prepare``): one more read of the DT before the MERGE's own, unless
-        # this process counts them from a small DT's files (``held_rows``).
-        counted_here = (
-            capabilities.counts_held_rows_in_process
-            and observed.dt_size_bytes <= data_files.IN_PROCESS_MAX_BYTES
-        )
-        stored_reads += 0 if counted_here else 1
-        if capabilities.staged_delta_cost_bytes:
-            # The delta's job, and the count's where the engine counts.
-            jobs = 1 if counted_here else 2
-            parts["staging the delta"] = jobs * capabilities.staged_delta_cost_bytes
+        stored_reads += _staging(parts, observed, capabilities)
     if stored_reads:
         parts["this table"] = stored_reads * observed.dt_size_bytes
     # The result's share of the DT: as large as the changed share of each changed source.
@@ -130,6 +119,19 @@ def estimate(
     return Estimate(
         sum(parts.values()), scans + sorts + difference, tuple(parts.items()), sorts, tuple(bounds)
     )
+
+
+def _staging(parts: Dict[str, int], observed: Observation, capabilities: Capabilities) -> int:
+    """The reads of the DT a delta staged in this process adds, its staging jobs' fixed cost put
+    in ``parts``. The delta is joined to the DT to count the copies it holds of each row
+    (``apply.prepare``): one more read of the DT before the MERGE's own and a second job, unless
+    this process counts them from a small DT's files (``held_rows``)."""
+    counted_here = (
+        capabilities.counts_held_rows_in_process and observed.dt_size_bytes <= data_files.IN_PROCESS_MAX_BYTES
+    )
+    if capabilities.staged_delta_cost_bytes:
+        parts["staging the delta"] = (1 if counted_here else 2) * capabilities.staged_delta_cost_bytes
+    return 0 if counted_here else 1
 
 
 def _change_read_bytes(source: SourceState) -> int:
