@@ -37,7 +37,7 @@ from dbt.adapters.dyntable.changes import groupable
 from dbt.adapters.dyntable.differentiation.aggregate import Accumulation
 from dbt.adapters.dyntable.dynamic_table.lifecycle import Action
 from dbt.adapters.dyntable.dynamic_table.refresh import held_rows
-from dbt.adapters.dyntable.dynamic_table.refresh.strategy import appends
+from dbt.adapters.dyntable.dynamic_table.refresh.strategy import appends, counts_held_rows_here
 from dbt.adapters.dyntable.dynamic_table.refresh.target import Target
 from dbt.adapters.dyntable.vocabulary import WEIGHT, null_safe_match, quote
 
@@ -286,8 +286,11 @@ def _staged(
         f"FROM ({delta_sql}) AS q"
     )
     match = key if key is not None else columns
-    here = target.engine.capabilities.counts_held_rows_in_process
-    if not here and not _bounded_staging(target):
+    log = target.log()
+    dt_bytes = log.size_bytes(log.latest_version()) if log is not None else None
+    here = dt_bytes is not None and counts_held_rows_here(target.engine.capabilities, dt_bytes)
+    if not here and (dt_bytes is None or dt_bytes < BOUNDED_STAGING_BYTES):
+        # A small DT: one engine job reading it whole beats two, the second bounded by the delta.
         return target.engine.arrow(_with_old(target, delta, match, columns, key))
     # The delta's rows first; then what the DT holds of them, counted in this process from its
     # files, or by the engine reading the DT's rows within their bounds, which skips the DT's
@@ -300,13 +303,6 @@ def _staged(
         # An empty delta holds no row of the DT: none is read.
         bounds = key_bounds(rows, match, "b") if rows.num_rows else ["FALSE"]
         return target.engine.arrow(_with_old(target, f"SELECT * FROM {view}", match, columns, key, bounds))
-
-
-def _bounded_staging(target: Target) -> bool:
-    """Whether the DT is large enough that staging a delta in two engine jobs, the second
-    reading only the DT's rows within the delta's bounds, beats one job reading the whole DT."""
-    log = target.log()
-    return log is not None and log.size_bytes(log.latest_version()) >= BOUNDED_STAGING_BYTES
 
 
 def _with_old(

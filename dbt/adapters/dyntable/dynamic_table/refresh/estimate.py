@@ -9,7 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, Mapping, Optional, Tuple
 
-from dbt.adapters.dyntable import data_files
 from dbt.adapters.dyntable.delta_log import IntervalKind
 from dbt.adapters.dyntable.differentiation import differentiate, top_one
 from dbt.adapters.dyntable.differentiation import window as window_rule
@@ -20,7 +19,12 @@ from dbt.adapters.dyntable.dynamic_table.refresh.facts import Observation, Sourc
 from dbt.adapters.dyntable.dynamic_table.refresh.guard import is_guarded
 from dbt.adapters.dyntable.dynamic_table.refresh.partitions import counted_window
 from dbt.adapters.dyntable.dynamic_table.refresh.planned_query import PlannedQuery
-from dbt.adapters.dyntable.dynamic_table.refresh.strategy import InEngine, appends, in_engine
+from dbt.adapters.dyntable.dynamic_table.refresh.strategy import (
+    InEngine,
+    appends,
+    counts_held_rows_here,
+    in_engine,
+)
 from dbt.adapters.dyntable.engines.base import Capabilities
 from dbt.adapters.dyntable.vocabulary import quoted_table
 
@@ -126,9 +130,7 @@ def _staging(parts: Dict[str, int], observed: Observation, capabilities: Capabil
     in ``parts``. The delta is joined to the DT to count the copies it holds of each row
     (``apply.prepare``): one more read of the DT before the MERGE's own and a second job, unless
     this process counts them from a small DT's files (``held_rows``)."""
-    counted_here = (
-        capabilities.counts_held_rows_in_process and observed.dt_size_bytes <= data_files.IN_PROCESS_MAX_BYTES
-    )
+    counted_here = counts_held_rows_here(capabilities, observed.dt_size_bytes)
     if capabilities.staged_delta_cost_bytes:
         parts["staging the delta"] = (1 if counted_here else 2) * capabilities.staged_delta_cost_bytes
     return 0 if counted_here else 1

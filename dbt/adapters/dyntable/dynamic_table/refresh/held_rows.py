@@ -5,8 +5,8 @@ columns a delta row is matched on, as the engine's null-safe join would pair the
 Where every read of a table is a job of its own that first rebuilds the table's new version
 (delta-spark), counting in an engine job cost about 2 s for one row updated in a DT of a million
 rows; reading the DT's files here costs tens of milliseconds. Only a DT whose files weigh at most
-``data_files.IN_PROCESS_MAX_BYTES``, and only values Arrow reads and compares as the engine does:
-otherwise ``None``, and the engine counts.
+``data_files.IN_PROCESS_MAX_BYTES`` (``strategy.counts_held_rows_here``), and only values Arrow
+reads and compares as the engine does: otherwise ``None``, and the engine counts.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dbt.adapters.dyntable import data_files
 from dbt.adapters.dyntable.data_files import NotReadableInProcess, arrow_rows, masked
 from dbt.adapters.dyntable.dynamic_table.refresh.target import Target
 from dbt.adapters.dyntable.vocabulary import WEIGHT
@@ -38,14 +37,13 @@ def with_old(
 ) -> Optional[pa.Table]:
     """``rows`` (a staged delta) with column ``old``: the DT's rows holding each row's ``match``
     columns; with a ``key``, also ``per_key``'s three columns (the most rows held under the row's
-    key, the delta's summed weight for it, and the row's rank within it, deletes first). None
-    where the DT is too large to read here or Arrow would not read its values as the engine does."""
+    key, the delta's summed weight for it, and the row's rank within it, deletes first), for a
+    DT ``strategy.counts_held_rows_here`` lets this process read. None where Arrow would not read
+    its values as the engine does."""
     log = target.log()
     if log is None:
         return None
     snapshot = log.snapshot(log.latest_version())
-    if sum(f.size_bytes for f in snapshot.files.values()) > data_files.IN_PROCESS_MAX_BYTES:
-        return None
     matched = rows.select(list(match))
     if any(pa.types.is_nested(f.type) for f in matched.schema):
         return None  # Arrow groups no struct, array or map

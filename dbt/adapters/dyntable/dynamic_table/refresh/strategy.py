@@ -8,8 +8,10 @@ from __future__ import annotations
 from enum import Enum
 from typing import Optional, Sequence
 
+from dbt.adapters.dyntable import data_files
 from dbt.adapters.dyntable.differentiation import DeltaQuery
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
+from dbt.adapters.dyntable.engines.base import Capabilities
 
 
 class InEngine(str, Enum):
@@ -29,6 +31,14 @@ def appends(insert_only: bool, key: Optional[Sequence[str]], declared_by: Option
     """Whether a delta is applied by appending it, never reading the DT: it only inserts, and
     the DT is matched on whole rows or on a declared key (appends through filters and joins)."""
     return insert_only and (key is None or declared_by is not None)
+
+
+def counts_held_rows_here(capabilities: Capabilities, dt_bytes: int) -> bool:
+    """Whether what a DT of ``dt_bytes`` holds of a staged delta is counted in this process from
+    its files (``held_rows``) instead of by an engine job reading it: where the engine's every read
+    is a job of its own (``Capabilities.counts_held_rows_in_process``), for a DT this process may
+    read (``data_files.IN_PROCESS_MAX_BYTES``)."""
+    return capabilities.counts_held_rows_in_process and dt_bytes <= data_files.IN_PROCESS_MAX_BYTES
 
 
 def in_engine(
