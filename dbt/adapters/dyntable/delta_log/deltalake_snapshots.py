@@ -17,7 +17,9 @@ from dbt.adapters.dyntable.delta_log.current_listing import CurrentListing, note
 from dbt.adapters.dyntable.delta_log.errors import HistoryUnavailable, TableNotFound
 from dbt.adapters.dyntable.delta_log.lru import Lru
 from dbt.adapters.dyntable.delta_log.model import DataFile, Snapshot
+from dbt.adapters.dyntable.delta_log.protocol import COLUMN_MAPPING_MODE
 from dbt.adapters.dyntable.delta_log.table_files import TableFiles
+from dbt.adapters.dyntable.delta_log.value_ranges import bounded_columns, from_stats
 
 #: Per location, the ``deltalake`` table object of the newest version loaded and the identity of
 #: that version's commit: a later version is loaded from it by replaying only the commits between
@@ -113,13 +115,21 @@ def snapshot_of(table: DeltaTable, version: int, table_files: TableFiles) -> Sna
     records = actions.column("num_records").to_pylist() if "num_records" in columns else [None] * len(paths)
     partitions = actions.column("partition").to_pylist() if "partition" in columns else [{}] * len(paths)
     masks = _deletion_vectors(table)
+    bounded = bounded_columns(
+        table.schema().to_json(), (metadata.configuration or {}).get(COLUMN_MAPPING_MODE) or "none"
+    )
+    stats = [
+        actions.column(name).to_pylist() if bounded and name in columns else [None] * len(paths)
+        for name in ("min", "max", "null_count")
+    ]
     files: Dict[str, DataFile] = {}
     deleted_rows = {}
-    for path, size, count, values in zip(paths, sizes, records, partitions):
+    for path, size, count, values, low, high, nulls in zip(paths, sizes, records, partitions, *stats):
         deleted = masks.get(urllib.parse.unquote(table_files.file_uri(path)))
         if deleted is not None:
             deleted_rows[path] = deleted
-        files[path] = table_files.data_file(path, size, count, values or {}, deleted is not None)
+        ranges = from_stats(low, high, nulls, count, bounded)
+        files[path] = table_files.data_file(path, size, count, values or {}, deleted is not None, ranges)
     return Snapshot(
         version=version,
         table_id=str(metadata.id),

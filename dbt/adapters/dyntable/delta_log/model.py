@@ -28,6 +28,26 @@ class IntervalKind(str, Enum):
 
 
 @dataclass(frozen=True)
+class ValueRange:
+    """Bounds of a column's values in a file (or files), from the writers' statistics: every
+    non-null value lies in ``[low, high]`` (None when the file holds no non-null value), and
+    ``nulls`` says whether any value is NULL. Integers, dates and timestamps only, whose
+    statistics are exact or, for timestamps truncated to milliseconds, widened to bound.
+    """
+
+    low: Any
+    high: Any
+    nulls: bool
+
+    def union(self, other: "ValueRange") -> "ValueRange":
+        if self.low is None:
+            return ValueRange(other.low, other.high, self.nulls or other.nulls)
+        if other.low is None:
+            return ValueRange(self.low, self.high, self.nulls or other.nulls)
+        return ValueRange(min(self.low, other.low), max(self.high, other.high), self.nulls or other.nulls)
+
+
+@dataclass(frozen=True)
 class DataFile:
     """One live data file of a snapshot (an ``add`` action)."""
 
@@ -41,6 +61,9 @@ class DataFile:
     partition_values: Mapping[str, Any]
     """Typed Python values (``date``, aware ``datetime`` for timestamps, ``Decimal`` ...)."""
     has_deletion_vector: bool
+    ranges: Mapping[str, ValueRange] = field(default_factory=dict)
+    """Per column (lower-case name) of an integer, date or timestamp type, where its statistics
+    bound it: the range of its values (``value_ranges``)."""
 
 
 @dataclass(frozen=True)
@@ -140,6 +163,18 @@ class Interval:
         the row groups holding them, not with their whole files (``changes.changes_dataframe``)."""
         removed = total_rows(self.removed)
         return None if removed is None else removed + self.masked_rows
+
+    def value_range(self, column: str) -> Optional[ValueRange]:
+        """The range of ``column``'s values among the changed rows: the union of its range in
+        every added, removed and newly masked file; None where a file's statistics do not bound
+        it."""
+        found: Optional[ValueRange] = None
+        for data_file in self.added + self.removed + self.masked:
+            bounded = data_file.ranges.get(column.lower())
+            if bounded is None:
+                return None
+            found = bounded if found is None else found.union(bounded)
+        return found
 
     @property
     def added_bytes(self) -> int:

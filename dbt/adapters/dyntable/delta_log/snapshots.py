@@ -15,6 +15,7 @@ from dbt.adapters.dyntable.delta_log.lru import Lru
 from dbt.adapters.dyntable.delta_log.model import Snapshot
 from dbt.adapters.dyntable.delta_log.schema import typed_partition_values
 from dbt.adapters.dyntable.delta_log.table_files import TableFiles
+from dbt.adapters.dyntable.delta_log.value_ranges import bounded_columns, from_stats
 
 #: Snapshots are immutable per version; a refresh touches two or three of them per source.
 SNAPSHOT_CACHE_SIZE = 8
@@ -98,6 +99,7 @@ class Snapshots:
         files = dict(base.files)
         deleted_rows = dict(base.deleted_rows)
         schema = base.schema
+        bounded = bounded_columns(base.schema_json, base.column_mapping_mode)
         for commit in commits:
             applied = commit.file_actions
             if applied is None:
@@ -112,10 +114,12 @@ class Snapshots:
                 deleted_rows.pop(path, None)
             for add, values in zip(applied.added, partitions):
                 path = add["path"]
-                records = json.loads(add.get("stats") or "{}").get("numRecords")
-                files[path] = self._files.data_file(
-                    path, add["size"], records, values, has_deletion_vector=False
+                stats = json.loads(add.get("stats") or "{}")
+                records = stats.get("numRecords")
+                ranges = from_stats(
+                    stats.get("minValues"), stats.get("maxValues"), stats.get("nullCount"), records, bounded
                 )
+                files[path] = self._files.data_file(path, add["size"], records, values, False, ranges)
                 deleted_rows.pop(path, None)
         return replace(base, version=version, files=files, deleted_rows=deleted_rows)
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import re
 import urllib.parse
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 import pyarrow.fs as pafs
 
 from dbt.adapters.dyntable import storage
 from dbt.adapters.dyntable.delta_log.errors import HistoryUnavailable
-from dbt.adapters.dyntable.delta_log.model import DataFile
+from dbt.adapters.dyntable.delta_log.model import DataFile, ValueRange
 from dbt.adapters.dyntable.delta_log.protocol import commit_file
 
 
@@ -61,9 +61,11 @@ class TableFiles:
         records: Any,
         partition_values: Mapping[str, Any],
         has_deletion_vector: bool,
+        ranges: Optional[Mapping[str, ValueRange]] = None,
     ) -> DataFile:
         """A live file from what the log records of it (``deltalake``'s add actions or the
-        commit's own): its path as recorded, size, row count (None without statistics)."""
+        commit's own): its path as recorded, size, row count (None without statistics) and its
+        columns' value ranges."""
         return DataFile(
             path=path,
             uri=self.file_uri(path),
@@ -71,6 +73,7 @@ class TableFiles:
             num_records=None if records is None else int(records),
             partition_values=dict(partition_values),
             has_deletion_vector=has_deletion_vector,
+            ranges=dict(ranges or {}),
         )
 
     def file_path(self, data_file: DataFile) -> Tuple[pafs.FileSystem, str]:
