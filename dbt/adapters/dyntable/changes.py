@@ -43,6 +43,8 @@ from dbt.adapters.dyntable.data_files import (
     read_rows,
 )
 from dbt.adapters.dyntable.delta_log import DataFile, DeltaLog, Interval, IntervalKind, Snapshot
+from dbt.adapters.dyntable.delta_log.model import ValueRange
+from dbt.adapters.dyntable.differentiation.pruning import Within, restricted
 from dbt.adapters.dyntable.engines.base import Capabilities, arrow_frame
 from dbt.adapters.dyntable.vocabulary import (
     RESERVED_COLUMNS,
@@ -291,9 +293,10 @@ class SourceReads:
         return SourceReads(self.rows * times, self.files * times)
 
 
-def version_reads(log: DeltaLog, version: int) -> SourceReads:
-    """What a scan of ``log``'s table at ``version`` reads."""
-    files = log.files_at(version)
+def version_reads(log: DeltaLog, version: int, bound: Optional[Within] = None) -> SourceReads:
+    """What a scan of ``log``'s table at ``version`` reads: its files, or those that may hold
+    rows within ``bound``."""
+    files = [f for f in log.files_at(version) if bound is None or bound.admits(f.ranges)]
     return SourceReads(sum(f.num_records or 0 for f in files), len(files))
 
 
@@ -464,13 +467,22 @@ class FileSetResolver:
             raise KeyError(f"{table} is not a source of this refresh") from None
         return key, relation, log, v0, v1
 
-    def before(self, table: str) -> str:
+    def before(self, table: str, bound: Optional[Within] = None) -> str:
         _, relation, log, v0, _ = self._source(table)
-        return self._handed(self._versions.relation(relation, log, v0), version_reads(log, v0))
+        return self._version(self._versions.relation(relation, log, v0), log, v0, bound)
 
-    def after(self, table: str) -> str:
+    def after(self, table: str, bound: Optional[Within] = None) -> str:
         _, relation, log, _, v1 = self._source(table)
-        return self._handed(self._versions.relation(relation, log, v1), version_reads(log, v1))
+        return self._version(self._versions.relation(relation, log, v1), log, v1, bound)
+
+    def _version(self, relation: str, log: DeltaLog, version: int, bound: Optional[Within]) -> str:
+        """``relation``, the table at ``version``, or its rows within ``bound`` where it leaves
+        out files: what a read skipping those by their statistics reads."""
+        pruning = None if bound is None else bound.pruning(log.files_at(version))
+        return self._handed(restricted(relation, pruning), version_reads(log, version, pruning))
+
+    def value_range(self, table: str, column: str) -> Optional[ValueRange]:
+        return self.interval(table).value_range(column)
 
     def _handed(self, text: str, cost: SourceReads) -> str:
         """``text``, a relation this resolver hands to the delta query, remembered with what

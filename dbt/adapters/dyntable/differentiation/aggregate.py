@@ -22,7 +22,9 @@ the DT's own, so they remove exactly what is stored, even a float sum that earli
 differently from a recomputation (which then simply does not cancel against the new row).
 
 Cost beyond ΔQ: Q read twice (at I0 and I1), restricted to the touched groups; with the DT's rows,
-Q read once (at I1) and the DT's rows of the touched groups. Cheaper than recomputation when few
+Q read once (at I1) and the DT's rows of the touched groups. Where a group key bounds the rows the
+change can touch, Q is read with that bound on its source's scan (``pruning.py``), so the engine
+skips the files outside it. Cheaper than recomputation when few
 groups change, dearer when most do (a cost-based choice of FULL
 refresh is the materialization's).
 
@@ -102,8 +104,8 @@ def derive(node: Aggregate, d: "Differentiator") -> Optional[str]:
         stored_keys = [exp.column(n, quoted=True) for n, _ in node.keys]
         old = restricted(stored, node.columns, stored_keys)
     else:
-        old = aggregate_select(node, restricted(d.before(node.child), node.child.columns, keys))
-    new = aggregate_select(node, restricted(d.after(node.child), node.child.columns, keys))
+        old = aggregate_select(node, restricted(d.before(node.child, keys), node.child.columns, keys))
+    new = aggregate_select(node, restricted(d.after(node.child, keys), node.child.columns, keys))
     combined = union_all([signed(old, node.columns, -1), signed(new, node.columns, 1)])
     assert combined is not None
     return consolidate(combined, node.columns)

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Dict, List, Mapping, Optional, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+
+from sqlglot import exp
 
 from dbt.adapters.dyntable.differentiation import (
     aggregate,
@@ -18,6 +20,7 @@ from dbt.adapters.dyntable.differentiation import (
     join,
     outer_join,
     project,
+    pruning,
     scan,
     semi_join,
     top_one,
@@ -36,6 +39,7 @@ from dbt.adapters.dyntable.differentiation.plan import (
     Scan,
     is_monotone_node,
 )
+from dbt.adapters.dyntable.differentiation.pruning import Within
 from dbt.adapters.dyntable.differentiation.render import rename, render
 from dbt.adapters.dyntable.differentiation.resolver import SourceResolver
 from dbt.adapters.dyntable.differentiation.sqltext import expr
@@ -107,7 +111,7 @@ class Differentiator:
         self.ctes: List[Tuple[str, str]] = []
         self._derived: Dict[int, Optional[str]] = {}
         self.applied: Dict[int, str] = {}
-        self._rendered: Dict[Tuple[object, str], str] = {}
+        self._rendered: Dict[Tuple[object, ...], str] = {}
 
     def changes(self, table: str) -> str:
         """The resolver's changes of ``table``, read once however many scans of it the plan has."""
@@ -125,22 +129,31 @@ class Differentiator:
         self.ctes.append((name, sql))
         return f"SELECT * FROM {q(name)}"
 
-    def _version(self, node: Node, version: str) -> str:
-        key = (id(node), version)
+    def _version(self, node: Node, version: str, bound: Optional[Tuple[str, Within]] = None) -> str:
+        key = (id(node), version, bound)
         if key not in self._rendered:
-            relation = self.resolver.before if version == "v0_" else self.resolver.after
-            sub = self.before if version == "v0_" else self.after
+            read = self.resolver.before if version == "v0_" else self.resolver.after
+
+            def relation(table: str) -> str:
+                return read(table, bound[1]) if bound is not None and table == bound[0] else read(table)
+
+            def sub(child: Node) -> str:
+                below = bound if bound is not None and bound[0] in child.sources() else None
+                return self._version(child, version, below)
+
             sql = render(node, relation, sub)
             self._rendered[key] = sql if isinstance(node, Scan) else self._share(version, sql)
         return self._rendered[key]
 
-    def before(self, node: Node) -> str:
-        """``node`` evaluated on its sources at the start of the interval (Q|I0)."""
-        return self._version(node, "v0_")
+    def before(self, node: Node, keys: Sequence[exp.Expression] = ()) -> str:
+        """``node`` evaluated on its sources at the start of the interval (Q|I0); with ``keys``,
+        at least its rows whose keys the change may touch (``pruning.py``)."""
+        return self._version(node, "v0_", pruning.within(self, node, keys) if keys else None)
 
-    def after(self, node: Node) -> str:
-        """``node`` evaluated on its sources at the end of the interval (Q|I1)."""
-        return self._version(node, "v1_")
+    def after(self, node: Node, keys: Sequence[exp.Expression] = ()) -> str:
+        """``node`` evaluated on its sources at the end of the interval (Q|I1), or at least its
+        rows whose ``keys`` the change may touch."""
+        return self._version(node, "v1_", pruning.within(self, node, keys) if keys else None)
 
     def stored_rows(self, node: Node) -> Optional[str]:
         """The DT's stored rows, with ``node``'s column names, when ``node`` is the plan's root and

@@ -7,10 +7,12 @@ import re
 from collections import Counter
 from typing import Any, List, Mapping, Optional, Tuple, Union
 
+from dbt.adapters.dyntable.delta_log.model import ValueRange
 from dbt.adapters.dyntable.differentiation.derivative import READ_BY_PARENT, DeltaQuery, differentiate
 from dbt.adapters.dyntable.differentiation.errors import NotIncrementalizable
 from dbt.adapters.dyntable.differentiation.plan import Node, Plan
 from dbt.adapters.dyntable.differentiation.planner import plan_query
+from dbt.adapters.dyntable.differentiation.pruning import Within, restricted
 from dbt.adapters.dyntable.differentiation.resolver import SourceResolver
 from dbt.adapters.dyntable.vocabulary import quoted_table
 
@@ -19,11 +21,11 @@ class SymbolicResolver:
     """Names each source's versions symbolically (``t@v0``, ``t@v1``, ``t@changes``), for reading
     a derivative's shape without an engine; every table counts as changed with updates."""
 
-    def before(self, table: str) -> str:
-        return quoted_table(table + "@v0")
+    def before(self, table: str, bound: Optional[Within] = None) -> str:
+        return restricted(quoted_table(table + "@v0"), bound)
 
-    def after(self, table: str) -> str:
-        return quoted_table(table + "@v1")
+    def after(self, table: str, bound: Optional[Within] = None) -> str:
+        return restricted(quoted_table(table + "@v1"), bound)
 
     def changes(self, table: str) -> str:
         return quoted_table(table + "@changes")
@@ -33,6 +35,9 @@ class SymbolicResolver:
 
     def is_insert_only(self, table: str) -> bool:
         return False
+
+    def value_range(self, table: str, column: str) -> Optional[ValueRange]:
+        return None
 
 
 def plan_tree(node: Node, applied: Mapping[int, str], depth: int = 0) -> List[str]:

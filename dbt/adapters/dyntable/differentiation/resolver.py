@@ -10,17 +10,20 @@ from __future__ import annotations
 
 from typing import Dict, Mapping, Optional, Protocol, Sequence, Set, Tuple, runtime_checkable
 
+from dbt.adapters.dyntable.delta_log.model import ValueRange
+from dbt.adapters.dyntable.differentiation.pruning import Within, restricted
 from dbt.adapters.dyntable.vocabulary import WEIGHT, consolidate, quoted_table, table_name
 from dbt.adapters.dyntable.vocabulary import quote as q
 
 
 @runtime_checkable
 class SourceResolver(Protocol):
-    def before(self, table: str) -> str:
-        """Relation text for ``table`` at the start of the interval."""
+    def before(self, table: str, bound: Optional[Within] = None) -> str:
+        """Relation text for ``table`` at the start of the interval; with ``bound``, only its rows
+        within it (``pruning.py``)."""
 
-    def after(self, table: str) -> str:
-        """Relation text for ``table`` at the end of the interval."""
+    def after(self, table: str, bound: Optional[Within] = None) -> str:
+        """Relation text for ``table`` at the end of the interval, or its rows within ``bound``."""
 
     def changes(self, table: str) -> str:
         """Relation text: ``table``'s columns plus ``_dyn_weight`` (+1/-1 per row instance)."""
@@ -30,6 +33,9 @@ class SourceResolver(Protocol):
 
     def is_insert_only(self, table: str) -> bool:
         """Only inserts in the interval: append-only specialisations apply."""
+
+    def value_range(self, table: str, column: str) -> Optional[ValueRange]:
+        """The range of ``column``'s values among ``table``'s changed rows; None where unknown."""
 
 
 class VersionDiffResolver:
@@ -61,11 +67,14 @@ class VersionDiffResolver:
         except KeyError:
             raise KeyError(f"{table} has no versions in this resolver") from None
 
-    def before(self, table: str) -> str:
-        return f"{quoted_table(table)} VERSION AS OF {self._span(table)[0]}"
+    def before(self, table: str, bound: Optional[Within] = None) -> str:
+        return restricted(f"{quoted_table(table)} VERSION AS OF {self._span(table)[0]}", bound)
 
-    def after(self, table: str) -> str:
-        return f"{quoted_table(table)} VERSION AS OF {self._span(table)[1]}"
+    def after(self, table: str, bound: Optional[Within] = None) -> str:
+        return restricted(f"{quoted_table(table)} VERSION AS OF {self._span(table)[1]}", bound)
+
+    def value_range(self, table: str, column: str) -> Optional[ValueRange]:
+        return None
 
     def changes(self, table: str) -> str:
         before, after = self.before(table), self.after(table)

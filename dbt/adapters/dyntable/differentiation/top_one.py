@@ -71,7 +71,7 @@ def derive(node: Filter, d: "Differentiator") -> Optional[str]:
         )
         assert candidates is not None
     else:
-        candidates = touched_rows(d.after(window.child), window.child.columns, partition, touched)
+        candidates = touched_rows(d.after(window.child, partition), window.child.columns, partition, touched)
     function_name = window.functions[0][0]
     new = f"SELECT * FROM ({window_select(window, candidates)}) AS `_dyn_w` WHERE {q(function_name)} = 1"
     terms = union_all([signed(old, window.columns, -1), signed(new, window.columns, 1)])

@@ -55,8 +55,12 @@ def derive(node: Window, d: "Differentiator") -> Optional[str]:
         d.note(node, STORED_RULE)
         old = touched_rows(stored, node.columns, partition, touched)
     else:
-        old = window_select(node, touched_rows(d.before(node.child), node.child.columns, partition, touched))
-    new = window_select(node, touched_rows(d.after(node.child), node.child.columns, partition, touched))
+        old = window_select(
+            node, touched_rows(d.before(node.child, partition), node.child.columns, partition, touched)
+        )
+    new = window_select(
+        node, touched_rows(d.after(node.child, partition), node.child.columns, partition, touched)
+    )
     combined = union_all([signed(old, node.columns, -1), signed(new, node.columns, 1)])
     assert combined is not None
     return consolidate(combined, node.columns)

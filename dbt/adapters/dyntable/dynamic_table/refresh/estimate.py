@@ -10,10 +10,12 @@ from dataclasses import dataclass
 from typing import Dict, Mapping, Optional, Tuple
 
 from dbt.adapters.dyntable.delta_log import IntervalKind
+from dbt.adapters.dyntable.delta_log.model import ValueRange
 from dbt.adapters.dyntable.differentiation import differentiate, top_one
 from dbt.adapters.dyntable.differentiation import window as window_rule
 from dbt.adapters.dyntable.differentiation.explain import source_reads
 from dbt.adapters.dyntable.differentiation.plan import Filter, Node, Plan, Scan, Window
+from dbt.adapters.dyntable.differentiation.pruning import Within, restricted
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
 from dbt.adapters.dyntable.dynamic_table.refresh.facts import Observation, SourceState
 from dbt.adapters.dyntable.dynamic_table.refresh.guard import is_guarded
@@ -83,7 +85,8 @@ def estimate(
     the query, then reads the DT and groups it with its result to write only what differs."""
     sources = {s.name: s for s in observed.sources}
     stored = dt.relation
-    delta = differentiate(planned.plan, _SymbolicChanges(sources), stored=stored)
+    symbolic = _SymbolicChanges(sources)
+    delta = differentiate(planned.plan, symbolic, stored=stored)
     key = planned.key
     engine_alone = in_engine(dt, is_guarded(dt), delta, key.columns, key.declared_by)
     # An accumulation's partials read what the delta reads but the DT; the MERGE reads the DT.
@@ -97,6 +100,7 @@ def estimate(
             parts[f"{name} changes"] = count * _change_read_bytes(source)
         else:
             parts[f"{name} at {version}"] = count * source.size_bytes
+    _bounded_reads(parts, applied, symbolic, sources)
     stored_reads = applied.count(stored) + (0 if delta.insert_only else 1)
     if engine_alone is None and not appends(delta.insert_only, key.columns, key.declared_by):
         stored_reads += _staging(parts, observed, capabilities)
@@ -123,6 +127,23 @@ def estimate(
     return Estimate(
         sum(parts.values()), scans + sorts + difference, tuple(parts.items()), sorts, tuple(bounds)
     )
+
+
+def _bounded_reads(
+    parts: Dict[str, int], applied: str, symbolic: "_SymbolicChanges", sources: Mapping[str, SourceState]
+) -> None:
+    """Charge the reads of a source version within a bound (``pruning.py``) the bytes of the
+    files that may hold rows within it, instead of the whole version's."""
+    for text, (name, version, read) in symbolic.bounded.items():
+        count = applied.count(text)
+        if not count:
+            continue
+        whole = f"{name} at {version}"
+        parts[whole] -= count * sources[name].size_bytes
+        if parts[whole] <= 0:
+            del parts[whole]
+        within = f"{name} at {version} within the change's range"
+        parts[within] = parts.get(within, 0) + count * read
 
 
 def _staging(parts: Dict[str, int], observed: Observation, capabilities: Capabilities) -> int:
@@ -200,16 +221,36 @@ def _first_row_window(node: Filter) -> Optional[Window]:
 
 class _SymbolicChanges:
     """A ``SourceResolver`` naming each source version symbolically (as ``explain`` does), that
-    knows which sources did not change and which only gained rows."""
+    knows which sources did not change and which only gained rows, and what a read of a version
+    within a bound reads (``bounded``: per relation handed out, its source, version and bytes)."""
 
     def __init__(self, sources: Mapping[str, SourceState]) -> None:
         self.sources = sources
+        self.bounded: Dict[str, Tuple[str, str, int]] = {}
 
-    def before(self, table: str) -> str:
-        return quoted_table(f"{table}@v0")
+    def before(self, table: str, bound: Optional[Within] = None) -> str:
+        return self._version(table, "v0", bound)
 
-    def after(self, table: str) -> str:
-        return quoted_table(f"{table}@v1")
+    def after(self, table: str, bound: Optional[Within] = None) -> str:
+        return self._version(table, "v1", bound)
+
+    def _version(self, table: str, version: str, bound: Optional[Within]) -> str:
+        source = self.sources[table]
+        at = source.start if version == "v0" else source.end
+        files = source.log.files_at(at) if bound is not None and at is not None else ()
+        pruning = None if bound is None else bound.pruning(files)
+        text = restricted(quoted_table(f"{table}@{version}"), pruning)
+        if pruning is not None:
+            self.bounded[text] = (
+                table,
+                version,
+                sum(f.size_bytes for f in files if pruning.admits(f.ranges)),
+            )
+        return text
+
+    def value_range(self, table: str, column: str) -> Optional[ValueRange]:
+        interval = self.sources[table].interval
+        return None if interval is None else interval.value_range(column)
 
     def changes(self, table: str) -> str:
         return quoted_table(f"{table}@changes")

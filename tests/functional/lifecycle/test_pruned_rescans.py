@@ -1,0 +1,132 @@
+"""Pruned rescans (docs/ARCHITECTURE.md, "Pruned rescans"): a GROUP BY, window or first-row DT
+whose key is a source column, or its date, recomputes the touched groups from the source's files
+whose statistics say they may hold the change's keys, not from all of them. A source loaded day
+by day, then changed on its last days: each refresh is INCREMENTAL, reads (by the refresh
+history) only the files of the days the change spans, says so in its reason, and every DT equals
+its query at its data timestamp; rows with a NULL key and a change that spans every day are
+recomputed from all the files, still exactly."""
+
+from __future__ import annotations
+
+import pytest
+from dbt.tests.util import run_dbt
+
+from tests.functional.adapter.delta import delta_project
+from tests.functional.lifecycle.helpers import assert_refreshed
+from tests.functional.sources import raw_sources
+
+pytestmark = pytest.mark.jvm_ci
+
+DAYS, DEVICES, PER_DAY = 8, 50, 2000
+#: 2024-01-01 00:00 UTC; a reading every ``86400 / PER_DAY`` seconds.
+START = 1704067200
+
+DAILY = """
+{{ config(materialized='dynamic_table', target_lag='1 minute', refresh_mode='auto') }}
+select device_id, to_date(reading_at) as day, count(*) as readings, max(temp) as max_temp,
+       avg(temp) as avg_temp
+from {{ source('raw', 'readings') }} group by device_id, to_date(reading_at)
+"""
+#: A join to an unchanged table, grouped by a plain timestamp column's date and a column of it.
+SITE_DAILY = """
+{{ config(materialized='dynamic_table', target_lag='1 minute', refresh_mode='auto') }}
+select d.site, r.day, count(*) as readings, min(r.temp) as min_temp
+from (select device_id, cast(reading_at as date) as day, temp from {{ source('raw', 'readings') }}) as r
+join {{ source('raw', 'devices') }} as d on d.device_id = r.device_id
+group by d.site, r.day
+"""
+#: The hottest reading of each day: the first-row rule's rescan.
+HOTTEST = """
+{{ config(materialized='dynamic_table', target_lag='1 minute', refresh_mode='incremental') }}
+select reading_id, device_id, reading_at, temp from (
+    select reading_id, device_id, reading_at, temp,
+           row_number() over (partition by to_date(reading_at) order by temp desc, reading_id) as rk
+    from {{ source('raw', 'readings') }}) as ranked
+where rk = 1
+"""
+
+
+def readings(first: int, count: int) -> str:
+    """``count`` readings from ``first`` on, in time order: ``PER_DAY`` a day."""
+    seconds = 86400 // PER_DAY
+    return (
+        f"select id as reading_id, cast(id % {DEVICES} as bigint) as device_id, "
+        f"timestamp_seconds({START} + id * {seconds}) as reading_at, cast(id * 7 % 41 as double) as temp "
+        f"from range({first}, {first + count})"
+    )
+
+
+@pytest.fixture(scope="class")
+def raw(project):
+    schema = f"{project.test_schema}_raw"
+    project.run_sql(f"create schema if not exists {schema}")
+    project.run_sql(
+        f"create table {schema}.readings (reading_id bigint, device_id bigint, reading_at timestamp, "
+        "temp double) using delta"
+    )
+    for day in range(DAYS):  # one commit a day: its files hold that day's readings only
+        project.run_sql(f"insert into {schema}.readings {readings(day * PER_DAY, PER_DAY)}")
+    project.run_sql(
+        f"create table {schema}.devices using delta as select id as device_id, id % 5 as site from range({DEVICES})"
+    )
+    yield schema
+    project.run_sql(f"drop schema if exists {schema} cascade")
+
+
+def files_read(row) -> int:
+    assert row.source_files_read is not None, row
+    return row.source_files_read
+
+
+class TestPrunedRescans:
+    @pytest.fixture(scope="class")
+    def project_config_update(self):
+        return delta_project()
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {
+            "daily.sql": DAILY,
+            "site_daily.sql": SITE_DAILY,
+            "hottest.sql": HOTTEST,
+            "sources.yml": raw_sources("readings", "devices"),
+        }
+
+    def test_a_change_of_the_last_day_reads_its_files_only(self, project, raw, dyntable_warehouse):
+        run_dbt(["run"])
+        full = {
+            m: files_read(assert_refreshed(project, dyntable_warehouse, m, "REINITIALIZE"))
+            for m in ("daily", "hottest")
+        }
+        last_day = (DAYS - 1) * PER_DAY
+        project.run_sql(
+            f"update {raw}.readings set temp = temp + 50 where reading_id in ({last_day + 3}, {last_day + 700})"
+        )
+        project.run_sql(f"delete from {raw}.readings where reading_id = {last_day + 11}")
+        run_dbt(["run"])
+        for model in ("daily", "site_daily"):
+            row = assert_refreshed(
+                project, dyntable_warehouse, model, "INCREMENTAL", "within the change's range"
+            )
+            # The rescan reads the last day's files and the change's: fewer than a day's share
+            # of the whole more than the change itself.
+            assert files_read(row) < full["daily"], row
+        row = assert_refreshed(project, dyntable_warehouse, "hottest", "INCREMENTAL")
+        assert files_read(row) < full["hottest"], row
+
+    def test_new_days_and_null_keys_stay_exact(self, project, raw, dyntable_warehouse):
+        project.run_sql(f"insert into {raw}.readings {readings(DAYS * PER_DAY, PER_DAY // 2)}")
+        project.run_sql(f"insert into {raw}.readings values (-1, 1, null, 99.0), (-2, 2, null, 12.5)")
+        run_dbt(["run"])
+        for model in ("daily", "site_daily", "hottest"):
+            assert_refreshed(project, dyntable_warehouse, model, ("INCREMENTAL", "FULL"))
+        project.run_sql(f"update {raw}.readings set temp = 1.0 where reading_id = -1")
+        run_dbt(["run"])
+        for model in ("daily", "site_daily", "hottest"):
+            assert_refreshed(project, dyntable_warehouse, model, ("INCREMENTAL", "FULL"))
+
+    def test_a_change_of_every_day_reads_every_file(self, project, raw, dyntable_warehouse):
+        project.run_sql(f"update {raw}.readings set temp = temp - 1 where reading_id % {PER_DAY} = 5")
+        run_dbt(["run"])
+        for model in ("daily", "site_daily", "hottest"):
+            assert_refreshed(project, dyntable_warehouse, model, ("INCREMENTAL", "FULL"))
