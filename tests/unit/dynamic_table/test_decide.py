@@ -12,6 +12,7 @@ import pyarrow as pa
 import pytest
 
 from dbt.adapters.dyntable.delta_log import DataFile, DeltaLog, Interval
+from dbt.adapters.dyntable.delta_log.model import ValueRange
 from dbt.adapters.dyntable.differentiation import plan_query
 from dbt.adapters.dyntable.dynamic_table.changeset import definition_hash
 from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, RefreshRequest, SourceRead, State, Trigger
@@ -625,3 +626,38 @@ def test_an_update_marked_by_a_deletion_vector_is_not_a_rewrite() -> None:
     assert not net_change.rewrites(interval)
     assert interval.removed_rows == 1
     assert interval.removed_bytes == 8
+
+
+class DailyFiles:
+    """A source's log at any version: one file a day of ``size`` bytes, for ``days`` days."""
+
+    def __init__(self, days: int, size: int) -> None:
+        self.files = [
+            DataFile(f"day-{d}", f"file:///day-{d}", size, 100, {}, False, {"ts": day_range(d, d)})
+            for d in range(days)
+        ]
+
+    def files_at(self, version: int) -> List[DataFile]:
+        return self.files
+
+
+def day_range(first: int, last: int) -> ValueRange:
+    start = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    return ValueRange(start + timedelta(days=first, hours=1), start + timedelta(days=last, hours=20), False)
+
+
+def test_a_rescan_of_the_changed_days_only_is_priced_at_their_files() -> None:
+    """A GROUP BY of a source's days, the source changed on its last day: the delta rescans the
+    files of that day and of the day before (a day either side, for the engine's time zone), 2 of
+    30, and AUTO refreshes incrementally where a rescan of all of them cost as much as a recompute
+    (docs/ARCHITECTURE.md, "Pruned rescans")."""
+    sql = "select to_date(ts) as day, max(v) as hottest, avg(v) as mean from s.t group by to_date(ts)"
+    dt = model(sql, refresh_mode="auto")
+    log = DailyFiles(30, 10_000)
+    changed = DataFile("new", "file:///new", 500, 5, {}, False, {"ts": day_range(29, 29)})
+    interval = Interval(1, 2, (changed,), (log.files[-1],), changed_rows=10)
+    state = SourceState("s.t", log, 1, 2, "commit-2", SourceRead.AS_OF, None, interval, 300_000)  # type: ignore[arg-type]
+    planner = Planner(PlannedQuery(plan_query(sql), OutputKey(["day"])))
+    decision, _ = run(dt, frontier(dt, {"s.t": 1}), [state], planner=planner, dt_size=1_000, dt_rows=30)
+    assert decision.action is Action.INCREMENTAL, decision.reason
+    assert "s.t at v1 within the change's range 20.0 kB" in decision.reason, decision.reason

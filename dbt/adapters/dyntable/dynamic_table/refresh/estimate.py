@@ -1,6 +1,7 @@
 """Stage 1c, estimate: AUTO's weighing of an INCREMENTAL against a FULL refresh, in the bytes
-each reads, sorts and writes (docs/ARCHITECTURE.md, "Deciding"). Pure: from the planned query,
-the observation and the engine's capabilities; the delta query is derived symbolically, as
+each reads, sorts and writes (docs/ARCHITECTURE.md, "Deciding"). No engine job: from the planned
+query, the observation (and, for a rescan within the change's range, the files of the sources'
+snapshots it holds) and the engine's capabilities; the delta query is derived symbolically, as
 ``explain`` does, and its reads counted.
 """
 
@@ -139,7 +140,7 @@ def _bounded_reads(
         if not count:
             continue
         whole = f"{name} at {version}"
-        parts[whole] -= count * sources[name].size_bytes
+        parts[whole] = parts.get(whole, 0) - count * sources[name].size_bytes
         if parts[whole] <= 0:
             del parts[whole]
         within = f"{name} at {version} within the change's range"
