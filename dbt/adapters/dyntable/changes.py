@@ -357,18 +357,20 @@ class VersionedRelations:
         self.spark = spark
         self.capabilities = capabilities
         self.outlives_session = outlives_session
-        self._views: Dict[Tuple[str, int], str] = {}
+        self._views: Dict[Tuple[str, int, Optional[Within]], str] = {}
         self._names = names or ViewNames.unique()
         self._prefix = f"_dyn_version_{self._names.prefix}"
 
-    def view(self, log: Optional[DeltaLog], version: int) -> Optional[str]:
-        """A temp view holding ``log``'s table at ``version``; None where ``VERSION AS OF`` works."""
+    def view(self, log: Optional[DeltaLog], version: int, bound: Optional[Within] = None) -> Optional[str]:
+        """A temp view holding ``log``'s table at ``version`` (with ``bound``, its files that may
+        hold rows within it); None where ``VERSION AS OF`` works."""
         if log is None or not self._from_files(log, version):
             return None
-        key = (log.location, version)
+        key = (log.location, version, bound)
         if key not in self._views:
             snapshot = log.snapshot(version)
-            frames = read_files(self.spark, snapshot, list(snapshot.files.values()), +1, self.capabilities)
+            files = [f for f in snapshot.files.values() if bound is None or bound.admits(f.ranges)]
+            frames = read_files(self.spark, snapshot, files, +1, self.capabilities)
             frame = (
                 reduce(lambda left, right: left.unionAll(right), frames).drop(WEIGHT)
                 if frames
@@ -399,9 +401,10 @@ class VersionedRelations:
             and all(f.uri.startswith("file:") for f in snapshot.files.values())
         )
 
-    def relation(self, relation: str, log: DeltaLog, version: int) -> str:
-        """SQL text of a relation reading ``relation`` at ``version``."""
-        return self.view(log, version) or f"{relation} VERSION AS OF {version}"
+    def relation(self, relation: str, log: DeltaLog, version: int, bound: Optional[Within] = None) -> str:
+        """SQL text of a relation reading ``relation`` at ``version``; with ``bound``, its rows
+        within it, read from the files that may hold them where the version is read from files."""
+        return restricted(self.view(log, version, bound) or f"{relation} VERSION AS OF {version}", bound)
 
     def close(self) -> None:
         views, self._views = self._views, {}
@@ -469,17 +472,18 @@ class FileSetResolver:
 
     def before(self, table: str, bound: Optional[Within] = None) -> str:
         _, relation, log, v0, _ = self._source(table)
-        return self._version(self._versions.relation(relation, log, v0), log, v0, bound)
+        return self._version(relation, log, v0, bound)
 
     def after(self, table: str, bound: Optional[Within] = None) -> str:
         _, relation, log, _, v1 = self._source(table)
-        return self._version(self._versions.relation(relation, log, v1), log, v1, bound)
+        return self._version(relation, log, v1, bound)
 
     def _version(self, relation: str, log: DeltaLog, version: int, bound: Optional[Within]) -> str:
-        """``relation``, the table at ``version``, or its rows within ``bound`` where it leaves
-        out files: what a read skipping those by their statistics reads."""
+        """``relation`` at ``version``, or its rows within ``bound`` where it leaves out files:
+        what a read skipping those by their statistics reads."""
         pruning = None if bound is None else bound.pruning(log.files_at(version))
-        return self._handed(restricted(relation, pruning), version_reads(log, version, pruning))
+        read = self._versions.relation(relation, log, version, pruning)
+        return self._handed(read, version_reads(log, version, pruning))
 
     def value_range(self, table: str, column: str) -> Optional[ValueRange]:
         return self.interval(table).value_range(column)
