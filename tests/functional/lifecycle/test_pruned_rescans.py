@@ -12,6 +12,7 @@ import pytest
 from dbt.tests.util import run_dbt
 
 from tests.functional.adapter.delta import delta_project
+from tests.functional.dynamic_table.dvs import project_engine
 from tests.functional.lifecycle.helpers import assert_refreshed
 from tests.functional.sources import raw_sources
 
@@ -22,14 +23,14 @@ DAYS, DEVICES, PER_DAY = 8, 50, 2000
 START = 1704067200
 
 DAILY = """
-{{ config(materialized='dynamic_table', target_lag='1 minute', refresh_mode='auto') }}
+{{ config(materialized='dynamic_table', target_lag='1 minute', refresh_mode='incremental') }}
 select device_id, to_date(reading_at) as day, count(*) as readings, max(temp) as max_temp,
        avg(temp) as avg_temp
 from {{ source('raw', 'readings') }} group by device_id, to_date(reading_at)
 """
 #: A join to an unchanged table, grouped by a plain timestamp column's date and a column of it.
 SITE_DAILY = """
-{{ config(materialized='dynamic_table', target_lag='1 minute', refresh_mode='auto') }}
+{{ config(materialized='dynamic_table', target_lag='1 minute', refresh_mode='incremental') }}
 select d.site, r.day, count(*) as readings, min(r.temp) as min_temp
 from (select device_id, cast(reading_at as date) as day, temp from {{ source('raw', 'readings') }}) as r
 join {{ source('raw', 'devices') }} as d on d.device_id = r.device_id
@@ -87,6 +88,7 @@ class TestPrunedRescans:
     def models(self):
         return {
             "daily.sql": DAILY,
+            "daily_auto.sql": DAILY.replace("'incremental'", "'auto'"),
             "site_daily.sql": SITE_DAILY,
             "hottest.sql": HOTTEST,
             "sources.yml": raw_sources("readings", "devices"),
@@ -105,12 +107,20 @@ class TestPrunedRescans:
         project.run_sql(f"delete from {raw}.readings where reading_id = {last_day + 11}")
         run_dbt(["run"])
         for model in ("daily", "site_daily"):
-            row = assert_refreshed(
-                project, dyntable_warehouse, model, "INCREMENTAL", "within the change's range"
-            )
-            # The rescan reads the last day's files and the change's: fewer than a day's share
-            # of the whole more than the change itself.
+            row = assert_refreshed(project, dyntable_warehouse, model, "INCREMENTAL")
+            # The rescan reads the files of the last days and the change's, not all of them.
             assert files_read(row) < full["daily"], row
+        # AUTO prices the rescan at those files. On JVM Spark a table this small still
+        # recomputes: the engine's MERGE costs two jobs of about 1.5 s (docs/ARCHITECTURE.md,
+        # "Deciding").
+        embedded = project_engine(project).name == "embedded"
+        assert_refreshed(
+            project,
+            dyntable_warehouse,
+            "daily_auto",
+            "INCREMENTAL" if embedded else ("INCREMENTAL", "FULL"),
+            "at v1 within the change's range",
+        )
         row = assert_refreshed(project, dyntable_warehouse, "hottest", "INCREMENTAL")
         assert files_read(row) < full["hottest"], row
 
@@ -118,15 +128,15 @@ class TestPrunedRescans:
         project.run_sql(f"insert into {raw}.readings {readings(DAYS * PER_DAY, PER_DAY // 2)}")
         project.run_sql(f"insert into {raw}.readings values (-1, 1, null, 99.0), (-2, 2, null, 12.5)")
         run_dbt(["run"])
-        for model in ("daily", "site_daily", "hottest"):
+        for model in ("daily", "daily_auto", "site_daily", "hottest"):
             assert_refreshed(project, dyntable_warehouse, model, ("INCREMENTAL", "FULL"))
         project.run_sql(f"update {raw}.readings set temp = 1.0 where reading_id = -1")
         run_dbt(["run"])
-        for model in ("daily", "site_daily", "hottest"):
+        for model in ("daily", "daily_auto", "site_daily", "hottest"):
             assert_refreshed(project, dyntable_warehouse, model, ("INCREMENTAL", "FULL"))
 
     def test_a_change_of_every_day_reads_every_file(self, project, raw, dyntable_warehouse):
         project.run_sql(f"update {raw}.readings set temp = temp - 1 where reading_id % {PER_DAY} = 5")
         run_dbt(["run"])
-        for model in ("daily", "site_daily", "hottest"):
+        for model in ("daily", "daily_auto", "site_daily", "hottest"):
             assert_refreshed(project, dyntable_warehouse, model, ("INCREMENTAL", "FULL"))

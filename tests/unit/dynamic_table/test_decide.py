@@ -435,7 +435,7 @@ def test_auto_counts_an_engines_fixed_cost_of_staging_a_delta_in_this_process() 
     filter keeps a tenth of the source's bytes. Staging is two jobs (the delta's, and the count of
     what the DT holds of it), or one where this process counts from the DT's files."""
     sql = "select k, v from s.t where v > 0"
-    staging = replace(ENGINE, staged_delta_cost_bytes=3000)
+    staging = replace(ENGINE, job_cost_bytes=3000)
     chosen = {}
     for kind, change in {
         "rewritten": dict(added=10, removed=10),
@@ -661,3 +661,11 @@ def test_a_rescan_of_the_changed_days_only_is_priced_at_their_files() -> None:
     decision, _ = run(dt, frontier(dt, {"s.t": 1}), [state], planner=planner, dt_size=1_000, dt_rows=30)
     assert decision.action is Action.INCREMENTAL, decision.reason
     assert "s.t at v1 within the change's range 20.0 kB" in decision.reason, decision.reason
+    # Where each engine job costs more than the bytes saved (delta-spark), the engine's MERGE of
+    # the groups on their key (two jobs) makes the recompute the cheaper refresh.
+    jobs = replace(ENGINE, job_cost_bytes=200_000)
+    decision, _ = run(
+        dt, frontier(dt, {"s.t": 1}), [state], planner=planner, dt_size=1_000, dt_rows=30, capabilities=jobs
+    )
+    assert decision.action is Action.FULL, decision.reason
+    assert "the engine's MERGE 400.0 kB" in decision.reason, decision.reason

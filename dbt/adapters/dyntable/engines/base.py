@@ -110,14 +110,15 @@ class Capabilities:
     delta-spark such a job first rebuilds the DT's new version: about 2 s for one row updated in
     a DT of a million rows, against tens of milliseconds here. Sail's scan skips by the delta's
     bounds in milliseconds."""
-    staged_delta_cost_bytes: int = 0
-    """What each engine job staging a delta in this process costs beyond the bytes AUTO counts
-    for it, as bytes of a recompute's scan: the job's shuffles (consolidating the delta, joining
-    it to the DT, grouping) and the trip through the driver (docs/ARCHITECTURE.md, "Deciding").
-    Tens of milliseconds on Sail, within its byte costs; on local delta-spark about 1.5 s per
-    job, which a recompute spends scanning about 8 MB (benchmarks/jvm_spark.py). Staging takes
-    two jobs (the delta's, then the count of what the DT holds of it), or one where this process
-    counts (``counts_held_rows_in_process``)."""
+    job_cost_bytes: int = 0
+    """What each engine job an incremental refresh adds costs beyond the bytes AUTO counts for
+    it, as bytes of a recompute's scan: the job's shuffles (consolidating the delta, joining it to
+    the DT, grouping) and the trip through the driver (docs/ARCHITECTURE.md, "Deciding"). Tens of
+    milliseconds on Sail, within its byte costs; on local delta-spark about 1.5 s per job, which a
+    recompute spends scanning about 8 MB (benchmarks/jvm_spark.py). Staging a delta in this
+    process takes two jobs (the delta's, then the count of what the DT holds of it), or one where
+    this process counts (``counts_held_rows_in_process``); the engine's MERGE of a delta on a
+    proven key two (finding the files it touches, rewriting them)."""
     files_per_scan: int = 0
     """A read of many data files (an interval's, after a run of small commits) is split into
     scans of at most this many files (0: one scan). Sail 0.7 opens every file of a scan at once

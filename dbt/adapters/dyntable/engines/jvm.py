@@ -151,7 +151,7 @@ class JvmSparkEngine(Engine):
         alter_table_columns=True,
         persistent_catalog=True,
         counts_held_rows_in_process=True,
-        staged_delta_cost_bytes=8_000_000,
+        job_cost_bytes=8_000_000,
         # Spark lists up to 32 paths on the driver (spark.sql.sources.parallelPartitionDiscovery
         # .threshold); more start a listing job, which the Delta scan avoids.
         versions_from_files=32,

@@ -42,6 +42,9 @@ SORT_COST = 4
 #: engine applies it alone (an append, a merge on a proven key) as much as a byte a recompute
 #: writes. Calibrated on benchmarks/refresh_vs_full.py.
 DELTA_BYTE_COST = {True: 1, False: 10}
+#: The engine jobs of a MERGE on a proven key beyond its reads: finding the files the delta
+#: touches, then rewriting them (delta-spark; ``Capabilities.job_cost_bytes`` each).
+MERGE_JOBS = 2
 
 
 @dataclass(frozen=True)
@@ -105,6 +108,8 @@ def estimate(
     stored_reads = applied.count(stored) + (0 if delta.insert_only else 1)
     if engine_alone is None and not appends(delta.insert_only, key.columns, key.declared_by):
         stored_reads += _staging(parts, observed, capabilities)
+    if engine_alone is InEngine.MERGE and capabilities.job_cost_bytes:
+        parts["the engine's MERGE"] = MERGE_JOBS * capabilities.job_cost_bytes
     if stored_reads:
         parts["this table"] = stored_reads * observed.dt_size_bytes
     # The result's share of the DT: as large as the changed share of each changed source.
@@ -153,8 +158,8 @@ def _staging(parts: Dict[str, int], observed: Observation, capabilities: Capabil
     (``apply.prepare``): one more read of the DT before the MERGE's own and a second job, unless
     this process counts them from a small DT's files (``held_rows``)."""
     counted_here = counts_held_rows_here(capabilities, observed.dt_size_bytes)
-    if capabilities.staged_delta_cost_bytes:
-        parts["staging the delta"] = (1 if counted_here else 2) * capabilities.staged_delta_cost_bytes
+    if capabilities.job_cost_bytes:
+        parts["staging the delta"] = (1 if counted_here else 2) * capabilities.job_cost_bytes
     return 0 if counted_here else 1
 
 
