@@ -296,7 +296,7 @@ class SourceReads:
 def version_reads(log: DeltaLog, version: int, bound: Optional[Within] = None) -> SourceReads:
     """What a scan of ``log``'s table at ``version`` reads: its files, or those that may hold
     rows within ``bound``."""
-    files = [f for f in log.files_at(version) if bound is None or bound.admits(f.ranges)]
+    files = log.files_at(version) if bound is None else bound.read(log.files_at(version))
     return SourceReads(sum(f.num_records or 0 for f in files), len(files))
 
 
@@ -369,7 +369,7 @@ class VersionedRelations:
         key = (log.location, version, bound)
         if key not in self._views:
             snapshot = log.snapshot(version)
-            files = [f for f in snapshot.files.values() if bound is None or bound.admits(f.ranges)]
+            files = list(snapshot.files.values()) if bound is None else bound.read(snapshot.files.values())
             frames = read_files(self.spark, snapshot, files, +1, self.capabilities)
             frame = (
                 reduce(lambda left, right: left.unionAll(right), frames).drop(WEIGHT)

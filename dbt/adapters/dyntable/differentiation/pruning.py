@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from sqlglot import exp
 
@@ -91,6 +91,10 @@ class Within:
         """Whether a file of these column ``ranges`` (by lower-case name) may hold rows within:
         whether a read skipping files by their statistics reads it."""
         return all(c.admits(ranges.get(c.column.lower())) for c in self.columns)
+
+    def read(self, files: Iterable[DataFile]) -> List[DataFile]:
+        """Those of ``files`` a read within skipping files by their statistics reads."""
+        return [f for f in files if self.admits(f.ranges)]
 
     def pruning(self, files: Iterable[DataFile]) -> Optional["Within"]:
         """The bounds of those columns that leave out one of ``files`` at least, None if none

@@ -250,7 +250,7 @@ class _SymbolicChanges:
             self.bounded[text] = (
                 table,
                 version,
-                sum(f.size_bytes for f in files if pruning.admits(f.ranges)),
+                sum(f.size_bytes for f in pruning.read(files)),
             )
         return text
 
