@@ -1,10 +1,11 @@
 """Pruned rescans (docs/ARCHITECTURE.md, "Pruned rescans"): a GROUP BY, window or first-row DT
-whose key is a source column, or its date, recomputes the touched groups from the source's files
+whose key is a source column, or its date (or month), recomputes the touched groups from the source's files
 whose statistics say they may hold the change's keys, not from all of them. A source loaded day
 by day, then changed on its last days: each refresh is INCREMENTAL, reads (by the refresh
 history) only the files of the days the change spans, says so in its reason, and every DT equals
 its query at its data timestamp; rows with a NULL key and a change that spans every day are
-recomputed from all the files, still exactly."""
+recomputed from all the files, still exactly. A monthly rollup of events loaded month by month
+reads the last month's files for a change in it."""
 
 from __future__ import annotations
 
@@ -45,6 +46,14 @@ select reading_id, device_id, reading_at, temp from (
     from {{ source('raw', 'readings') }}) as ranked
 where rk = 1
 """
+#: Events grouped by their month, through a view-like subquery's date: nested truncations.
+MONTHLY = """
+{{ config(materialized='dynamic_table', target_lag='1 minute', refresh_mode='incremental') }}
+select trunc(day, 'MM') as month, count(*) as events, max(v) as top
+from (select to_date(event_at) as day, v from {{ source('raw', 'events') }}) as e
+group by trunc(day, 'MM')
+"""
+MONTHS, PER_MONTH = 12, 100
 
 
 def readings(first: int, count: int) -> str:
@@ -70,6 +79,14 @@ def raw(project):
     project.run_sql(
         f"create table {schema}.devices using delta as select id as device_id, id % 5 as site from range({DEVICES})"
     )
+    project.run_sql(
+        f"create table {schema}.events (event_id bigint, event_at timestamp, v double) using delta"
+    )
+    for month in range(1, MONTHS + 1):  # one commit a month, mid-month
+        project.run_sql(
+            f"insert into {schema}.events select id, timestamp_seconds(unix_timestamp('2024-{month:02d}-15 00:00:00') "
+            f"+ id * 60), cast(id % 17 as double) from range({month * PER_MONTH}, {(month + 1) * PER_MONTH})"
+        )
     yield schema
     project.run_sql(f"drop schema if exists {schema} cascade")
 
@@ -91,14 +108,15 @@ class TestPrunedRescans:
             "daily_auto.sql": DAILY.replace("'incremental'", "'auto'"),
             "site_daily.sql": SITE_DAILY,
             "hottest.sql": HOTTEST,
-            "sources.yml": raw_sources("readings", "devices"),
+            "monthly.sql": MONTHLY,
+            "sources.yml": raw_sources("readings", "devices", "events"),
         }
 
     def test_a_change_of_the_last_day_reads_its_files_only(self, project, raw, dyntable_warehouse):
         run_dbt(["run"])
         full = {
             m: files_read(assert_refreshed(project, dyntable_warehouse, m, "REINITIALIZE"))
-            for m in ("daily", "hottest")
+            for m in ("daily", "hottest", "monthly")
         }
         last_day = (DAYS - 1) * PER_DAY
         project.run_sql(
@@ -124,15 +142,28 @@ class TestPrunedRescans:
         row = assert_refreshed(project, dyntable_warehouse, "hottest", "INCREMENTAL")
         assert files_read(row) < full["hottest"], row
 
+    def test_a_change_of_the_last_month_reads_its_files_only(self, project, raw, dyntable_warehouse):
+        last_month = MONTHS * PER_MONTH
+        project.run_sql(f"update {raw}.events set v = v + 100 where event_id = {last_month + 7}")
+        project.run_sql(
+            f"insert into {raw}.events values ({last_month + PER_MONTH}, timestamp'2024-12-31 12:00:00', 1.0)"
+        )
+        run_dbt(["run"])
+        row = assert_refreshed(project, dyntable_warehouse, "monthly", "INCREMENTAL")
+        # the change's files and the rescan of the last month's: not the other eleven months'
+        assert files_read(row) < MONTHS // 2, row
+
     def test_new_days_and_null_keys_stay_exact(self, project, raw, dyntable_warehouse):
         project.run_sql(f"insert into {raw}.readings {readings(DAYS * PER_DAY, PER_DAY // 2)}")
         project.run_sql(f"insert into {raw}.readings values (-1, 1, null, 99.0), (-2, 2, null, 12.5)")
         run_dbt(["run"])
         for model in ("daily", "daily_auto", "site_daily", "hottest"):
             assert_refreshed(project, dyntable_warehouse, model, ("INCREMENTAL", "FULL"))
+        project.run_sql(f"insert into {raw}.events values (-1, null, 5.0)")
         project.run_sql(f"update {raw}.readings set temp = 1.0 where reading_id = -1")
+        project.run_sql(f"update {raw}.events set v = v + 1 where event_at is null")
         run_dbt(["run"])
-        for model in ("daily", "daily_auto", "site_daily", "hottest"):
+        for model in ("daily", "daily_auto", "site_daily", "hottest", "monthly"):
             assert_refreshed(project, dyntable_warehouse, model, ("INCREMENTAL", "FULL"))
 
     def test_a_change_of_every_day_reads_every_file(self, project, raw, dyntable_warehouse):

@@ -41,7 +41,8 @@ def delta_sql(sql: str, resolver: Optional[SymbolicResolver] = None) -> str:
     return differentiate(plan_query(sql), resolver or Bounded()).sql
 
 
-DAY_BOUND = "to_date(`ts`) BETWEEN to_date(timestamp_micros(1704668400000000)) AND to_date(timestamp_micros(1704675600000000))"
+#: The change's timestamps, a day either side: a key's date in the engine's time zone.
+DAY_BOUND = "`ts` BETWEEN timestamp_micros(1704582000000000) AND timestamp_micros(1704762000000000)"
 
 
 @pytest.mark.parametrize(
@@ -65,6 +66,39 @@ def test_a_key_that_is_a_changed_sources_column_or_its_date_bounds_the_rescan(sq
 def test_every_bounding_key_is_a_condition_and_nulls_are_kept():
     sql = delta_sql("select id, to_date(ts) as day, max(v) as m from s.t group by id, to_date(ts)")
     assert f"`id` BETWEEN 10 AND 20 OR `id` IS NULL) AND {DAY_BOUND}" in sql
+
+
+#: A date column whose change spans Wednesday 2024-01-10 to Friday 2024-11-15.
+DATES = {("s.t", "d"): ValueRange(date(2024, 1, 10), date(2024, 11, 15), False)}
+
+
+@pytest.mark.parametrize(
+    "key, bound",
+    [
+        ("d", "DATE '2024-01-10' AND DATE '2024-11-15'"),
+        ("date_trunc('week', d)", "DATE '2024-01-08' AND DATE '2024-11-17'"),  # Monday to Sunday
+        ("trunc(d, 'MM')", "DATE '2024-01-01' AND DATE '2024-11-30'"),
+        ("date_trunc('quarter', d)", "DATE '2024-01-01' AND DATE '2024-12-31'"),
+        ("year(d)", "DATE '2024-01-01' AND DATE '2024-12-31'"),
+        ("year(date_trunc('month', d))", "DATE '2024-01-01' AND DATE '2024-12-31'"),  # nested periods
+    ],
+)
+def test_a_key_truncating_a_date_bounds_the_rescan_by_whole_periods(key, bound):
+    sql = delta_sql(f"select {key} as p, max(v) as m from s.t group by {key}", Bounded(ranges=DATES))
+    assert f"`d` BETWEEN {bound}" in sql
+
+
+def test_a_key_truncating_a_timestamp_widens_its_periods_by_the_engines_time_zone():
+    # the change spans 2024-01-07 23:00 to 2024-01-08 01:00 UTC: any time zone puts it in January,
+    # or in the last days of December; a day more either side for the periods' ends
+    months = delta_sql("select date_trunc('month', ts) as m, count(*) as n from s.t group by 1")
+    assert "`ts` BETWEEN timestamp_micros(1703980800000000) AND timestamp_micros(1706832000000000)" in months
+    # through a view's date of the timestamp, as the IoT project's monthly rollup reads it
+    nested = delta_sql(
+        "select trunc(day, 'MM') as m, count(*) as n from (select to_date(ts) as day, v from s.t) q "
+        "group by trunc(day, 'MM')"
+    )
+    assert "`ts` BETWEEN timestamp_micros(1703980800000000) AND timestamp_micros(1706832000000000)" in nested
 
 
 @pytest.mark.parametrize(
@@ -96,6 +130,14 @@ def test_every_bounding_key_is_a_condition_and_nulls_are_kept():
             "group by to_date(a.ts)",
             Bounded(),
         ),
+        # weeks of months: neither period nests in the other
+        (
+            "select date_trunc('week', trunc(d, 'MM')) as w, count(*) as n from s.t "
+            "group by date_trunc('week', trunc(d, 'MM'))",
+            Bounded(ranges=DATES),
+        ),
+        # a month of the year: not in the column's order
+        ("select month(d) as m, count(*) as n from s.t group by month(d)", Bounded(ranges=DATES)),
         # a date of a string, a formatted date: not the column's order
         (
             "select to_date(ts, 'yyyy-MM') as m, count(*) as n from s.t group by to_date(ts, 'yyyy-MM')",
@@ -114,16 +156,16 @@ def data_file(low, high, nulls=False) -> DataFile:
 
 
 def test_a_read_within_reads_the_files_whose_days_may_hold_the_changes():
-    within = Within((ColumnWithin("ts", ValueRange(JAN_7, JAN_8, False), as_date=True),))
+    within = Within((ColumnWithin("ts", ValueRange(JAN_7, JAN_8, False), period="DAY"),))
     days = [
         data_file(datetime(2024, 1, d, tzinfo=timezone.utc), datetime(2024, 1, d, 20, tzinfo=timezone.utc))
         for d in range(1, 12)
     ]
     read = [f.ranges["ts"].low.day for f in days if within.admits(f.ranges)]
-    # the change's days, and a day either side for the engine's time zone
-    assert read == [6, 7, 8, 9]
+    # within a day of the change's timestamps: the days the engine's time zone may put them on
+    assert read == [7, 8, 9]
     assert within.admits({}) and within.pruning(days) == within
-    assert within.pruning(days[5:9]) is None  # it leaves out none of these
+    assert within.pruning(days[6:9]) is None  # it leaves out none of these
     nulls = data_file(None, None, nulls=True)
     assert not within.admits(nulls.ranges)
 
