@@ -10,10 +10,11 @@ planner inlines them.
 from __future__ import annotations
 
 import decimal
+import re
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 from dbt.adapters.dyntable.changes import FileSetResolver
 from dbt.adapters.dyntable.delta_log import DeltaLog
@@ -24,12 +25,14 @@ from dbt.adapters.dyntable.differentiation import (
     differentiate,
     plan_query,
 )
+from dbt.adapters.dyntable.differentiation.pruning import Within
 from dbt.adapters.dyntable.dynamic_table.config import DynamicTableConfig
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
 from dbt.adapters.dyntable.dynamic_table.refresh.apply import folding
 from dbt.adapters.dyntable.dynamic_table.refresh.target import Target
 from dbt.adapters.dyntable.dynamic_table.refresh.write import writer_for
 from dbt.adapters.dyntable.engines.base import Engine
+from dbt.adapters.dyntable.vocabulary import table_name
 
 WEIGHT = "_dyn_weight"
 
@@ -54,6 +57,21 @@ def multiset(rows: Iterable[Sequence[Any]]) -> Counter:
     return Counter(tuple(hashable(v) for v in row) for row in rows)
 
 
+class RecordingFileSets(FileSetResolver):
+    """The production resolver, remembering what it hands out for each source before the change:
+    a test asks whether a delta reads that version without knowing how this engine reads it
+    (``VERSION AS OF``, or a view over the version's files)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.handed_before: Dict[str, Set[str]] = {}
+
+    def before(self, table: str, bound: Optional[Within] = None) -> str:
+        text = super().before(table, bound)
+        self.handed_before.setdefault(table_name(table), set()).add(text)
+        return text
+
+
 @dataclass
 class Outcome:
     sql: str
@@ -65,6 +83,17 @@ class Outcome:
     #: The stored rows after the delta's accumulation was applied to them (``Writer.accumulate``,
     #: one MERGE), when the delta offers one.
     accumulated: Optional[Counter] = None
+    #: With the file-sets resolver: by source, the relations it handed out reading the source
+    #: before the change (``VERSION AS OF`` or a view over that version's files, as the engine
+    #: reads it), whether or not the delta used them.
+    handed_before: Mapping[str, Set[str]] = field(default_factory=dict)
+
+    def reads_before(self, table: str) -> bool:
+        """Whether the delta reads ``table`` as it was before the change (Q|I0), in any form."""
+        return any(
+            re.search(re.escape(text) + r"(?!\w)", self.delta.sql)
+            for text in self.handed_before.get(table_name(table), ())
+        )
 
     def report(self, dml: Sequence[str]) -> str:
         missing = self.after - self.applied
@@ -137,7 +166,7 @@ class Warehouse:
         end = {t: self.version(t) for t in plan.sources}
         after = self.rows(sql)
         try:
-            delta, collected, accumulated = self._delta(
+            delta, collected, accumulated, handed_before = self._delta(
                 plan, start, end, resolver, insert_only, stored_relation
             )
         finally:
@@ -151,7 +180,7 @@ class Warehouse:
         applied = Counter(before)
         for values, weight in delta_rows:
             applied[values] += weight
-        outcome = Outcome(sql, delta, before, after, delta_rows, +applied, accumulated)
+        outcome = Outcome(sql, delta, before, after, delta_rows, +applied, accumulated, handed_before)
         negative = {k: v for k, v in applied.items() if v < 0}
         assert not negative, f"delta deletes rows that are not there: {negative}\n" + outcome.report(dml)
         tuples = [values for values, _ in delta_rows]
@@ -174,20 +203,24 @@ class Warehouse:
         resolver: str,
         insert_only: Optional[Set[str]],
         stored_relation: Optional[str],
-    ) -> Tuple[DeltaQuery, List[Any], Optional[Counter]]:
-        """The derivative over [start, end] read through ``resolver``, its rows, and the stored
-        rows after its accumulation (when it has one) was applied to them."""
+    ) -> Tuple[DeltaQuery, List[Any], Optional[Counter], Mapping[str, Set[str]]]:
+        """The derivative over [start, end] read through ``resolver``, its rows, the stored
+        rows after its accumulation (when it has one) was applied to them, and (file-sets) the
+        relations handed out reading each source before the change."""
         if resolver == "file-sets":
             logs = {}
             for table in plan.sources:
                 schema, name = table.split(".")
                 logs[table] = (DeltaLog(self.engine.table_location(schema, name)), start[table], end[table])
-            with FileSetResolver(self.engine.spark, logs, capabilities=self.engine.capabilities) as file_sets:
+            with RecordingFileSets(
+                self.engine.spark, logs, capabilities=self.engine.capabilities
+            ) as file_sets:
                 delta = differentiate(plan, file_sets, stored_relation)
                 return (
                     delta,
                     self.engine.execute(delta.sql).collect(),
                     self._accumulated(delta, stored_relation),
+                    file_sets.handed_before,
                 )
         columns = None
         if resolver == "grouped-counts":
@@ -196,7 +229,7 @@ class Warehouse:
             {t: (start[t], end[t]) for t in plan.sources}, insert_only=insert_only, columns=columns
         )
         delta = differentiate(plan, version_diff, stored_relation)
-        return delta, self.engine.execute(delta.sql).collect(), self._accumulated(delta, stored_relation)
+        return delta, self.engine.execute(delta.sql).collect(), self._accumulated(delta, stored_relation), {}
 
     def _accumulated(self, delta: DeltaQuery, stored_relation: Optional[str]) -> Optional[Counter]:
         """The stored rows after ``delta``'s accumulation is applied to them as a refresh applies

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
-from tests.functional.differentiation.harness import Outcome, Warehouse
+from tests.functional.differentiation.harness import Warehouse
 
 
 @pytest.mark.jvm_ci
@@ -285,13 +283,6 @@ def test_inserts_fold_into_the_stored_aggregate(wh: Warehouse, resolver: str) ->
     assert global_aggregate.delta.accumulation is None  # no key to merge on: folded as a Z-set
 
 
-def _reads_before(outcome: Outcome, table: str, v0: int) -> bool:
-    """Whether a delta computed with the file-set resolver reads ``table`` as of ``v0`` (that
-    resolver reads changes from the log's files, so only Q|I0 reads that version)."""
-    name = r"\.".join(f"`?{re.escape(part)}`?" for part in table.split("."))
-    return re.search(rf"{name} VERSION AS OF {v0}\b", outcome.delta.sql) is not None
-
-
 GROUPED = """select k, count(*) as n, count(distinct x) as dx, sum(x) as sx, avg(y) as ay,
                     min(x) as lo, max(y) as hi, bool_or(x > 2) as big
              from {t} group by k"""
@@ -317,7 +308,6 @@ def test_deletes_and_updates_read_the_old_groups_from_the_stored_rows(wh: Wareho
             "('v', 7, 7.0)",
         ],
     )
-    v0 = wh.version(t)
     outcome = wh.check(
         GROUPED.format(t=t),
         [
@@ -334,14 +324,13 @@ def test_deletes_and_updates_read_the_old_groups_from_the_stored_rows(wh: Wareho
     )
     assert "stored_" in outcome.delta.sql and outcome.delta.accumulation is None
     if resolver == "file-sets":
-        assert not _reads_before(outcome, t, v0)
+        assert not outcome.reads_before(t)
     assert not any(row[0] == "u" for row, _ in outcome.delta_rows)  # consolidated away
 
 
 def test_global_aggregate_reads_its_one_stored_row(wh: Warehouse) -> None:
     """Deletes emptying the input of a stored global aggregate: -DT + γ(Q|I1), one row each."""
     t = wh.table("t", "x bigint, y double", ["(1, 1.5)", "(2, null)", "(2, 3.0)"])
-    v0 = wh.version(t)
     sql = f"""select count(*) as n, count(distinct x) as dx, sum(x) as sx, avg(y) as ay, min(x) as lo,
                      max(y) as hi, bool_or(x > 1) as big from {t}"""
     outcome = wh.check(
@@ -351,11 +340,10 @@ def test_global_aggregate_reads_its_one_stored_row(wh: Warehouse) -> None:
         stored=True,
     )
     assert outcome.after == {(0, 0, None, None, None, None, None): 1}
-    assert "stored_" in outcome.delta.sql and not _reads_before(outcome, t, v0)
+    assert "stored_" in outcome.delta.sql and not outcome.reads_before(t)
     wh.check(sql, [f"insert into {t} values (5, 5.0)", f"update {t} set x = 6 where x = 5"], stored=True)
-    v0 = wh.version(t)
     without = wh.check(sql, [f"delete from {t} where x = 6"], resolver="file-sets")
-    assert _reads_before(without, t, v0)  # without the DT's rows, Q|I0 is recomputed
+    assert without.reads_before(t)  # without the DT's rows, Q|I0 is recomputed
 
 
 def test_inserts_under_other_aggregates_read_the_stored_rows_too(wh: Warehouse) -> None:
@@ -459,7 +447,6 @@ def test_window_reads_the_old_partitions_from_the_stored_rows(wh: Warehouse, res
             "('d', 7, 0.7)",
         ],
     )
-    v0 = wh.version(t)
     outcome = wh.check(
         f"""select k, v, y, sum(y) over (partition by coalesce(k, 'z')) as sy,
                    count(*) over (partition by coalesce(k, 'z')) as n,
@@ -479,7 +466,7 @@ def test_window_reads_the_old_partitions_from_the_stored_rows(wh: Warehouse, res
     )
     assert "stored_" in outcome.delta.sql and outcome.delta.accumulation is None
     if resolver == "file-sets":
-        assert not _reads_before(outcome, t, v0)
+        assert not outcome.reads_before(t)
 
 
 def test_top_one_per_partition(wh: Warehouse) -> None:
@@ -516,7 +503,8 @@ def test_inserts_fold_into_the_stored_first_rows(wh: Warehouse, resolver: str) -
                   where rn = 1"""
         outcome = wh.check(sql, dml, insert_only={t}, resolver=resolver, stored=True)
         assert "stored_" in outcome.delta.sql
-        assert "v0_" not in outcome.delta.sql  # the sources before the change are never read
+        # the sources before the change are never read (v0_: the version-diff resolvers' name)
+        assert "v0_" not in outcome.delta.sql and not outcome.reads_before(t)
 
 
 @pytest.mark.parametrize("resolver", ["except-all", "grouped-counts", "file-sets"])
@@ -543,7 +531,6 @@ def test_deletes_and_updates_read_the_old_first_rows_from_the_stored_rows(
                 "('d', 9, 's')",
             ],
         )
-        v0 = wh.version(t)
         rn = ", rn" if keep_rn else ""
         sql = f"""select k, v, s{rn} from (
                     select k, v, s, row_number() over (partition by k order by v, s) as rn from {t}) r
@@ -562,7 +549,7 @@ def test_deletes_and_updates_read_the_old_first_rows_from_the_stored_rows(
         )
         assert "stored_" in outcome.delta.sql
         if resolver == "file-sets":
-            assert not _reads_before(outcome, t, v0)
+            assert not outcome.reads_before(t)
 
 
 def test_rank_recomputes_first_rows_even_with_stored_rows(wh: Warehouse) -> None:
