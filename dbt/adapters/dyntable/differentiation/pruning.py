@@ -62,7 +62,7 @@ _PERIODS = {
     "QUARTER": "QUARTER",
     **{unit: "MONTH" for unit in ("MONTH", "MM", "MON")},
     "WEEK": "WEEK",
-    **{unit: "DAY" for unit in ("DAY", "DD", "HOUR", "MINUTE", "SECOND")},
+    **{unit: "DAY" for unit in ("DAY", "DD", "HOUR", "MINUTE", "SECOND", "MILLISECOND", "MICROSECOND")},
 }
 
 

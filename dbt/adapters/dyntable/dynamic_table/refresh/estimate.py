@@ -92,7 +92,9 @@ def estimate(
     symbolic = _SymbolicChanges(sources)
     delta = differentiate(planned.plan, symbolic, stored=stored)
     key = planned.key
-    engine_alone = in_engine(dt, is_guarded(dt), delta, key.columns, key.declared_by)
+    engine_alone = in_engine(
+        dt, is_guarded(dt), delta, key.columns, key.declared_by, capabilities, observed.dt_size_bytes
+    )
     # An accumulation's partials read what the delta reads but the DT; the MERGE reads the DT.
     applied = (
         delta.accumulation.sql if engine_alone is InEngine.ACCUMULATE and delta.accumulation else delta.sql

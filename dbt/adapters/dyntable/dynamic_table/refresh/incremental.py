@@ -80,7 +80,15 @@ def _in_engine(
     """The refresh, where the engine applies the delta alone (``strategy.InEngine``); None
     where the delta comes to this process."""
     key, columns = planned.key, planned.plan.columns
-    how = in_engine(refresh.dt, refresh.guarded, delta, key.columns, key.declared_by)
+    how = in_engine(
+        refresh.dt,
+        refresh.guarded,
+        delta,
+        key.columns,
+        key.declared_by,
+        target.engine.capabilities,
+        refresh.observed.dt_size_bytes,
+    )
     engine_writer = EngineWriter(target)
     if how is InEngine.APPEND:
         append = partial(engine_writer.append, delta_sql, columns)
