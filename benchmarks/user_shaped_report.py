@@ -44,6 +44,9 @@ READS_PER_CHANGE = 10
 #: The focused DTs: the two over the always-FULL DT and its incremental twin; the refresh modes.
 DOWNSTREAM = ("by_device_after_full", "by_device_after_incremental")
 MODES = ("auto", "incremental", "full")
+#: The focused rounds of single-row updates and of corrections under the daily GROUP BY, whose
+#: DTs are named ``<source kind>_<mode>`` and ``<PRUNED>_<mode>``.
+SINGLE_ROW_ROUND, PRUNED_ROUND, PRUNED = "single-row update", "correction", "daily_peak"
 
 
 @dataclass
@@ -191,16 +194,30 @@ def rebuilt_ratios(r: Results, engine: str, rows: int) -> Dict[str, Tuple[float,
     return found
 
 
-def single_row(r: Results, engine: str, rows: int, kind: str) -> Optional[Tuple[float, float, float, str]]:
-    """(FULL / INCREMENTAL, incremental s, full s, AUTO's actions) of the ``kind`` source's DTs."""
+def modes_compared(
+    r: Results, engine: str, rows: int, round_: str, prefix: str
+) -> Optional[Tuple[float, float, float, str]]:
+    """(FULL / INCREMENTAL, incremental s, full s, AUTO's actions) of the DTs ``<prefix>_<mode>``,
+    the same query in each refresh mode, over ``round_``'s refreshes."""
 
     def of(mode: str) -> List[Refresh]:
-        return r.pick(engine, "focused", rows=rows, round="single-row update", model=f"{kind}_{mode}")
+        return r.pick(engine, "focused", rows=rows, round=round_, model=f"{prefix}_{mode}")
 
     incremental, full = median(of("incremental")), median(of("full"))
     if incremental is None or full is None:
         return None
     return full / incremental, incremental, full, actions_text(of("auto"))
+
+
+def single_row(r: Results, engine: str, rows: int, kind: str) -> Optional[Tuple[float, float, float, str]]:
+    """:func:`modes_compared` for the single-row updates of the ``kind`` source."""
+    return modes_compared(r, engine, rows, SINGLE_ROW_ROUND, kind)
+
+
+def compared_text(pair: Optional[Tuple[float, float, float, str]]) -> str:
+    if pair is None:
+        return "not measured"
+    return f"FULL/INCREMENTAL {pair[0]:.1f}× (INCREMENTAL {ms(pair[1])}, FULL {ms(pair[2])}); AUTO chose {pair[3]}"
 
 
 def project_goals(r: Results, engine: str) -> List[Goal]:
@@ -279,11 +296,7 @@ def single_row_goals(r: Results, engine: str, rows: int, where: str) -> List[Goa
     found: List[Goal] = []
     for kind, label in (("dv", "with deletion vectors"), ("cow", "without them (copy-on-write)")):
         pair = single_row(r, engine, rows, kind)
-        measured = (
-            f"FULL/INCREMENTAL {pair[0]:.1f}× (INCREMENTAL {ms(pair[1])}, FULL {ms(pair[2])}); AUTO chose {pair[3]}"
-            if pair
-            else "not measured"
-        )
+        measured = compared_text(pair)
         goal = f"{where}: single-row updates to a source in one file, {label}: "
         if kind == "cow":
             found.append(Goal(goal + "report the cost", measured, None))
@@ -305,7 +318,22 @@ def goals(r: Results) -> List[Goal]:
             found.append(rebuilt_goal(r, engine, rows, where))
             found.append(downstream_goal(r, engine, rows, where))
             found += single_row_goals(r, engine, rows, where)
+            found.append(pruned_goal(r, engine, rows, where))
     return found
+
+
+def pruned_goal(r: Results, engine: str, rows: int, where: str) -> Goal:
+    """Recent readings corrected under a daily GROUP BY: a rescan of the days they span."""
+    pair = modes_compared(r, engine, rows, PRUNED_ROUND, PRUNED)
+    reads = reads_text(
+        r.pick(engine, "focused", rows=rows, round=PRUNED_ROUND, model=f"{PRUNED}_incremental")
+    )
+    return Goal(
+        f"{where}: recent readings corrected under a daily GROUP BY (its rescan pruned to the "
+        "change's days): report the cost",
+        compared_text(pair) + (f"; INCREMENTAL read: {reads}" if pair and reads else ""),
+        None,
+    )
 
 
 # -- the tables --------------------------------------------------------------------------------------
@@ -482,20 +510,24 @@ def focused_rows(r: Results, engine: str, rows: int) -> List[Tuple[str, str, str
     ]
     upstream_and_downstream = ("full", DOWNSTREAM[0], "incremental", DOWNSTREAM[1])
     cases += [(f"insert of {rows // 1000:,} rows", "insert", f"humid_{m}") for m in upstream_and_downstream]
-    cases += [(f"single-row update, {k}", "single-row update", f"{k}_{m}") for k in pairs for m in MODES]
+    cases += [(f"single-row update, {k}", SINGLE_ROW_ROUND, f"{k}_{m}") for k in pairs for m in MODES]
+    pairs[PRUNED] = modes_compared(r, engine, rows, PRUNED_ROUND, PRUNED)
+    cases += [("correction under a daily GROUP BY", PRUNED_ROUND, f"{PRUNED}_{m}") for m in MODES]
     table = []
     for case, round_, model in cases:
         found = r.pick(engine, "focused", rows=rows, round=round_, model=model)
-        pair = pairs.get(model.split("_")[0])
+        if not found:
+            continue  # a case this run (or the version measured) did not have
+        pair = pairs.get(model.rsplit("_", 1)[0])
         compared = (
             f"{ratios[model][0]:.1f}× NO_DATA + read"
             if round_ == "rebuilt"
             else f"read: {reads_text(found)}"
-            if "after" in model
-            else f"FULL/INCR {pair[0]:.1f}×"
-            if pair and model.endswith("_incremental")
+            if "after" in model or model.startswith(PRUNED)
             else ""
         )
+        if pair and model.endswith("_incremental"):
+            compared = "; ".join(filter(None, (f"FULL/INCR {pair[0]:.1f}×", compared)))
         compared = "; ".join(filter(None, (compared, differences_text(found))))
         others = [x for x in found if x.action not in KEPT] or found
         reason = top_reasons([x for x in others if x.reason == others[0].reason], 1, 160) if others else "–"
