@@ -669,3 +669,11 @@ def test_a_rescan_of_the_changed_days_only_is_priced_at_their_files() -> None:
     )
     assert decision.action is Action.FULL, decision.reason
     assert "the engine's MERGE 400.0 kB" in decision.reason, decision.reason
+    # Where this process counts what a small DT holds and may write it, the delta is staged here
+    # (one job) and merged by deltalake: incremental again, priced at that one job.
+    here = replace(jobs, counts_held_rows_in_process=True, merge_in_process=True)
+    decision, _ = run(
+        dt, frontier(dt, {"s.t": 1}), [state], planner=planner, dt_size=1_000, dt_rows=30, capabilities=here
+    )
+    assert decision.action is Action.INCREMENTAL, decision.reason
+    assert "staging the delta 200.0 kB" in decision.reason and "MERGE" not in decision.reason
