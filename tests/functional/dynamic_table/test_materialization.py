@@ -9,6 +9,7 @@ from __future__ import annotations
 import gc
 import json
 import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -232,23 +233,29 @@ class TestDynamicTableChain:
     def test_a_delta_failing_an_engine_check_commits_nothing_and_leaves_no_intent(
         self, project, raw, dyntable_warehouse, monkeypatch
     ):
-        """A rule that yields a bad delta (here: each group's new row twice) is caught by the
-        checks the engine runs inside the MERGE (docs/ARCHITECTURE.md, "Applying"): nothing is
-        committed, the intent is withdrawn, and the run fails naming the model; the next run
-        refreshes the DT from where it was."""
-        from dbt.adapters.dyntable.dynamic_table.refresh.engine_writer import EngineWriter
+        """A rule that yields a bad delta (here: each group's new row twice, its order count
+        differing) is caught by the checks of the delta's key, which the engine runs inside the
+        MERGE or this process runs on the staged delta (on delta-spark, for a small DT;
+        docs/ARCHITECTURE.md, "Applying"): nothing is committed, the intent is withdrawn, and the
+        run fails naming the model; the next run refreshes the DT from where it was."""
+        from dbt.adapters.dyntable.dynamic_table.refresh import immutable_rows
 
         project.run_sql(f"insert into {raw}.orders values (50, 1, 5.0)")
         run_dbt(["run"])
         name = f"{project.test_schema}.revenue_dt"
         before = assert_dvs(project, dyntable_warehouse, "revenue_dt")
-        merge_on_key = EngineWriter.merge_on_key
+        mutable_delta = immutable_rows.mutable_delta
 
-        def doubling(self, delta_sql, columns, key):
-            inserts = f"SELECT * FROM ({delta_sql}) AS d WHERE _dyn_weight > 0"
-            return merge_on_key(self, f"SELECT * FROM ({delta_sql}) AS d UNION ALL {inserts}", columns, key)
+        @contextmanager
+        def doubling(engine, dt, delta_sql, data_timestamp):
+            with mutable_delta(engine, dt, delta_sql, data_timestamp) as (sql, ignored):
+                if not dt.name.lower().endswith("revenue_dt"):
+                    yield sql, ignored
+                    return
+                inserts = f"SELECT country, orders + 1, revenue, _dyn_weight FROM ({sql}) AS d WHERE _dyn_weight > 0"
+                yield f"SELECT * FROM ({sql}) AS d UNION ALL {inserts}", ignored
 
-        monkeypatch.setattr(EngineWriter, "merge_on_key", doubling)
+        monkeypatch.setattr(immutable_rows, "mutable_delta", doubling)
         # An update, so the groups' delta is merged on their key (inserts alone are accumulated).
         project.run_sql(f"update {raw}.orders set amount = 6.0 where order_id = 50")
         _, output = run_dbt_and_capture(["run"], expect_pass=False)
