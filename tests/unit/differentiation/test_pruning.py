@@ -55,6 +55,8 @@ DAY_BOUND = "`ts` BETWEEN timestamp_micros(1704582000000000) AND timestamp_micro
         "select to_date(t.ts) as day, count(d.k) as n from s.t as t left join s.d as d on d.k = t.k "
         "group by to_date(t.ts)",
         "select ts, v, row_number() over (partition by to_date(ts) order by v) as rn from s.t",
+        # an hour lies within its day
+        "select date_trunc('hour', ts) as h, count(*) as n from s.t group by date_trunc('hour', ts)",
         "select ts, v from (select ts, v, row_number() over (partition by to_date(ts) order by v desc) as rn "
         "from s.t) q where rn = 1",
     ],
