@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from sqlglot import exp
@@ -75,6 +76,7 @@ class ColumnWithin:
     values: ValueRange
     period: Optional[str] = None
 
+    @cached_property
     def span(self) -> Tuple[Any, Any]:
         """The column's values, low and high, of the rows whose key may be touched: the periods
         ``values`` span, as the engine's session time zone (whatever it is) cuts them."""
@@ -96,7 +98,7 @@ class ColumnWithin:
         if self.values.low is None:
             within = "FALSE"
         else:
-            low, high = self.span()
+            low, high = self.span
             within = f"{column} BETWEEN {_literal(low)} AND {_literal(high)}"
         return f"({within} OR {column} IS NULL)" if self.values.nulls else within
 
@@ -106,7 +108,7 @@ class ColumnWithin:
             return True
         if values.low is None or self.values.low is None:
             return False
-        low, high = self.span()
+        low, high = self.span
         return bool(values.low <= high and low <= values.high)
 
 
