@@ -24,11 +24,22 @@ import yaml
 SPARK_JARS_ENV = "DYNTABLE_SPARK_JARS"
 PROFILE_METHODS = {"embedded": "embedded", "spark_session": "session"}
 
-#: Spark settings of the JVM engine under test: an INSERT ... VALUES writes one file, as it does
-#: on the embedded engine, instead of one per core. Tests that build a file layout (an update
+#: Spark settings of the JVM engine under test. An INSERT ... VALUES writes one file, as it does
+#: on the embedded engine, instead of one per core: tests that build a file layout (an update
 #: rewriting a file that holds other rows, a delete leaving a deletion vector) then get the same
-#: layout on both engines, whatever the machine's core count.
-JVM_TEST_CONF = {"spark.sql.leafNodeDefaultParallelism": "1"}
+#: layout on both engines, whatever the machine's core count. The rest size Spark for the tests'
+#: tables of a few rows, which are queried once or twice each: operators are not fused into Java
+#: compiled for each new query, plans are not re-optimized between stages, and a shuffle has two
+#: partitions. The JVM suite's operator tests took 104 s with them where they took 126 (121 with
+#: the small shuffle alone). Spark's interpreted expressions (its testing-only
+#: `spark.sql.codegen.factoryMode`) would save 18 s more, but fail to read `catalog.listTables()`.
+#: They change how fast Spark runs, never what it computes; the benchmarks run Spark's defaults.
+JVM_TEST_CONF = {
+    "spark.sql.leafNodeDefaultParallelism": "1",
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.adaptive.enabled": "false",
+    "spark.sql.shuffle.partitions": "2",
+}
 #: The driver JVM of a dbt process a test starts, which lives for seconds on small tables, compiles
 #: with C1 only and collects with one thread: C2's compiler threads and a parallel collector cost
 #: it more CPU than they save (the JVM tests of crashes, SIGTERM and races: 343 s of CPU where they
