@@ -103,40 +103,10 @@ def dbt_profile_target(engine: Any, engine_profile_target: Dict[str, Any]) -> Di
     return dict(engine_profile_target)
 
 
-#: The JVM suite's longest files, longest first (each alone in its worker, 12-05: 280 s down to
-#: 140 s). scripts/test runs that suite in two pytest-xdist workers, a file each at a time, in
-#: collection order (`--no-loadscope-reorder`): these go first, so no worker is left with a file of
-#: minutes while the other has nothing to do. Order only: every test runs either way.
-LONGEST_FIRST = (
-    "test_integration_project.py",
-    "dynamic_table/test_crash_recovery.py",
-    "lifecycle/test_rewritten_inputs.py",
-    "dynamic_table/test_materialization.py",
-    "dynamic_table/test_apply.py",
-    "test_engine_conformance.py",
-    "test_change_extraction.py",
-    "runner/test_runner.py",
-    "lifecycle/test_lifecycle_property.py",
-    "adapter/test_incremental.py",
-)
-
-
-def _longest_first(items: List[pytest.Item]) -> None:
-    here = Path(__file__).parent
-    missing = [name for name in LONGEST_FIRST if not (here / name).is_file()]
-    if missing:
-        raise pytest.UsageError(f"tests/functional/conftest.py LONGEST_FIRST names no file: {missing}")
-    rank = {(here / name).resolve(): position for position, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(Path(str(item.path)).resolve(), len(rank)))
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item]) -> None:
     """Turn `xfail_profile` markers for the profile this session runs on into strict xfails when
     the tests are collected, so they cover a class fixture that fails on that engine too (pytest
-    reads a test's xfail before its fixtures are set up). Under pytest-xdist, start the longest
-    files first (`LONGEST_FIRST`)."""
-    if getattr(config.option, "numprocesses", None):
-        _longest_first(items)
+    reads a test's xfail before its fixtures are set up)."""
     profile = config.getoption("--profile")
     for item in items:
         for marker in item.iter_markers("xfail_profile"):
