@@ -338,7 +338,7 @@ def vectors_as_claimed(project: DbtProject) -> None:
 
     for kind, table in BIG_FILE_SOURCES.items():
         log = DeltaLog(project.location(RAW, table))
-        vectors = any(f.has_deletion_vector for f in log.snapshot(log.latest_version()).files.values())
+        vectors = bool(log.snapshot(log.latest_version()).deleted_rows)
         if vectors != (kind == "dv"):
             raise RuntimeError(f"raw.{table}: after a single-row UPDATE, deletion vectors: {vectors}")
 

@@ -35,7 +35,7 @@ from dbt.adapters.dyntable.changes import (
     register_changes_from_cdf,
 )
 from dbt.adapters.dyntable.data_files import NotReadableInProcess
-from dbt.adapters.dyntable.delta_log import DeltaLog, IntervalKind
+from dbt.adapters.dyntable.delta_log import DeltaLog, IntervalKind, deltalake_snapshots
 from dbt.adapters.dyntable.engines.base import Capabilities, Engine, arrow_frame
 
 SCHEMA = "chx"
@@ -334,7 +334,7 @@ def test_deletion_vectors_are_read_as_the_rows_they_mask(engine: Engine) -> None
     engine.execute(f"update {table} set v = 'changed' where id = 5")
     engine.execute(f"delete from {table} where id in (4, 5)")  # the same files' vectors grow
     latest = log.latest_version()
-    assert any(f.has_deletion_vector for f in log.snapshot(latest).files.values())
+    assert bool(log.snapshot(latest).deleted_rows)
     interval = log.interval(1, 2)
     assert interval.differentiable and interval.masked and interval.kind is IntervalKind.REMOVED_ONLY
     assert check_interval(engine, table, log, 1, 2) == Counter(
@@ -344,6 +344,36 @@ def test_deletion_vectors_are_read_as_the_rows_they_mask(engine: Engine) -> None
         for v1 in range(v0 + 1, latest + 1):
             check_interval(engine, table, log, v0, v1)  # against time travel, as multisets
     assert log.interval(0, 1).differentiable  # before any vector, inserts are plain files
+
+
+@pytest.mark.jvm_ci
+def test_a_vectors_change_is_read_from_the_vectors_the_commits_name(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The change of a DELETE and an UPDATE through a deletion vector is read from the vectors
+    the commits name (the file's before and after), never from every vector of a snapshot, which
+    ``deltalake`` hands out as one flag per row of each file (docs/ARCHITECTURE.md, "Reading
+    sources")."""
+    table, log = new_table(
+        engine, "id int, v string", "tblproperties ('delta.enableDeletionVectors' = 'true')"
+    )
+    engine.execute(f"insert into {table} values " + ", ".join(f"({i}, 'v{i}')" for i in range(20)))
+    engine.execute(f"delete from {table} where id = 3")
+    engine.execute(f"update {table} set v = 'changed' where id in (4, 5)")  # the vector grows
+    latest = log.latest_version()
+    every_vector: List[int] = []
+    original = deltalake_snapshots._deletion_vectors
+    monkeypatch.setattr(
+        deltalake_snapshots,
+        "_deletion_vectors",
+        lambda files, version, *rest: every_vector.append(version) or original(files, version, *rest),
+    )
+    fresh = DeltaLog(log.location)
+    assert fresh.interval(latest - 2, latest).masked_rows == 3
+    rows = check_interval(engine, table, fresh, latest - 2, latest)
+    assert net(rows) == {(3, "v3"): -1, (4, "v4"): -1, (5, "v5"): -1, (4, "changed"): 1, (5, "changed"): 1}
+    assert every_vector == []
+    assert bool(fresh.snapshot(latest).deleted_rows)  # asked for, they are there
 
 
 @pytest.mark.jvm_ci
@@ -380,7 +410,7 @@ def test_files_a_writer_typed_its_own_way(engine: Engine, vectors: bool) -> None
     files = log.snapshot(latest).files.values()
     declared = {pq.read_schema(urllib.parse.unquote(f.uri[len("file://") :])).field("st").type for f in files}
     assert declared == {struct, pa.struct([("x", pa.int32()), ("y", pa.string_view())])}
-    assert any(f.has_deletion_vector for f in files) is vectors
+    assert bool(log.snapshot(latest).deleted_rows) is vectors
     for v0 in range(latest):
         check_interval(engine, table, log, v0, latest, in_process=False)  # Arrow groups no struct
     if vectors:

@@ -39,9 +39,7 @@ SNAPSHOT = Snapshot(
 def data_file(tmp_path: Path, rows: pa.Table) -> DataFile:
     path = tmp_path / "part.parquet"
     pq.write_table(rows, path)
-    return DataFile(
-        "part.parquet", path.as_uri(), path.stat().st_size, rows.num_rows, {"region": "eu west"}, False
-    )
+    return DataFile("part.parquet", path.as_uri(), path.stat().st_size, rows.num_rows, {"region": "eu west"})
 
 
 def test_the_engines_columns_and_types(tmp_path: Path) -> None:

@@ -38,9 +38,7 @@ class Log:
 
     def snapshot(self, version: int) -> Snapshot:
         files = {
-            f"part-{i}.parquet": DataFile(
-                f"part-{i}.parquet", f"{self.root}/part-{i}.parquet", 10, 1, {}, False
-            )
+            f"part-{i}.parquet": DataFile(f"part-{i}.parquet", f"{self.root}/part-{i}.parquet", 10, 1, {})
             for i in range(self.files)
         }
         return Snapshot(

@@ -17,7 +17,7 @@ import re
 import uuid
 from dataclasses import dataclass
 from functools import reduce
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import pyarrow as pa
@@ -42,7 +42,7 @@ from dbt.adapters.dyntable.data_files import (
     read_files,
     read_rows,
 )
-from dbt.adapters.dyntable.delta_log import DataFile, DeltaLog, Interval, IntervalKind, Snapshot
+from dbt.adapters.dyntable.delta_log import DeltaLog, Interval, IntervalKind, Snapshot
 from dbt.adapters.dyntable.delta_log.model import ValueRange
 from dbt.adapters.dyntable.differentiation.pruning import Within, restricted
 from dbt.adapters.dyntable.engines.base import Capabilities, arrow_frame
@@ -101,7 +101,7 @@ def changes_dataframe(
     if interval.removed:
         sides.extend(read_files(spark, before, interval.removed, -1, capabilities))
     for data_file in interval.masked:
-        sides.extend(read_rows(spark, after, data_file, _newly_masked(before, after, data_file), -1))
+        sides.extend(read_rows(spark, after, data_file, interval.newly_masked[data_file.path], -1))
     if not sides:
         return spark.createDataFrame([], _with_weight(schema))
     changes = reduce(lambda left, right: left.unionAll(right), sides)
@@ -134,16 +134,11 @@ def changes_in_process(log: DeltaLog, interval: Interval) -> pa.Table:
         *(arrow_rows(after, f, masked(after, f), +1, schema) for f in interval.added),
         *(arrow_rows(before, f, masked(before, f), -1, schema) for f in interval.removed),
         *(
-            arrow_rows(after, f, _newly_masked(before, after, f), -1, schema, keep=True)
+            arrow_rows(after, f, interval.newly_masked[f.path], -1, schema, keep=True)
             for f in interval.masked
         ),
     ]
     return minimized_rows(pa.concat_tables(sides) if sides else arrow_with_weight(schema).empty_table())
-
-
-def _newly_masked(before: Snapshot, after: Snapshot, data_file: DataFile) -> "np.ndarray[Any, Any]":
-    """The positions of a file's rows masked at ``after`` and not at ``before``: its deletes."""
-    return np.setdiff1d(masked(after, data_file), masked(before, data_file))
 
 
 def change_schema(log: DeltaLog, interval: Interval) -> StructType:
@@ -395,10 +390,10 @@ class VersionedRelations:
             return False
         snapshot = log.snapshot(version)
         return (
-            snapshot.rows_are_files_rows
-            and len(snapshot.files) <= capabilities.versions_from_files
+            len(snapshot.files) <= capabilities.versions_from_files
             # Spark looks up each file named to it, one by one: a request each on an object store.
             and all(f.uri.startswith("file:") for f in snapshot.files.values())
+            and snapshot.rows_are_files_rows  # last: where vectors are on, it reads them
         )
 
     def relation(self, relation: str, log: DeltaLog, version: int, bound: Optional[Within] = None) -> str:

@@ -154,7 +154,7 @@ def test_keys_that_cannot_bound_the_rescan_leave_it_whole(sql, resolver):
 
 
 def data_file(low, high, nulls=False) -> DataFile:
-    return DataFile("p", "file:///p", 10, 1, {}, False, {"ts": ValueRange(low, high, nulls)})
+    return DataFile("p", "file:///p", 10, 1, {}, {"ts": ValueRange(low, high, nulls)})
 
 
 def test_a_read_within_reads_the_files_whose_days_may_hold_the_changes():

@@ -8,6 +8,7 @@ import json
 from datetime import date
 from typing import Any, Dict, List
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from deltalake import DeltaTable, write_deltalake
@@ -33,11 +34,11 @@ def snapshot(files: List[Dict[str, Any]]) -> Snapshot:
             size_bytes=spec["size"],
             num_records=1,
             partition_values=spec.get("partition", {}),
-            has_deletion_vector=spec.get("vector", False),
         )
         for i, spec in enumerate(files)
     }
-    return Snapshot(0, "id", '{"type":"struct","fields":[]}', (), {}, data_files)
+    vectors = {f"part-{i:04d}.parquet": np.array([0]) for i, spec in enumerate(files) if spec.get("vector")}
+    return Snapshot(0, "id", '{"type":"struct","fields":[]}', (), {}, data_files, vectors)
 
 
 def sizes(groups: List[List[DataFile]]) -> List[List[int]]:

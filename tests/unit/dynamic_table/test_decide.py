@@ -8,6 +8,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -66,7 +67,7 @@ def frontier(dt: DynamicTable, versions: Dict[str, int], at: datetime = T - time
 
 
 def data_file(size: int) -> DataFile:
-    return DataFile(f"part-{size}.parquet", f"file:///part-{size}", size, 1, {}, False)
+    return DataFile(f"part-{size}.parquet", f"file:///part-{size}", size, 1, {})
 
 
 def source(
@@ -603,8 +604,8 @@ def test_which_intervals_rewrite_files(added, removed, changed, rewrites) -> Non
     interval = Interval(
         5,
         6,
-        tuple([DataFile("a", "file:///a", 10, added, {}, False)] if added else []),
-        tuple([DataFile("r", "file:///r", 10, removed, {}, False)] if removed else []),
+        tuple([DataFile("a", "file:///a", 10, added, {})] if added else []),
+        tuple([DataFile("r", "file:///r", 10, removed, {})] if removed else []),
         changed_rows=changed,
     )
     assert net_change.rewrites(interval) is rewrites
@@ -614,14 +615,14 @@ def test_an_update_marked_by_a_deletion_vector_is_not_a_rewrite() -> None:
     """One row updated in a file of a million: its deletion vector masks the old row and a new
     file holds the new one. The masked row is read from the row group holding it, so the change
     is two rows, priced as such, not the file twice (docs/ARCHITECTURE.md, "Rewritten inputs")."""
-    big = DataFile("big", "file:///big", 8_000_000, 1_000_000, {}, True)
+    big = DataFile("big", "file:///big", 8_000_000, 1_000_000, {})
     interval = Interval(
         5,
         6,
-        (DataFile("new", "file:///new", 800, 1, {}, False),),
+        (DataFile("new", "file:///new", 800, 1, {}),),
         masked=(big,),
         changed_rows=2,
-        masked_rows=1,
+        newly_masked={"big": np.array([7])},
     )
     assert not net_change.rewrites(interval)
     assert interval.removed_rows == 1
@@ -633,7 +634,7 @@ class DailyFiles:
 
     def __init__(self, days: int, size: int) -> None:
         self.files = [
-            DataFile(f"day-{d}", f"file:///day-{d}", size, 100, {}, False, {"ts": day_range(d, d)})
+            DataFile(f"day-{d}", f"file:///day-{d}", size, 100, {}, {"ts": day_range(d, d)})
             for d in range(days)
         ]
 
@@ -654,7 +655,7 @@ def test_a_rescan_of_the_changed_days_only_is_priced_at_their_files() -> None:
     sql = "select to_date(ts) as day, max(v) as hottest, avg(v) as mean from s.t group by to_date(ts)"
     dt = model(sql, refresh_mode="auto")
     log = DailyFiles(30, 10_000)
-    changed = DataFile("new", "file:///new", 500, 5, {}, False, {"ts": day_range(29, 29)})
+    changed = DataFile("new", "file:///new", 500, 5, {}, {"ts": day_range(29, 29)})
     interval = Interval(1, 2, (changed,), (log.files[-1],), changed_rows=10)
     state = SourceState("s.t", log, 1, 2, "commit-2", SourceRead.AS_OF, None, interval, 300_000)  # type: ignore[arg-type]
     planner = Planner(PlannedQuery(plan_query(sql), OutputKey(["day"])))

@@ -52,15 +52,26 @@ class Commit:
     metadata: Optional[Mapping[str, Any]]
     changes_data: bool
     """Some add/remove action has ``dataChange`` true (compaction commits have none)."""
-    deletion_vector_paths: List[str] = field(default_factory=list)
+    added_vectors: Dict[str, Optional[Mapping[str, Any]]] = field(default_factory=dict)
+    """Per path of a file it adds, the descriptor of the file's deletion vector (None for none)."""
+    removed_vectors: Dict[str, Optional[Mapping[str, Any]]] = field(default_factory=dict)
+    """Per path of a file it removes, the descriptor of the deletion vector the file had (None
+    for none): a remove names the logical file it removes by its path and vector (Delta
+    protocol, "Deletion Vectors")."""
     touches_files: bool = False
     """The commit has add or remove actions."""
     file_actions: Optional["FileActions"] = None
-    """Its adds and removes when they are all it changes (:data:`FILE_ONLY_ACTIONS`, no deletion
-    vector); None when it changes more."""
+    """Its adds and removes when they are all it changes (:data:`FILE_ONLY_ACTIONS`); None when
+    it changes more."""
 
     removes_files: bool = False
     """The commit has a ``remove`` action that changes data."""
+
+    @property
+    def deletion_vector_paths(self) -> List[str]:
+        """The files it adds or removes with a deletion vector."""
+        paths = [p for vectors in (self.added_vectors, self.removed_vectors) for p, v in vectors.items() if v]
+        return list(dict.fromkeys(paths))
 
     @property
     def operation(self) -> str:
@@ -142,14 +153,15 @@ def parse_commit(location: str, version: int, raw: bytes) -> Commit:
             # The protocol defaults dataChange to true where a writer leaves it out.
             commit.touches_files = True
             commit.changes_data |= bool(file_action.get("dataChange", True))
-            if file_action.get("deletionVector"):
-                commit.deletion_vector_paths.append(file_action["path"])
+            vector = file_action.get("deletionVector") or None
             if kind == "add":
                 added.append(file_action)
+                commit.added_vectors[file_action["path"]] = vector
             else:
                 removed.append(file_action["path"])
+                commit.removed_vectors[file_action["path"]] = vector
                 commit.removes_files |= bool(file_action.get("dataChange", True))
-    if file_only and not commit.deletion_vector_paths:
+    if file_only:
         commit.file_actions = FileActions(tuple(added), tuple(removed))
     return commit
 

@@ -4,7 +4,7 @@ process holds, else from the last checkpoint; and that object handed to a writer
 from __future__ import annotations
 
 import urllib.parse
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 import pyarrow as pa
@@ -16,7 +16,7 @@ from dbt.adapters.dyntable.delta_log.commits import Commits
 from dbt.adapters.dyntable.delta_log.current_listing import CurrentListing, note_write
 from dbt.adapters.dyntable.delta_log.errors import HistoryUnavailable, TableNotFound
 from dbt.adapters.dyntable.delta_log.lru import Lru
-from dbt.adapters.dyntable.delta_log.model import DataFile, Snapshot
+from dbt.adapters.dyntable.delta_log.model import DataFile, DeletedRows, Snapshot
 from dbt.adapters.dyntable.delta_log.protocol import COLUMN_MAPPING_MODE
 from dbt.adapters.dyntable.delta_log.table_files import TableFiles
 from dbt.adapters.dyntable.delta_log.value_ranges import bounded_columns, from_stats
@@ -114,7 +114,6 @@ def snapshot_of(table: DeltaTable, version: int, table_files: TableFiles) -> Sna
     sizes = actions.column("size_bytes").to_pylist()
     records = actions.column("num_records").to_pylist() if "num_records" in columns else [None] * len(paths)
     partitions = actions.column("partition").to_pylist() if "partition" in columns else [{}] * len(paths)
-    masks = _deletion_vectors(table)
     bounded = bounded_columns(
         table.schema().to_json(), (metadata.configuration or {}).get(COLUMN_MAPPING_MODE) or "none"
     )
@@ -123,13 +122,10 @@ def snapshot_of(table: DeltaTable, version: int, table_files: TableFiles) -> Sna
         for name in ("min", "max", "null_count")
     ]
     files: Dict[str, DataFile] = {}
-    deleted_rows = {}
     for path, size, count, values, low, high, nulls in zip(paths, sizes, records, partitions, *stats):
-        deleted = masks.get(urllib.parse.unquote(table_files.file_uri(path)))
-        if deleted is not None:
-            deleted_rows[path] = deleted
         ranges = from_stats(low, high, nulls, count, bounded)
-        files[path] = table_files.data_file(path, size, count, values or {}, deleted is not None, ranges)
+        files[path] = table_files.data_file(path, size, count, values or {}, ranges)
+    vectors = "deletionVectors" in (protocol.reader_features or [])
     return Snapshot(
         version=version,
         table_id=str(metadata.id),
@@ -137,7 +133,11 @@ def snapshot_of(table: DeltaTable, version: int, table_files: TableFiles) -> Sna
         partition_columns=tuple(metadata.partition_columns),
         configuration=dict(metadata.configuration),
         files=files,
-        deleted_rows=deleted_rows,
+        deleted_rows=DeletedRows(
+            rest=lambda: _deletion_vectors(table_files, version, str(metadata.id), paths)
+        )
+        if vectors
+        else {},
         description=metadata.description or None,
         writer_features=tuple(protocol.writer_features or ()),
         min_writer_version=protocol.min_writer_version,
@@ -146,19 +146,28 @@ def snapshot_of(table: DeltaTable, version: int, table_files: TableFiles) -> Sna
     )
 
 
-def _deletion_vectors(table: DeltaTable) -> Dict[str, "np.ndarray[Any, Any]"]:
-    """Per decoded URI of a file carrying a deletion vector, the positions of the rows it
-    masks. ``get_add_actions`` does not say, and only tables with the deletionVectors reader
-    feature can have any, so only those pay for reading the vectors."""
-    if "deletionVectors" not in (table.protocol().reader_features or []):
-        return {}
+def _deletion_vectors(
+    table_files: TableFiles, version: int, table_id: str, paths: List[str]
+) -> Dict[str, "np.ndarray[Any, Any]"]:
+    """Per path of a file of ``version`` carrying a deletion vector, the positions of the rows it
+    masks, every vector of the version read by ``deltalake`` at once (``get_add_actions`` does not
+    say which files have one). Asked for only where a read needs a file's vector that the
+    version's own commits did not record (``DeletedRows``)."""
+    table = storage.delta_table(table_files.location, version=version)
+    if str(table.metadata().id) != table_id:
+        raise HistoryUnavailable(
+            f"{table_files.location} was re-created: its version {version} is another table's"
+        )
     vectors = pa.table(table.deletion_vectors().read_all())
     # One flag per row of each file: unpacked by Arrow into one numpy array, never into a Python
     # list (a file of 10M rows took over a second that way).
     selections = vectors.column("selection_vector").combine_chunks()
     offsets = selections.offsets.to_numpy()
     keep = selections.values.to_numpy(zero_copy_only=False)
-    return {
-        urllib.parse.unquote(uri): np.flatnonzero(~keep[offsets[i] : offsets[i + 1]])
-        for i, uri in enumerate(vectors.column("filepath").to_pylist())
-    }
+    by_uri = {urllib.parse.unquote(uri): i for i, uri in enumerate(vectors.column("filepath").to_pylist())}
+    masked = {}
+    for path in paths:
+        i = by_uri.get(urllib.parse.unquote(table_files.file_uri(path)))
+        if i is not None:
+            masked[path] = np.flatnonzero(~keep[offsets[i] : offsets[i + 1]])
+    return masked

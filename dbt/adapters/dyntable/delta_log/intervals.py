@@ -14,9 +14,10 @@ import numpy as np
 
 from dbt.adapters.dyntable.delta_log.commits import Commit, Commits
 from dbt.adapters.dyntable.delta_log.current_listing import CurrentListing
+from dbt.adapters.dyntable.delta_log.deletion_vectors import DeletionVectorUnreadable
 from dbt.adapters.dyntable.delta_log.errors import DeltaLogError, HistoryUnavailable
 from dbt.adapters.dyntable.delta_log.lru import Lru
-from dbt.adapters.dyntable.delta_log.model import DataFile, Interval, Snapshot, known_sum
+from dbt.adapters.dyntable.delta_log.model import DataFile, Interval, Positions, Snapshot, known_sum
 from dbt.adapters.dyntable.delta_log.protocol import CHANGE_DATA_FEED, COLUMN_MAPPING_MODE
 from dbt.adapters.dyntable.delta_log.schema import schema_change, without_comments
 from dbt.adapters.dyntable.delta_log.snapshots import SHARED_SNAPSHOT_CACHE_SIZE, Snapshots
@@ -131,13 +132,27 @@ class Intervals:
         compactions = [c.version for c in commits if c.rearranges]
         added, removed = self._changed_files(before, after, compactions, vectored)
         masked = tuple(after.files[p] for p in sorted(vectored) if p in before.files and p in after.files)
-        unread = [f.path for f in masked if f.path not in after.deleted_rows]
-        if unread and reason is None:
-            reason = f"the deletion vector of {unread[0]} at version {v1} cannot be read"
+        newly = {}
+        for data_file in masked:
+            try:
+                newly[data_file.path] = self._newly_masked(commits, data_file.path)
+            except DeletionVectorUnreadable as exc:
+                reason = (
+                    reason or f"the deletion vector of {data_file.path} by version {v1} cannot be read: {exc}"
+                )
         reason = reason or self._file_reason(added, removed + masked)
         changed = known_sum(c.changed_rows for c in commits)
-        newly = sum(_newly_masked(before, after, f.path) for f in masked)
         return Interval(v0, v1, added, removed, reason, masked, changed, newly)
+
+    def _newly_masked(self, commits: List[Commit], path: str) -> Positions:
+        """The positions of the rows of ``path`` (live at both ends of ``commits``) that its
+        deletion vector masks after them and did not before: the vector its first remove names
+        (the file as it was) against the one its last add carries. Read from those vectors alone,
+        not from the snapshots' (docs/ARCHITECTURE.md, "Reading sources")."""
+        before = next((c.removed_vectors[path] for c in commits if path in c.removed_vectors), None)
+        after = next((c.added_vectors[path] for c in reversed(commits) if path in c.added_vectors), None)
+        masked = self._files.masked_rows(after) if after else np.empty(0, np.int64)
+        return np.setdiff1d(masked, self._files.masked_rows(before)) if before else masked
 
     def _changed_files(
         self, before: Snapshot, after: Snapshot, compactions: List[int], vectored: Set[str]
@@ -169,7 +184,7 @@ class Intervals:
                 continue
             rewritten = [f for p, f in prior.files.items() if p not in compacted.files]
             written = {p: f for p, f in compacted.files.items() if p not in prior.files}
-            if any(f.has_deletion_vector for f in rewritten) or vectored.intersection(written):
+            if any(prior.has_deletion_vector(f.path) for f in rewritten) or vectored.intersection(written):
                 continue
             count(written, -1, {})
             count({f.path: f for f in rewritten}, +1, {})
@@ -250,15 +265,6 @@ def _restore_reason(commits: List[Commit]) -> Optional[str]:
             to = f" to version {target}" if target is not None else ""
             return f"restored{to} at version {commit.version}"
     return None
-
-
-def _newly_masked(before: Snapshot, after: Snapshot, path: str) -> int:
-    """How many rows of file ``path`` the deletion vector at ``after`` masks that it did not at
-    ``before``."""
-    masked = after.deleted_rows.get(path)
-    if masked is None:
-        return 0
-    return len(np.setdiff1d(masked, before.deleted_rows.get(path, np.empty(0, np.int64))))
 
 
 def _is_true(value: Optional[str]) -> bool:

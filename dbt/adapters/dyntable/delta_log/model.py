@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Iterable, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple, TypeAlias
 
 import numpy as np
 from pyspark.sql.types import StructType
@@ -47,6 +47,76 @@ class ValueRange:
         return ValueRange(min(self.low, other.low), max(self.high, other.high), self.nulls or other.nulls)
 
 
+#: The positions of a file's rows, sorted (those a deletion vector masks).
+Positions: TypeAlias = "np.ndarray[Any, Any]"
+
+
+class DeletedRows(Mapping[str, Positions]):
+    """Per path of a file with a deletion vector, the positions of the rows it masks, read when
+    asked: the paths a snapshot's own commits set (their vector, or None for none) answer from
+    what those commits recorded, and any other from ``rest``, the vectors of the snapshot it was
+    built from, or a loader of every vector at once (``deltalake``'s, which hands each out as one
+    flag per row of its file; docs/ARCHITECTURE.md, "Reading sources"). A refresh asks for the few
+    files a change touched, so a table's other vectors are never expanded."""
+
+    def __init__(
+        self,
+        known: Optional[Mapping[str, Optional[Callable[[], Positions]]]] = None,
+        rest: "Optional[Mapping[str, Positions] | Callable[[], Mapping[str, Positions]]]" = None,
+    ) -> None:
+        self._known: Dict[str, Optional[Callable[[], Positions]]] = dict(known or {})
+        self._read: Dict[str, Positions] = {}
+        # Shared with the snapshots built on from this one, so the loader runs once for all.
+        self._rest: List[Any] = [rest]
+        self._live: Optional[frozenset[str]] = None
+
+    def updated(
+        self, known: Mapping[str, Optional[Callable[[], Positions]]], live: Iterable[str]
+    ) -> "DeletedRows":
+        """These rows after commits that set the vectors of ``known`` paths, the table's files
+        then ``live``: the paths set before keep their vectors (and what was read of them); those
+        no longer live are let go, so a snapshot built on from another does not hold its history."""
+        built = DeletedRows()
+        built._live = frozenset(live)
+        built._known = {p: read for p, read in {**self._known, **known}.items() if p in built._live}
+        built._read = {p: rows for p, rows in self._read.items() if p in built._known and p not in known}
+        built._rest = self._rest
+        return built
+
+    def get(self, path: str, default: Any = None) -> Any:
+        if self._live is not None and path not in self._live:
+            return default
+        if path not in self._known:
+            return self._rest_rows().get(path, default)
+        read = self._known[path]
+        if read is None:
+            return default
+        if path not in self._read:
+            self._read[path] = read()
+        return self._read[path]
+
+    def __getitem__(self, path: str) -> Positions:
+        found: Optional[Positions] = self.get(path)
+        if found is None:
+            raise KeyError(path)
+        return found
+
+    def __contains__(self, path: object) -> bool:
+        return isinstance(path, str) and self.get(path) is not None
+
+    def __iter__(self) -> Iterator[str]:
+        paths = list(self._known) + [p for p in self._rest_rows() if p not in self._known]
+        return iter([p for p in paths if p in self])
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def _rest_rows(self) -> Mapping[str, Positions]:
+        if callable(self._rest[0]):
+            self._rest[0] = self._rest[0]()
+        return self._rest[0] or {}
+
+
 @dataclass(frozen=True)
 class DataFile:
     """One live data file of a snapshot (an ``add`` action)."""
@@ -60,7 +130,6 @@ class DataFile:
     """From the file's statistics; None when the writer recorded none."""
     partition_values: Mapping[str, Any]
     """Typed Python values (``date``, aware ``datetime`` for timestamps, ``Decimal`` ...)."""
-    has_deletion_vector: bool
     ranges: Mapping[str, ValueRange] = field(default_factory=dict)
     """Per column (lower-case name) of an integer, date or timestamp type, where its statistics
     bound it: the range of its values (``value_ranges``)."""
@@ -78,9 +147,9 @@ class Snapshot:
     configuration: Mapping[str, str]
     files: Mapping[str, DataFile]
     """Keyed by :attr:`DataFile.path`."""
-    deleted_rows: Mapping[str, "np.ndarray[Any, Any]"] = field(default_factory=dict)
+    deleted_rows: Mapping[str, Positions] = field(default_factory=dict)
     """Per :attr:`DataFile.path` of a file with a deletion vector: the positions of the rows it
-    masks (docs/ARCHITECTURE.md, "Reading sources")."""
+    masks, read when asked (:class:`DeletedRows`; docs/ARCHITECTURE.md, "Reading sources")."""
     description: Optional[str] = None
     """The table's comment."""
     writer_features: Tuple[str, ...] = ()
@@ -97,6 +166,10 @@ class Snapshot:
     @property
     def schema(self) -> StructType:
         return StructType.fromJson(json.loads(self.schema_json))
+
+    def has_deletion_vector(self, path: str) -> bool:
+        """Whether the live file ``path`` has rows masked by a deletion vector."""
+        return path in self.deleted_rows
 
     @property
     def column_mapping_mode(self) -> str:
@@ -135,8 +208,13 @@ class Interval:
     changed_rows: Optional[int] = None
     """The rows the interval's commits removed or added, by their writers' metrics
     (:attr:`.commits.Commit.changed_rows`); None when a commit did not record them."""
-    masked_rows: int = 0
-    """The rows the deletion vectors of :attr:`masked` newly mask."""
+    newly_masked: Mapping[str, Positions] = field(default_factory=dict)
+    """Per path of :attr:`masked`, the positions of the rows its deletion vector newly masks."""
+
+    @property
+    def masked_rows(self) -> int:
+        """The rows the deletion vectors of :attr:`masked` newly mask."""
+        return sum(len(rows) for rows in self.newly_masked.values())
 
     @property
     def kind(self) -> IntervalKind:

@@ -4,15 +4,16 @@ from an earlier one over commits that only add and remove files, else loaded by 
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import replace
-from typing import Optional, Tuple
+from typing import Callable, Dict, Optional, Tuple
 
 from dbt.adapters.dyntable.delta_log.commits import Commits
 from dbt.adapters.dyntable.delta_log.deltalake_snapshots import DeltalakeSnapshots
 from dbt.adapters.dyntable.delta_log.errors import HistoryUnavailable
 from dbt.adapters.dyntable.delta_log.lru import Lru
-from dbt.adapters.dyntable.delta_log.model import Snapshot
+from dbt.adapters.dyntable.delta_log.model import DeletedRows, Positions, Snapshot
 from dbt.adapters.dyntable.delta_log.schema import typed_partition_values
 from dbt.adapters.dyntable.delta_log.table_files import TableFiles
 from dbt.adapters.dyntable.delta_log.value_ranges import bounded_columns, from_stats
@@ -97,7 +98,8 @@ class Snapshots:
         except HistoryUnavailable:
             return None
         files = dict(base.files)
-        deleted_rows = dict(base.deleted_rows)
+        # Per path the commits added: the vector it was added with, or None for none.
+        vectors: Dict[str, Optional[Callable[[], Positions]]] = {}
         schema = base.schema
         bounded = bounded_columns(base.schema_json, base.column_mapping_mode)
         for commit in commits:
@@ -111,7 +113,6 @@ class Snapshots:
                 return None
             for path in applied.removed:
                 files.pop(path, None)
-                deleted_rows.pop(path, None)
             for add, values in zip(applied.added, partitions):
                 path = add["path"]
                 stats = json.loads(add.get("stats") or "{}")
@@ -119,8 +120,13 @@ class Snapshots:
                 ranges = from_stats(
                     stats.get("minValues"), stats.get("maxValues"), stats.get("nullCount"), records, bounded
                 )
-                files[path] = self._files.data_file(path, add["size"], records, values, False, ranges)
-                deleted_rows.pop(path, None)
+                files[path] = self._files.data_file(path, add["size"], records, values, ranges)
+                vector = commit.added_vectors[path]
+                vectors[path] = None if vector is None else functools.partial(self._files.masked_rows, vector)
+        earlier = base.deleted_rows
+        deleted_rows = (earlier if isinstance(earlier, DeletedRows) else DeletedRows(rest=earlier)).updated(
+            vectors, files
+        )
         return replace(base, version=version, files=files, deleted_rows=deleted_rows)
 
     def _last_shared(self, version: int) -> Optional[Snapshot]:

@@ -10,8 +10,9 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 import pyarrow.fs as pafs
 
 from dbt.adapters.dyntable import storage
+from dbt.adapters.dyntable.delta_log import deletion_vectors
 from dbt.adapters.dyntable.delta_log.errors import HistoryUnavailable
-from dbt.adapters.dyntable.delta_log.model import DataFile, ValueRange
+from dbt.adapters.dyntable.delta_log.model import DataFile, Positions, ValueRange
 from dbt.adapters.dyntable.delta_log.protocol import commit_file
 
 
@@ -60,7 +61,6 @@ class TableFiles:
         size: Any,
         records: Any,
         partition_values: Mapping[str, Any],
-        has_deletion_vector: bool,
         ranges: Optional[Mapping[str, ValueRange]] = None,
     ) -> DataFile:
         """A live file from what the log records of it (``deltalake``'s add actions or the
@@ -72,9 +72,12 @@ class TableFiles:
             size_bytes=int(size),
             num_records=None if records is None else int(records),
             partition_values=dict(partition_values),
-            has_deletion_vector=has_deletion_vector,
             ranges=dict(ranges or {}),
         )
+
+    def masked_rows(self, vector: Mapping[str, Any]) -> Positions:
+        """The positions of the rows the deletion vector ``vector`` (its descriptor) masks."""
+        return deletion_vectors.positions(vector, self.location, self.store.read)
 
     def file_path(self, data_file: DataFile) -> Tuple[pafs.FileSystem, str]:
         """The file system holding ``data_file`` and its path there."""

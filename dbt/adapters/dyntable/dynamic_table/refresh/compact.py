@@ -25,7 +25,7 @@ import time
 import urllib.parse
 import uuid
 from collections import defaultdict
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import pyarrow as pa
 import pyarrow.dataset as pads
@@ -71,11 +71,12 @@ def _small_per_partition(snapshot: Snapshot) -> List[List[DataFile]]:
     return [sorted(files, key=lambda f: (f.size_bytes, f.path)) for files in per_partition.values()]
 
 
-def size_tier(files: Sequence[DataFile]) -> Tuple[List[DataFile], bool]:
+def size_tier(files: Sequence[DataFile], masks: Callable[[str], bool]) -> Tuple[List[DataFile], bool]:
     """The longest run of ``files`` (smallest first) that merges as a tier: two files, then each
     next one no larger than those before it in the run together, while the merged file stays
     under ``MERGED_FILE_BYTES``; and whether that bound ended it (the tier is full). A file with a
-    deletion vector ends a run (the rows it masks would have to be dropped on the way)."""
+    deletion vector (``masks`` its path) ends a run (the rows it masks would have to be dropped on
+    the way)."""
     longest: List[DataFile] = []
     longest_full = False
     start = 0
@@ -87,7 +88,7 @@ def size_tier(files: Sequence[DataFile]) -> Tuple[List[DataFile], bool]:
             if total + f.size_bytes > MERGED_FILE_BYTES:
                 full = True
                 break
-            if f.has_deletion_vector or (len(run) >= 2 and f.size_bytes > total):
+            if (len(run) >= 2 and f.size_bytes > total) or masks(f.path):
                 break
             run.append(f)
             total += f.size_bytes
@@ -104,7 +105,11 @@ def compaction_groups(snapshot: Snapshot, after_files: int) -> List[List[DataFil
     many files."""
     groups = []
     for files in _small_per_partition(snapshot):
-        tier, full = size_tier(files)
+        if len(files) < max(2, after_files) and sum(f.size_bytes for f in files) <= MERGED_FILE_BYTES:
+            # No run of these files can be due: which have deletion vectors is not asked, as
+            # that reads every vector of the table (docs/ARCHITECTURE.md, "Reading sources").
+            continue
+        tier, full = size_tier(files, snapshot.has_deletion_vector)
         if len(tier) >= 2 and (len(tier) >= after_files or full):
             groups.append(tier)
     return groups
