@@ -18,6 +18,7 @@ from pyroaring import BitMap64
 
 from dbt.adapters.dyntable.delta_log.deletion_vectors import DeletionVectorUnreadable, positions, vector_file
 from dbt.adapters.dyntable.delta_log.model import DeletedRows
+from dbt.adapters.dyntable.delta_log.table_files import TableFiles
 
 Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
 BASE85 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz!#$%&()*+-;<=>?@^_`{|}~"
@@ -113,3 +114,14 @@ def test_deleted_rows_read_only_what_is_asked() -> None:
     newer = later.updated({"new": None}, live=["old", "new"])
     assert sorted(newer) == ["old"] and newer.get("new") is None and newer.get("gone") is None
     assert reads == ["new", "every vector"]
+
+
+def test_a_table_reads_its_vectors_beside_it_and_at_a_file_uri(tmp_path: Path) -> None:
+    files = TableFiles(tmp_path)
+    descriptor = stored(tmp_path, [3, 4])
+    assert files.masked_rows(descriptor).tolist() == [3, 4]
+    where = Path(str(vector_file(descriptor, str(tmp_path))))
+    assert files.masked_rows(dict(descriptor, storageType="p", pathOrInlineDv=where.as_uri())).tolist() == [
+        3,
+        4,
+    ]

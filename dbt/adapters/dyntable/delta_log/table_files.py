@@ -77,7 +77,16 @@ class TableFiles:
 
     def masked_rows(self, vector: Mapping[str, Any]) -> Positions:
         """The positions of the rows the deletion vector ``vector`` (its descriptor) masks."""
-        return deletion_vectors.positions(vector, self.location, self.store.read)
+        return deletion_vectors.positions(vector, self.location, self._read_file)
+
+    def _read_file(self, location: str) -> Optional[bytes]:
+        """The bytes of a file beside the table's log, or at an absolute location a descriptor
+        names (a ``file:`` URI or a path; another store's URL); None when it is not there."""
+        if location.startswith(self.location + "/"):
+            return self.store.read(location)
+        if location.startswith("file:"):
+            location = urllib.parse.unquote(urllib.parse.urlsplit(location).path)
+        return storage.of(location).read(storage.normalized(location))
 
     def file_path(self, data_file: DataFile) -> Tuple[pafs.FileSystem, str]:
         """The file system holding ``data_file`` and its path there."""
