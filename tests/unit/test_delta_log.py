@@ -352,10 +352,12 @@ def test_recreated_table_is_undifferentiable(table: Path, tmp_path: Path) -> Non
     assert fresh.interval(1, 2, table_id=fresh.table_id(1)).differentiable
 
 
-def test_an_unreadable_deletion_vector_is_undifferentiable(table: Path) -> None:
+@pytest.mark.parametrize("removed", [True, False], ids=["vector_file_gone", "no_remove"])
+def test_an_unreadable_deletion_vector_is_undifferentiable(table: Path, removed: bool) -> None:
     """A commit crafted the way Delta writers record a vector (the file removed and re-added under
     the same path with one) on a table without the deletionVectors feature: the vector cannot be
-    read, so the rows it masks are unknown."""
+    read, so the rows it masks are unknown. So too where the commit re-adds the file with a vector
+    without removing it first, which would leave unknown the vector it had before."""
     live = DeltaLog(table).files_at(4)[0]
     vector = {
         "storageType": "u",
@@ -378,13 +380,13 @@ def test_an_unreadable_deletion_vector_is_undifferentiable(table: Path) -> None:
             }
         },
     ]
+    if not removed:
+        del actions[1]
     commit_file(table, 5).write_text("\n".join(json.dumps(a) for a in actions) + "\n")
     reason = DeltaLog(table).interval(3, 5).undifferentiable_reason
-    assert (
-        reason is not None
-        and f"the deletion vector of {live.path} by version 5 cannot be read" in reason
-        and "is gone" in reason
-    )
+    why = "is gone" if removed else "without a remove naming the one before"
+    assert reason is not None and f"the deletion vector of {live.path} by version 5 cannot be read" in reason
+    assert why in reason
 
 
 def test_interval_argument_checks(table: Path) -> None:

@@ -129,7 +129,7 @@ class Intervals:
         # path-keyed difference below sees as unchanged: those files are read for the rows
         # their vector newly masks (docs/ARCHITECTURE.md, "Reading sources").
         vectored = {p for c in commits for p in c.deletion_vector_paths}
-        compactions = [c.version for c in commits if c.rearranges]
+        compactions = [c for c in commits if c.rearranges]
         added, removed = self._changed_files(before, after, compactions, vectored)
         masked = tuple(after.files[p] for p in sorted(vectored) if p in before.files and p in after.files)
         newly = {}
@@ -149,13 +149,17 @@ class Intervals:
         deletion vector masks after them and did not before: the vector its first remove names
         (the file as it was) against the one its last add carries. Read from those vectors alone,
         not from the snapshots' (docs/ARCHITECTURE.md, "Reading sources")."""
-        before = next((c.removed_vectors[path] for c in commits if path in c.removed_vectors), None)
+        removes = [c.removed_vectors[path] for c in commits if path in c.removed_vectors]
+        if not removes:
+            # A writer must remove the file as it was to add it with another vector.
+            raise DeletionVectorUnreadable("its vector changed without a remove naming the one before")
+        before = removes[0]
         after = next((c.added_vectors[path] for c in reversed(commits) if path in c.added_vectors), None)
         masked = self._files.masked_rows(after) if after else np.empty(0, np.int64)
         return np.setdiff1d(masked, self._files.masked_rows(before)) if before else masked
 
     def _changed_files(
-        self, before: Snapshot, after: Snapshot, compactions: List[int], vectored: Set[str]
+        self, before: Snapshot, after: Snapshot, compactions: List[Commit], vectored: Set[str]
     ) -> Tuple[Tuple[DataFile, ...], Tuple[DataFile, ...]]:
         """The files whose rows count +1 and -1: those live at ``after`` and not ``before`` and
         the reverse, less each compaction's rewrite (docs/ARCHITECTURE.md, "Reading sources").
@@ -177,14 +181,19 @@ class Intervals:
 
         count(after.files, +1, before.files)
         count(before.files, -1, after.files)
-        for version in compactions:
+        for compaction in compactions:
             try:
-                prior, compacted = self._snapshots.get(version - 1), self._snapshots.get(version)
+                prior, compacted = (
+                    self._snapshots.get(compaction.version - 1),
+                    self._snapshots.get(compaction.version),
+                )
             except HistoryUnavailable:
                 continue
             rewritten = [f for p, f in prior.files.items() if p not in compacted.files]
             written = {p: f for p, f in compacted.files.items() if p not in prior.files}
-            if any(prior.has_deletion_vector(f.path) for f in rewritten) or vectored.intersection(written):
+            # Its removes name the vectors of the files it rewrote.
+            purges = any(compaction.removed_vectors.get(f.path) for f in rewritten)
+            if purges or vectored.intersection(written):
                 continue
             count(written, -1, {})
             count({f.path: f for f in rewritten}, +1, {})
