@@ -102,7 +102,12 @@ class DeletedRows(Mapping[str, Positions]):
         return found
 
     def __contains__(self, path: object) -> bool:
-        return isinstance(path, str) and self.get(path) is not None
+        # A path the commits set has a vector when they recorded one: known without reading it.
+        if not isinstance(path, str) or (self._live is not None and path not in self._live):
+            return False
+        if path in self._known:
+            return self._known[path] is not None
+        return path in self._rest_rows()
 
     def __iter__(self) -> Iterator[str]:
         paths = list(self._known) + [p for p in self._rest_rows() if p not in self._known]

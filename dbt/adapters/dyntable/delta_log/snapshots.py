@@ -124,6 +124,9 @@ class Snapshots:
                 vector = commit.added_vectors[path]
                 vectors[path] = None if vector is None else functools.partial(self._files.masked_rows, vector)
         earlier = base.deleted_rows
+        if not isinstance(earlier, DeletedRows) and not earlier and not any(vectors.values()):
+            # No vector before nor now (a table without the feature): nothing to track.
+            return replace(base, version=version, files=files, deleted_rows={})
         deleted_rows = (earlier if isinstance(earlier, DeletedRows) else DeletedRows(rest=earlier)).updated(
             vectors, files
         )
