@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import http.server
 import os
 import socket
@@ -12,6 +13,7 @@ import socketserver
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Iterator, List, Tuple
 
@@ -102,6 +104,34 @@ def test_a_connect_opens_a_tunnel_to_the_host_it_names(egress: str, servers: Tup
     echo, _ = servers
     answer = _ask(egress, f"CONNECT 127.0.0.1:{echo} HTTP/1.1\r\nHost: x\r\n\r\nhello through".encode())
     assert answer == TUNNEL_OPEN + b"hello through"
+
+
+class _LateEcho(socketserver.BaseRequestHandler):
+    """Reads all it is sent, then answers with it a moment later."""
+
+    def handle(self) -> None:
+        received = b""
+        while data := self.request.recv(1024):
+            received += data
+        time.sleep(0.5)
+        self.request.sendall(received)
+
+
+def test_a_half_closed_connection_is_answered_after_a_collection(egress: str) -> None:
+    """While the client has said all and the answer is late, nothing the loop watches holds the
+    connection's task: a garbage collection then must not end it (it did, now and then, in CI)."""
+    late = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _LateEcho)
+    threading.Thread(target=late.serve_forever, daemon=True).start()
+    collecting = threading.Timer(0.25, gc.collect)
+    collecting.start()
+    try:
+        port = late.server_address[1]
+        answer = _ask(egress, f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\nlate".encode())
+    finally:
+        collecting.join()
+        late.shutdown()
+        late.server_close()
+    assert answer == TUNNEL_OPEN + b"late"
 
 
 def test_plain_http_goes_as_it_came_to_the_host_it_names(egress: str, servers: Tuple[int, int]) -> None:

@@ -45,7 +45,7 @@ import sys
 import tempfile
 import threading
 import urllib.request
-from typing import Any, Awaitable, Callable, Dict, Optional, Tuple
+from typing import Any, Awaitable, Callable, Dict, Optional, Set, Tuple
 from urllib.parse import urlsplit
 
 #: ``unshare`` flags (linux/sched.h).
@@ -258,7 +258,16 @@ async def _egress(listening: socket.socket, owner: int) -> None:
     proxies the environment names (as it was before the child named its own), until this
     process is killed with its parent."""
     proxies = urllib.request.getproxies()
-    server = await asyncio.start_unix_server(lambda r, w: _carry(r, w, owner, proxies), sock=listening)
+    # The loop holds tasks weakly, and a connection its client half-closed is no longer watched
+    # by it: without a reference here, a collection ends its task before the answer is carried.
+    carrying: Set["asyncio.Task[None]"] = set()
+
+    def carry(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.get_running_loop().create_task(_carry(reader, writer, owner, proxies))
+        carrying.add(task)
+        task.add_done_callback(carrying.discard)
+
+    server = await asyncio.start_unix_server(carry, sock=listening)
     await server.serve_forever()
 
 
