@@ -481,12 +481,21 @@ def test_top_one_per_partition(wh: Warehouse) -> None:
     )
 
 
+#: (the DT's ``rn`` column, the window's input): the table itself, with and without ``rn``
+#: stored, and a staging view's shape, a derived column the DT does not store.
+_FIRST_ROW_SHAPES = [
+    ("", "{t}"),
+    (", rn", "{t}"),
+    ("", "(select k, v, s, concat(s, '!') as tagged from {t} where s <> 'never') staged"),
+]
+
+
 @pytest.mark.parametrize("resolver", ["except-all", "file-sets"])
 def test_inserts_fold_into_the_stored_first_rows(wh: Warehouse, resolver: str) -> None:
     """Insert-only changes under ``row_number() ... = 1`` read the DT's stored first rows, not the
     sources: a new partition, an insert that takes the lead, one that does not, a tie broken by
     the second ORDER BY key, a NULL partition, duplicate inserted rows; with and without ``rn``
-    among the DT's columns."""
+    among the DT's columns, and over a staging subquery whose derived column the DT drops."""
     t = wh.table(
         "t",
         "k string, v bigint, s string",
@@ -496,10 +505,10 @@ def test_inserts_fold_into_the_stored_first_rows(wh: Warehouse, resolver: str) -
         f"insert into {t} values ('a', 1, 'w'), ('b', 9, 'q'), ('b', 3, 'a'), ('c', 2, 'c'), "
         "('c', 2, 'c'), (null, 1, 'm'), ('d', null, 'd')"
     ]
-    for keep_rn in (False, True):
-        rn = ", rn" if keep_rn else ""
+    for rn, staged in _FIRST_ROW_SHAPES:
         sql = f"""select k, v, s{rn} from (
-                    select k, v, s, row_number() over (partition by k order by v, s) as rn from {t}) r
+                    select k, v, s, row_number() over (partition by k order by v, s) as rn
+                    from {staged.format(t=t)}) r
                   where rn = 1"""
         outcome = wh.check(sql, dml, insert_only={t}, resolver=resolver, stored=True)
         assert "stored_" in outcome.delta.sql
@@ -514,10 +523,10 @@ def test_deletes_and_updates_read_the_old_first_rows_from_the_stored_rows(
     """Deletes of a partition's first row (the runner-up takes over, or the partition vanishes)
     and updates moving rows between partitions (taking the lead of the new one, or not): the old
     first rows come from the DT, the new ones from the sources at v1; with and without ``rn``
-    among the DT's columns."""
-    for keep_rn in (False, True):
+    among the DT's columns, and over a staging subquery whose derived column the DT drops."""
+    for shape, (rn, staged) in enumerate(_FIRST_ROW_SHAPES):
         t = wh.table(
-            f"t{int(keep_rn)}",
+            f"t{shape}",
             "k string, v bigint, s string",
             [
                 "('a', 1, 'x')",
@@ -531,9 +540,9 @@ def test_deletes_and_updates_read_the_old_first_rows_from_the_stored_rows(
                 "('d', 9, 's')",
             ],
         )
-        rn = ", rn" if keep_rn else ""
         sql = f"""select k, v, s{rn} from (
-                    select k, v, s, row_number() over (partition by k order by v, s) as rn from {t}) r
+                    select k, v, s, row_number() over (partition by k order by v, s) as rn
+                    from {staged.format(t=t)}) r
                   where rn = 1"""
         outcome = wh.check(
             sql,

@@ -522,6 +522,30 @@ def test_auto_counts_a_windows_sort_over_the_partitions_a_change_touches() -> No
     assert "sorting touched partitions 4.0 kB" in decision.reason
 
 
+def test_auto_prices_inserts_under_stored_first_rows_at_those_rows_never_the_input() -> None:
+    """Where the input only gained rows, a DT of each partition's first row sorts its touched
+    stored rows with the inserted ones and never reads the input (``top_one``): AUTO refreshes
+    incrementally though every partition is touched, also over a staging view's derived column
+    the DT drops; a change with deletes recomputes the touched partitions from the input."""
+    staged = "(select k, v, w, to_date(w) as day from s.t where v is not null) staged"
+    sql = (
+        "select k, v from (select k, v, row_number() over (partition by k order by v desc) as rn "
+        f"from {staged}) r where rn = 1"
+    )
+    plan = plan_query(sql, schema={"s.t": ["k", "v", "w"]})
+    planner = Planner(PlannedQuery(plan, OutputKey(["k"])))
+    dt = model(sql, refresh_mode="auto")
+    decided = {}
+    for kind, change in {"inserted": dict(added=10), "rewritten": dict(added=10, removed=10)}.items():
+        sources = [source(5, 6, size=100_000, changed_rows=50, **change)]
+        decision = run(dt, frontier(dt, {"s.t": 5}), sources, planner, dt_size=100, dt_rows=10)[0]
+        decided[kind] = decision.action
+        if kind == "inserted":
+            # four times (the 100 B table, every partition touched, + the 10 B inserted)
+            assert "sorting touched partitions 440 B" in decision.reason, decision.reason
+    assert decided == {"inserted": Action.INCREMENTAL, "rewritten": Action.FULL}
+
+
 def test_auto_bounds_a_windows_touched_partitions_by_the_partitions_counted_in_the_table() -> None:
     """Elsewhere a change of n rows touches at most n of the partitions counted in the DT
     (``partitions.measured``), and the delta sorts both versions of those: many partitions make

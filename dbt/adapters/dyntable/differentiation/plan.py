@@ -177,17 +177,23 @@ class Filter(Unary):
 
     def first_row_window(self) -> Optional[Tuple["Window", Dict[str, str]]]:
         """The ``row_number()`` window this filter keeps the first row of, with ``{window column:
-        filter column}``; None when the filter is not ``rn = 1`` over renames of such a window.
+        filter column}`` for the window columns the filter passes on; None when the filter is not
+        ``rn = 1`` over projections that rename (and may drop) such a window's columns, keeping
+        those its PARTITION BY and ORDER BY read (a column dropped above the window, such as a
+        staging view's derived date, leaves which row is first unchanged).
 
         >>> from dbt.adapters.dyntable.differentiation.planner import plan_query
         >>> first = ("select k, v from (select k, v, {} over (partition by k order by v) as rn"
-        ...          " from s.t) r where rn = 1")
+        ...          " from (select k, v, {} from s.t) s) r where rn = 1")
         >>> def filter_of(sql):
-        ...     return plan_query(sql, schema={"s.t": ["k", "v"]}).root.child
-        >>> window, names = filter_of(first.format("row_number()")).first_row_window()
+        ...     return plan_query(sql, schema={"s.t": ["k", "v", "w"]}).root.child
+        >>> window, names = filter_of(first.format("row_number()", "w")).first_row_window()
         >>> names
-        {'c1_k': 'c4_k', 'c2_v': 'c5_v', 'c3_rownumber': 'c6_rn'}
-        >>> filter_of(first.format("rank()")).first_row_window() is None
+        {'c4_k': 'c8_k', 'c5_v': 'c9_v', 'c7_rownumber': 'c10_rn'}
+        >>> filter_of(first.format("rank()", "w")).first_row_window() is None
+        True
+        >>> ordered_by_dropped = first.replace("order by v", "order by w")
+        >>> filter_of(ordered_by_dropped.format("row_number()", "w")).first_row_window() is None
         True
         """
         pinned = self.pinned()
@@ -195,13 +201,15 @@ class Filter(Unary):
             return None
         names = {c: c for c in self.columns}
         below: Node = self.child
-        while isinstance(below, Project) and below.is_rename():
+        while isinstance(below, Project) and _keeps_columns(below):
             names = {child: names[n] for n, child in below.renamed().items()}  # type: ignore[union-attr]
             below = below.child
         if not isinstance(below, Window) or len(below.functions) != 1:
             return None
         function_name, function = below.functions[0]
-        if not isinstance(function.this, exp.RowNumber) or names[function_name] != pinned[0]:
+        if not isinstance(function.this, exp.RowNumber) or names.get(function_name) != pinned[0]:
+            return None
+        if any(c.name not in names for c in function.find_all(exp.Column)):
             return None
         return below, names
 
@@ -220,6 +228,13 @@ class Filter(Unary):
 
     def describe(self) -> str:
         return f"Filter {expr(self.condition)}"
+
+
+def _keeps_columns(project: Project) -> bool:
+    """Whether ``project`` only passes on columns of its child, each at most once (renamed or
+    not, some perhaps dropped)."""
+    renamed = project.renamed()
+    return renamed is not None and len(set(renamed.values())) == len(renamed)
 
 
 @dataclass(eq=False)

@@ -6,7 +6,7 @@ query with every scan reading the resolver's relation for that version.
 
 from __future__ import annotations
 
-from typing import Callable, List
+from typing import Callable, List, Optional, Sequence
 
 from dbt.adapters.dyntable.differentiation.plan import (
     Aggregate,
@@ -92,6 +92,8 @@ def aggregate_select(node: Aggregate, child: str) -> str:
     return f"SELECT {listed} FROM ({child}) AS `_dyn_q`{group}"
 
 
-def window_select(node: Window, child: str) -> str:
+def window_select(node: Window, child: str, columns: Optional[Sequence[str]] = None) -> str:
+    """``node``'s window over ``child``, passing on ``columns`` of it (all of node's input's)."""
     functions = ", ".join(f"{expr(f)} AS {q(n)}" for n, f in node.functions)
-    return f"SELECT {cols(node.child.columns)}, {functions} FROM ({child}) AS `_dyn_q`"
+    passed = node.child.columns if columns is None else columns
+    return f"SELECT {cols(passed)}, {functions} FROM ({child}) AS `_dyn_q`"

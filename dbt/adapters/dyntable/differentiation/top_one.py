@@ -34,10 +34,10 @@ if TYPE_CHECKING:
     from dbt.adapters.dyntable.differentiation.derivative import Differentiator
 
 NODE = Filter
-RULE = (
-    "Δσrn=1(ξp(Q)) = -(DT ⋉p ΔQ) + σrn=1(ξp((DT ⋉p ΔQ) ⊎ ΔQ)) (ΔQ inserts only), "
-    "else -(DT ⋉p ΔQ) + σrn=1(ξp(Q|I1 ⋉p ΔQ))"
-)
+RULE = "Δσrn=1(ξp(Q)) = -(DT ⋉p ΔQ) + σrn=1(ξp(Q|I1 ⋉p ΔQ))"
+#: The variant where ΔQ only inserts: Q is never read, the DT's touched first rows and ΔQ are
+#: sorted (``estimate`` prices it so).
+INSERTS_RULE = "Δσrn=1(ξp(Q)) = -(DT ⋉p ΔQ) + σrn=1(ξp((DT ⋉p ΔQ) ⊎ ΔQ)) (ΔQ inserts only)"
 
 
 def applies(node: Filter, d: Optional["Differentiator"]) -> bool:
@@ -47,34 +47,37 @@ def applies(node: Filter, d: Optional["Differentiator"]) -> bool:
 
 
 def derive(node: Filter, d: "Differentiator") -> Optional[str]:
-    """The delta read off the DT's first rows."""
+    """The delta read off the DT's first rows, in the window's columns the filter passes on
+    (those its PARTITION BY and ORDER BY read among them)."""
     matched, stored = node.first_row_window(), d.stored_rows(node)
     assert matched is not None and stored is not None
     window, names = matched
     delta = d.derive(window.child)
     if delta is None:
         return None
+    kept = [c for c in window.columns if c in names]
+    inputs = [c for c in window.child.columns if c in names]
     partition = window.partition_by
     touched = touched_keys(d, partition, delta)
-    stored_first = (
-        f"SELECT {rename([names[c] for c in window.columns], window.columns)} FROM ({stored}) AS `_dyn_s`"
-    )
-    old = touched_rows(stored_first, window.columns, partition, touched)
+    stored_first = f"SELECT {rename([names[c] for c in kept], kept)} FROM ({stored}) AS `_dyn_s`"
+    old = touched_rows(stored_first, kept, partition, touched)
     if d.positive(window.child):
+        d.note(node, INSERTS_RULE)
         old = d.share(old)
         # Copies of an inserted row are interchangeable here: row_number keeps one of them.
         candidates = union_all(
             [
-                f"SELECT {cols(window.child.columns)} FROM ({old}) AS `_dyn_o`",
-                f"SELECT {cols(window.child.columns)} FROM ({delta}) AS `_dyn_d`",
+                f"SELECT {cols(inputs)} FROM ({old}) AS `_dyn_o`",
+                f"SELECT {cols(inputs)} FROM ({delta}) AS `_dyn_d`",
             ]
         )
         assert candidates is not None
     else:
-        candidates = touched_rows(d.after(window.child, partition), window.child.columns, partition, touched)
+        candidates = touched_rows(d.after(window.child, partition), inputs, partition, touched)
     function_name = window.functions[0][0]
-    new = f"SELECT * FROM ({window_select(window, candidates)}) AS `_dyn_w` WHERE {q(function_name)} = 1"
-    terms = union_all([signed(old, window.columns, -1), signed(new, window.columns, 1)])
+    ranked = window_select(window, candidates, inputs)
+    new = f"SELECT * FROM ({ranked}) AS `_dyn_w` WHERE {q(function_name)} = 1"
+    terms = union_all([signed(old, kept, -1), signed(new, kept, 1)])
     assert terms is not None
-    listed = rename(window.columns + [WEIGHT], [names[c] for c in window.columns] + [WEIGHT])
+    listed = rename(kept + [WEIGHT], [names[c] for c in kept] + [WEIGHT])
     return consolidate(f"SELECT {listed} FROM ({terms}) AS `_dyn_t`", node.columns)

@@ -124,11 +124,11 @@ def estimate(
     for window in (n for n in planned.plan.root.walk() if isinstance(n, Window)):
         sorted_bytes = SORT_COST * sum(s.size_bytes * _scans(window, s.name) for s in observed.sources)
         sorts += sorted_bytes
-        share, bound = _touched_share(window, planned.plan, delta.applied, observed)
+        resorted, bound = _touched_sort(window, planned.plan, delta.applied, observed, sorted_bytes)
         bounds += [bound] if bound else []
-        if share:
+        if resorted:
             touched = "sorting touched partitions"
-            parts[touched] = parts.get(touched, 0) + int(share * sorted_bytes)
+            parts[touched] = parts.get(touched, 0) + resorted
     # A recompute writes only the rows that differ from the DT's (``rebuild.py``): it reads the DT
     # and groups its rows with the query's by every column, as a rewritten input's net change is.
     difference = REWRITTEN_READ_COST * observed.dt_size_bytes
@@ -187,39 +187,45 @@ def _changed_share(source: SourceState) -> float:
     return (source.interval.added_bytes + source.interval.removed_bytes) / source.size_bytes
 
 
-def _touched_share(
-    window: Window, plan: Plan, applied: Mapping[int, str], observed: Observation
-) -> Tuple[float, str]:
-    """The share of a window's input its delta sorts again, the touched partitions' (the rules
-    recompute those only), and what bounded it, in words. A change of n rows
-    touches at most n partitions: a DT that stores each partition's first row (``top_one``)
-    holds one row per partition; elsewhere the partitions counted in the DT
-    (``partitions.measured``) give each one's share, and both versions of the touched ones are
-    sorted. Where neither is known the delta is taken to sort all of the input, as a recompute
-    does, which leaves the choice to the other costs."""
+def _touched_sort(
+    window: Window, plan: Plan, applied: Mapping[int, str], observed: Observation, sorted_bytes: int
+) -> Tuple[int, str]:
+    """The bytes a window's delta sorts again (a recompute sorts ``sorted_bytes``), the touched
+    partitions' (the rules recompute those only), and what bounded them, in words. A change of n
+    rows touches at most n partitions: a DT that stores each partition's first row (``top_one``)
+    holds one row per partition, and where its input only gained rows the delta sorts those
+    partitions' stored rows and the inserted ones, never the input; elsewhere the partitions
+    counted in the DT (``partitions.measured``) give each one's share, and both versions of the
+    touched ones are sorted. Where neither is known the delta is taken to sort all of the input,
+    as a recompute does, which leaves the choice to the other costs."""
     read = window.sources()
     changing = [s for s in observed.sources if s.name in read and not s.reads_no_change]
     if not changing:
-        return 0.0, ""
+        return 0, ""
     changed = [s.changed_rows for s in changing]
-    if any(n is None for n in changed):
-        return 1.0, ""
-    rows = sum(n for n in changed if n is not None)
-    root = plan.root
-    stores_first_rows = any(
-        isinstance(n, Filter) and applied.get(id(n)) == top_one.RULE and _first_row_window(n) is window
-        for n in root.walk()
-    )
-    if stores_first_rows:
-        return (min(1.0, rows / observed.dt_rows) if observed.dt_rows else 1.0), ""
+    rows = None if any(n is None for n in changed) else sum(n for n in changed if n is not None)
+    first_rows = {
+        applied.get(id(n))
+        for n in plan.root.walk()
+        if isinstance(n, Filter) and _first_row_window(n) is window
+    }
+    stored_share = min(1.0, rows / observed.dt_rows) if rows is not None and observed.dt_rows else 1.0
+    if top_one.INSERTS_RULE in first_rows:
+        inserted = sum(_change_read_bytes(s) for s in changing)
+        return int(SORT_COST * (stored_share * observed.dt_size_bytes + inserted)), ""
+    if rows is None:
+        return sorted_bytes, ""
+    if top_one.RULE in first_rows:
+        return int(stored_share * sorted_bytes), ""
     partitions = observed.window_partitions
     counted = counted_window(plan)
     if not partitions or counted is None or counted[0] is not window:
-        return 1.0, ""
+        return sorted_bytes, ""
     sides = 1 if applied.get(id(window)) == window_rule.STORED_RULE else 2
     bound = min(rows, partitions)
     counted_in = f"at most {bound:,} of the {partitions:,} partitions counted in this table"
-    return min(1.0, sides * bound / partitions), f"a change of {rows:,} row(s) touches {counted_in}"
+    share = min(1.0, sides * bound / partitions)
+    return int(share * sorted_bytes), f"a change of {rows:,} row(s) touches {counted_in}"
 
 
 def _first_row_window(node: Filter) -> Optional[Window]:
