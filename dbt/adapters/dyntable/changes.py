@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from functools import reduce
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
@@ -46,6 +45,7 @@ from dbt.adapters.dyntable.delta_log import DeltaLog, Interval, IntervalKind, Sn
 from dbt.adapters.dyntable.delta_log.model import ValueRange
 from dbt.adapters.dyntable.differentiation.pruning import Within, restricted
 from dbt.adapters.dyntable.engines.base import Capabilities, arrow_frame
+from dbt.adapters.dyntable.in_process_changes import cancelled_in_place, minimized_rows
 from dbt.adapters.dyntable.vocabulary import (
     RESERVED_COLUMNS,
     WEIGHT,
@@ -130,15 +130,17 @@ def changes_in_process(log: DeltaLog, interval: Interval) -> pa.Table:
     (structs, arrays, maps) or would read otherwise than the engine."""
     before, after = _snapshots(log, interval)
     schema = arrow_schema(after.schema)
+    empty = arrow_with_weight(schema).empty_table()
+    added = [arrow_rows(after, f, masked(after, f), +1, schema) for f in interval.added]
+    removed = [arrow_rows(before, f, masked(before, f), -1, schema) for f in interval.removed]
     sides = [
-        *(arrow_rows(after, f, masked(after, f), +1, schema) for f in interval.added),
-        *(arrow_rows(before, f, masked(before, f), -1, schema) for f in interval.removed),
+        *cancelled_in_place(pa.concat_tables([empty, *added]), pa.concat_tables([empty, *removed])),
         *(
             arrow_rows(after, f, interval.newly_masked[f.path], -1, schema, keep=True)
             for f in interval.masked
         ),
     ]
-    return minimized_rows(pa.concat_tables(sides) if sides else arrow_with_weight(schema).empty_table())
+    return minimized_rows(pa.concat_tables(sides))
 
 
 def change_schema(log: DeltaLog, interval: Interval) -> StructType:
@@ -194,20 +196,6 @@ def minimized(changes: DataFrame, columns: Sequence[str]) -> DataFrame:
         F.explode(F.sequence(F.lit(1), F.abs(column(WEIGHT_SUM)).cast("int"))).alias(_COPY),
     )
     return expanded.select(*keys, column(WEIGHT))
-
-
-def minimized_rows(changes: pa.Table) -> pa.Table:
-    """:func:`minimized`, for changes this process holds."""
-    keys = [c for c in changes.column_names if c != WEIGHT]
-    summed = changes.group_by(keys, use_threads=False).aggregate([(WEIGHT, "sum")])
-    sums = summed.column(f"{WEIGHT}_sum").to_numpy()
-    at = np.repeat(np.arange(len(sums)), np.abs(sums))
-    weights = pa.array(np.sign(sums[at]).astype(np.int32))
-    return (
-        summed.select(keys)
-        .take(pa.array(at, pa.int64()))
-        .append_column(changes.schema.field(WEIGHT), weights)
-    )
 
 
 def _with_weight(schema: StructType) -> StructType:

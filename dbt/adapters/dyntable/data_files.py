@@ -143,9 +143,11 @@ def file_rows(
             rows = _rows_at(parquet, list(held.values()), positions)
         else:
             rows = _plain_types(parquet.read(columns=list(held.values())))
-            kept = np.ones(rows.num_rows, dtype=bool)
-            kept[positions[positions < rows.num_rows]] = False
-            rows = rows.filter(pa.array(kept))
+            dropped = positions[positions < rows.num_rows]
+            if dropped.size:  # a filter copies every row: none where no row is dropped
+                kept = np.ones(rows.num_rows, dtype=bool)
+                kept[dropped] = False
+                rows = rows.filter(pa.array(kept))
         rows = _int96_in_utc(parquet, rows)
     return rows.rename_columns(list(held))
 
