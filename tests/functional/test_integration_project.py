@@ -19,7 +19,10 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 import pytest
+import yaml
 from deltalake import DeltaTable
+
+from tests.functional.profiles import JVM_TEST_CONF, SHORT_LIVED_JVM_CONF
 
 REPO = Path(__file__).resolve().parents[2]
 PROJECT = REPO / "integration_project"
@@ -99,11 +102,25 @@ def generator(project: Path, *args: str) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
 
 
+def _size_spark_for_tests(profiles: Path, target: str) -> None:
+    """The project's own target, with the Spark settings every JVM test's dbt process runs with
+    (tests/functional/profiles.py): how fast Spark runs its small tables, never what it computes.
+    With Spark's defaults (200 shuffle partitions a query, code compiled for each) the JVM
+    suite's two builds took 272 s."""
+    config = yaml.safe_load(profiles.read_text())
+    output = config["integration_project"]["outputs"][target]
+    output["server_side_parameters"] = {**JVM_TEST_CONF, **SHORT_LIVED_JVM_CONF}
+    profiles.write_text(yaml.safe_dump(config))
+
+
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory, dyntable_profile: str) -> Path:
     copy = tmp_path_factory.mktemp("integration") / "integration_project"
     shutil.copytree(PROJECT, copy, ignore=shutil.ignore_patterns(*BUILD_OUTPUT))
-    (copy / ".target").write_text(TARGETS[dyntable_profile])
+    target = TARGETS[dyntable_profile]
+    (copy / ".target").write_text(target)
+    if dyntable_profile == "spark_session":
+        _size_spark_for_tests(copy / "profiles.yml", target)
     generator(copy, "init")  # the shop's raw Delta tables, as the demo starts
     return copy
 
