@@ -688,7 +688,7 @@ def test_an_interrupt_cancels_a_running_command(request: pytest.FixtureRequest, 
     # "Exactly once" settles whether it committed.
     embedded_lacks(request, engine, "interrupting a running command that reads a Delta table")
     source, name = fresh(), fresh()
-    engine.execute(f"CREATE TABLE {source} USING delta AS SELECT id FROM range(20000)")
+    engine.execute(f"CREATE TABLE {source} USING delta AS SELECT id FROM range(30000)")
     engine.execute(f"CREATE TABLE {name} (h BIGINT) USING delta")
     failed: List[Exception] = []
 
@@ -703,6 +703,9 @@ def test_an_interrupt_cancels_a_running_command(request: pytest.FixtureRequest, 
     worker = threading.Thread(target=insert)
     started = time.monotonic()
     worker.start()
+    # Interrupted before it computes (while it is sent or planned), the command stops at once on
+    # both engines: the first interrupt waits until it is computing (seconds on either).
+    worker.join(0.5)
     answered: List[float] = []
     try:
         while worker.is_alive():
