@@ -89,6 +89,10 @@ def instances(table: pa.Table) -> "Counter[Tuple[object, ...]]":
     return Counter({row: n for row, n in total.items() if n})
 
 
+def bits(row: Row) -> Tuple[object, ...]:
+    return (row[0], row[1], None if row[2] is None else struct.pack("<d", row[2]))
+
+
 @given(rows_of_a_file, st.data())
 def test_rows_cancelled_in_place_leave_the_same_net_change(before: List[Row], data: st.DataObject) -> None:
     """A rewrite's rows (the file before, and after: some rows edited in place, some deleted or
@@ -107,7 +111,8 @@ def test_rows_cancelled_in_place_leave_the_same_net_change(before: List[Row], da
     left = cancelled_in_place(added, removed)
     assert instances(pa.concat_tables(left)) == instances(pa.concat_tables([added, removed]))
     if len(before) == len(after):
-        assert left[0].num_rows == left[1].num_rows <= sum(b != a for b, a in zip(before, after))
+        edited = sum(bits(b) != bits(a) for b, a in zip(before, after))  # -0.0 is not 0.0 here
+        assert left[0].num_rows == left[1].num_rows <= edited
 
 
 def test_a_file_rewritten_with_one_row_changed_leaves_that_row() -> None:
