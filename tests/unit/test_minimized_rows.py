@@ -80,17 +80,17 @@ def side(rows: List[Row], weight: int) -> pa.Table:
     )
 
 
+def bits(row: Row) -> Tuple[object, ...]:
+    return (row[0], row[1], None if row[2] is None else struct.pack("<d", row[2]))
+
+
 def instances(table: pa.Table) -> "Counter[Tuple[object, ...]]":
     """Each row's weight summed, with floats by their bits (-0.0 and each NaN as written)."""
     total: "Counter[Tuple[object, ...]]" = Counter()
     columns = [table.column(c).to_pylist() for c in ("k", "s", "x", WEIGHT)]
     for k, s, x, weight in zip(*columns):
-        total[(k, s, None if x is None else struct.pack("<d", x))] += weight
+        total[bits((k, s, x))] += weight
     return Counter({row: n for row, n in total.items() if n})
-
-
-def bits(row: Row) -> Tuple[object, ...]:
-    return (row[0], row[1], None if row[2] is None else struct.pack("<d", row[2]))
 
 
 @given(rows_of_a_file, st.data())
