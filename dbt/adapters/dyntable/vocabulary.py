@@ -12,6 +12,8 @@
   and DISTINCT compare them (NULL equals NULL).
 * **Fingerprints.** :func:`fingerprint` is how a text (a commit, a definition) is identified:
   16 hex digits of its SHA-256.
+* **Checks.** :func:`failed_check` is the SQL that fails a statement when a check inside it
+  fails (``raise_error``), its message :data:`ENGINE_CHECK` and a code saying which.
 * **Errors.** :func:`first_line` is how an engine's or a library's error is quoted in a message:
   its first line, without the Rust or JVM backtrace that follows.
 
@@ -52,6 +54,17 @@ def quote(identifier: str) -> str:
 def sql_string(text: str) -> str:
     """``text`` as a Spark SQL string literal."""
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+#: The prefix of the error a statement raises when a check inside it fails (:func:`failed_check`).
+ENGINE_CHECK = "dyntable delta check"
+
+
+def failed_check(code: str, as_type: Optional[str] = None) -> str:
+    """SQL that fails its statement with the check ``code``; ``as_type`` where it stands for a
+    value (Sail types every branch of a CASE, and every clause of a MERGE, taken or not)."""
+    failing = f"raise_error({sql_string(f'{ENGINE_CHECK} {code}')})"
+    return f"CAST({failing} AS {as_type})" if as_type else failing
 
 
 def relation_name(schema: Optional[str], identifier: str) -> str:

@@ -148,12 +148,14 @@ class Warehouse:
         insert_only: Optional[Set[str]] = None,
         resolver: str = "except-all",
         stored: bool = False,
+        checked_fold: bool = False,
     ) -> Outcome:
         """Run the scenario; ``insert_only`` names tables the resolver may treat as append-only
         (only true when ``dml`` only inserts into them); ``resolver`` picks how changes are read:
         the version-diff resolver by ``except-all`` or ``grouped-counts``, or the production
         ``file-sets`` resolver. With ``stored``, the query's result before the DML is kept in a
-        table handed to ``differentiate`` as the DT's stored rows."""
+        table handed to ``differentiate`` as the DT's stored rows, and ``checked_fold`` lets
+        rules fold deletes into them under a check (a failed one raises the engine's error)."""
         plan = plan_query(sql, views=views or {}, unique_keys=unique_keys or {})
         start = {t: self.version(t) for t in plan.sources}
         before = self.rows(sql)
@@ -167,7 +169,7 @@ class Warehouse:
         after = self.rows(sql)
         try:
             delta, collected, accumulated, handed_before = self._delta(
-                plan, start, end, resolver, insert_only, stored_relation
+                plan, start, end, resolver, insert_only, stored_relation, checked_fold
             )
         finally:
             if stored_relation:
@@ -203,6 +205,7 @@ class Warehouse:
         resolver: str,
         insert_only: Optional[Set[str]],
         stored_relation: Optional[str],
+        checked_fold: bool,
     ) -> Tuple[DeltaQuery, List[Any], Optional[Counter], Mapping[str, Set[str]]]:
         """The derivative over [start, end] read through ``resolver``, its rows, the stored
         rows after its accumulation (when it has one) was applied to them, and (file-sets) the
@@ -215,7 +218,7 @@ class Warehouse:
             with RecordingFileSets(
                 self.engine.spark, logs, capabilities=self.engine.capabilities
             ) as file_sets:
-                delta = differentiate(plan, file_sets, stored_relation)
+                delta = differentiate(plan, file_sets, stored_relation, checked_fold)
                 return (
                     delta,
                     self.engine.execute(delta.sql).collect(),
@@ -228,7 +231,7 @@ class Warehouse:
         version_diff = VersionDiffResolver(
             {t: (start[t], end[t]) for t in plan.sources}, insert_only=insert_only, columns=columns
         )
-        delta = differentiate(plan, version_diff, stored_relation)
+        delta = differentiate(plan, version_diff, stored_relation, checked_fold)
         return delta, self.engine.execute(delta.sql).collect(), self._accumulated(delta, stored_relation), {}
 
     def _accumulated(self, delta: DeltaQuery, stored_relation: Optional[str]) -> Optional[Counter]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from dbt.adapters.dyntable.differentiation import aggregate
 from tests.functional.differentiation.harness import Warehouse
 
 
@@ -326,6 +327,79 @@ def test_deletes_and_updates_read_the_old_groups_from_the_stored_rows(wh: Wareho
     if resolver == "file-sets":
         assert not outcome.reads_before(t)
     assert not any(row[0] == "u" for row, _ in outcome.delta_rows)  # consolidated away
+
+
+FOLDED = """select k, count(*) as n, count(x) as nx, sum(x) as sx, sum(z) as sz, min(x) as lo,
+                   max(y) as hi from {t} group by k"""
+
+
+def _folding_table(wh: Warehouse) -> str:
+    return wh.table(
+        "t",
+        "k string, x bigint, y double, z decimal(10, 2)",
+        [
+            "('a', 1, 1.5, 1.25)",
+            "('a', 3, 2.5, 0.5)",
+            "('a', null, null, null)",
+            "('b', 2, 0.5, 1.0)",
+            "(null, 4, 4.0, 2.0)",
+            "('c', 5, 5.0, 5.0)",
+            "('c', 5, 5.0, 5.0)",
+        ],
+    )
+
+
+@pytest.mark.parametrize("resolver", ["except-all", pytest.param("file-sets", marks=pytest.mark.jvm_ci)])
+def test_a_checked_fold_folds_the_deletes_it_can_tell(wh: Warehouse, resolver: str) -> None:
+    """Deletes and updates under a stored GROUP BY of count, exact sums, min and max fold into
+    the stored groups where AUTO may recompute: a max deleted and replaced by a larger one, a
+    min deleted above the stored one, groups emptied by count(*), a new group, the NULL group,
+    a NULL value deleted, a decimal and an integer sum changed by updates."""
+    t = _folding_table(wh)
+    outcome = wh.check(
+        FOLDED.format(t=t),
+        [
+            f"update {t} set y = 9.0, z = 0.25 where k = 'a' and x = 3",  # 'a': max replaced, min kept
+            f"delete from {t} where k = 'a' and x is null",  # a NULL summand and extreme deleted
+            f"delete from {t} where k = 'c'",  # count(*) falls to 0
+            f"update {t} set x = 3, z = 2.5 where k is null",  # the NULL group's min falls
+            f"delete from {t} where k = 'b'",
+            f"insert into {t} values ('d', 7, 7.0, 7.0), ('b', 2, 0.5, 1.0)",  # new, and 'b' back
+        ],
+        resolver=resolver,
+        stored=True,
+        checked_fold=True,
+    )
+    assert aggregate.CHECKED_FOLD_RULE in outcome.delta.applied.values()
+    assert any(row[0] == "c" and weight < 0 for row, weight in outcome.delta_rows)  # 'c' went away
+    assert not any(row[0] == "b" for row, _ in outcome.delta_rows)  # consolidated away
+
+
+@pytest.mark.parametrize(
+    ("sql", "dml"),
+    [
+        # the max deleted, none as large inserted: the stored row cannot tell the next largest
+        (FOLDED, "delete from {t} where k = 'a' and x = 3"),
+        # no count(*): a group that gained no row may have emptied
+        ("select k, sum(x) as sx, max(y) as hi from {t} group by k", "delete from {t} where k = 'b'"),
+        # a double's sum under a delete would drift
+        ("select k, count(*) as n, sum(y) as sy from {t} group by k", "update {t} set y = 2.0 where x = 1"),
+        # the last non-null summand deleted: the sum becomes NULL, which the stored row cannot tell
+        (
+            "select k, count(*) as n, sum(x) as sx from {t} group by k",
+            "delete from {t} where k = 'a' and x > 0",
+        ),
+    ],
+)
+def test_a_checked_fold_fails_where_the_stored_row_cannot_tell(wh: Warehouse, sql: str, dml: str) -> None:
+    """A group whose new value the stored row and the change do not tell fails the query (the
+    refresh then recomputes the DT: lifecycle/test_folded_groups.py); without the check the same change
+    recomputes the touched groups from the source."""
+    t = _folding_table(wh)
+    with pytest.raises(Exception, match=aggregate.UNFOLDABLE):
+        wh.check(sql.format(t=t), [dml.format(t=t)], stored=True, checked_fold=True)
+    unchecked = _folding_table(wh.__class__(wh.engine))
+    wh.check(sql.format(t=unchecked), [dml.format(t=unchecked)], stored=True)
 
 
 def test_global_aggregate_reads_its_one_stored_row(wh: Warehouse) -> None:

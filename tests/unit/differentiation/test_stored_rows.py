@@ -116,3 +116,27 @@ def test_stored_group_keys_match_the_touched_keys_null_safely() -> None:
     sql = differentiate(plan, SymbolicResolver(), stored="s.dt").sql
     assert f"`key` AS `{key}`" in sql  # the DT's column under the aggregate's name
     assert f"ON `{key}` <=> `_dyn_k`.`_dyn_k0`" in sql
+
+
+@pytest.mark.parametrize(
+    ("sql", "checked"),
+    [
+        (
+            "select k, count(*) as n, count(v) as c, sum(v) as s, min(v) as lo, max(v) as hi from s.t group by k",
+            True,
+        ),
+        ("select k, sum(v) as s, max(v) as hi from s.t group by k", True),  # emptiness by inserts
+        ("select k, count(*) as n, avg(v) as a from s.t group by k", False),  # avg does not fold
+        ("select count(*) as n, max(v) as m from s.t", False),  # a global aggregate keeps one row
+    ],
+)
+def test_a_checked_fold_reads_the_changes_and_the_dt_only(sql: str, checked: bool) -> None:
+    """Where AUTO may recompute, deletes fold into the stored groups under a check the engine
+    makes (aggregate.fold_checked): the source is read as changes only, never at v1; aggregates
+    that do not fold, and the global aggregate, read it as before."""
+    plan = plan_query(sql)
+    delta = differentiate(plan, SymbolicResolver(), stored="s.dt", checked_fold=True)
+    unchecked = differentiate(plan, SymbolicResolver(), stored="s.dt")
+    assert (reads(delta.sql) == "s.t@changesx1") is checked, reads(delta.sql)
+    assert ("group-unfoldable" in delta.sql) is checked
+    assert "s.t@v1" in reads(unchecked.sql) and "group-unfoldable" not in unchecked.sql

@@ -37,6 +37,16 @@ which reads ΔQ and the touched rows of the DT, never Q. It is exact for inserts
 could empty a group or take away its minimum, which the stored row cannot tell. Deletes and the
 other aggregates (count(distinct), avg, bool_and/or, ...) read Q|I1 as above.
 
+Where AUTO may recompute instead (``Differentiator.checked_fold``), deletes and updates fold too,
+checked group by group, so a DT over a DT whose groups change in place reads ΔQ and the DT, never Q:
+count(*) and count(x) add the signed weights; an exact sum (an integer or decimal) adds ``x·w`` and
+stays right while the group keeps a non-null summand (one is inserted, or none deleted); a max
+stays the stored one when the deleted values are below it, or becomes the inserted max when that
+is at least the deleted one (min alike). A group whose count(*) falls to 0 goes away; without a
+count(*), a group that gained no row may have emptied. Where a group meets none of these, the
+stored row cannot tell its new value: the query fails a check (``UNFOLDABLE``), nothing is written,
+and AUTO recomputes the DT (docs/ARCHITECTURE.md, "Deriving").
+
 Such a fold is also offered as an :class:`Accumulation`: the partials γk'(ΔQ) alone, one row per
 touched group, which the DT applies by one MERGE on the group keys that folds each partial into
 the stored value (``SET n = n + s.n``) and inserts new groups. Its source never reads the DT, so
@@ -53,7 +63,7 @@ from sqlglot import exp
 from dbt.adapters.dyntable.differentiation.plan import Aggregate
 from dbt.adapters.dyntable.differentiation.render import aggregate_select
 from dbt.adapters.dyntable.differentiation.sqltext import cols, expr, signed, union_all
-from dbt.adapters.dyntable.vocabulary import WEIGHT, consolidate, null_safe_match
+from dbt.adapters.dyntable.vocabulary import WEIGHT, consolidate, failed_check, null_safe_match
 from dbt.adapters.dyntable.vocabulary import quote as q
 
 if TYPE_CHECKING:
@@ -65,6 +75,13 @@ RULE = "Δγk(Q) = -γk(Q|I0 ⋉k ΔQ) + γk(Q|I1 ⋉k ΔQ)"
 STORED_RULE = "Δγk(Q) = -(DT ⋉k ΔQ) + γk(Q|I1 ⋉k ΔQ)"
 #: When ΔQ only inserts and every aggregate folds (count, sum, min, max): Q is never read.
 FOLD_RULE = "Δγk(Q) = -(DT ⋉k ΔQ) + (DT ⋉k ΔQ) ⊕ γk(ΔQ) (ΔQ inserts only; count, sum, min, max fold)"
+#: When ΔQ also deletes and AUTO may recompute: the fold checked group by group.
+CHECKED_FOLD_RULE = (
+    "Δγk(Q) = -(DT ⋉k ΔQ) + (DT ⋉k ΔQ) ⊕ γk±(ΔQ) (count, exact sum, min, max fold; a group the "
+    "stored row cannot tell fails the check, and AUTO recomputes)"
+)
+#: The check a checked fold fails (``vocabulary.failed_check``) for a group it cannot fold.
+UNFOLDABLE = "group-unfoldable"
 
 
 def touched_keys(d: "Differentiator", keys: Sequence[exp.Expression], delta: str) -> str:
@@ -88,10 +105,15 @@ def derive(node: Aggregate, d: "Differentiator") -> Optional[str]:
     if delta is None:
         return None
     stored = d.stored_rows(node)
-    if stored is not None and d.positive(node.child):
-        folded = fold_into_stored(node, delta, stored)
+    if stored is not None:
+        if d.positive(node.child):
+            folded, rule = fold_into_stored(node, delta, stored), FOLD_RULE
+        elif d.checked_fold and node.keys:
+            folded, rule = fold_checked(node, delta, stored), CHECKED_FOLD_RULE
+        else:
+            folded = None
         if folded is not None:
-            d.note(node, FOLD_RULE)
+            d.note(node, rule)
             return folded
     keys = [e for _, e in node.keys]
     touched = touched_keys(d, keys, delta) if keys else None
@@ -192,26 +214,116 @@ def fold_into_stored(node: Aggregate, delta: str, stored: str) -> Optional[str]:
     kinds = _foldable_kinds(node)
     if kinds is None:
         return None
-    keys = [n for n, _ in node.keys]
-    grouped = _partials(node, delta, kinds)
-    match = null_safe_match(keys, "`_dyn_o`", "`_dyn_g`")
     folded = [
         _COMBINE[kind](f"`_dyn_o`.{q(n)}", f"`_dyn_g`.{q(n)}")
         for (n, _), (kind, _) in zip(node.aggregates, kinds)
     ]
+    return _folded_groups(node, _partials(node, delta, kinds), stored, folded)
+
+
+def fold_checked(node: Aggregate, delta: str, stored: str) -> Optional[str]:
+    """:func:`fold_into_stored` for a ``delta`` that may delete: each group's new row from its
+    stored row and the delta's signed partials, where they tell it; a group they do not tell
+    fails the query (``UNFOLDABLE``). None when some aggregate cannot be folded."""
+    kinds = _foldable_kinds(node)
+    if kinds is None:
+        return None
+    partials = [f"MAX(CASE WHEN {q(WEIGHT)} > 0 THEN 1 ELSE 0 END) AS `_dyn_ins`"]
+    folded, checks, counted = [], [], None
+    for i, ((name, _), (kind, arg)) in enumerate(zip(node.aggregates, kinds)):
+        old = f"`_dyn_o`.{q(name)}"
+        partials += _signed_partials(kind, expr(arg) if arg is not None else "", i)
+        value, told = _signed_fold(kind, old, i)
+        folded.append(value)
+        checks.append(f"({told})")
+        if kind == "count_star" and counted is None:
+            counted = value
+    keys = [f"{expr(e)} AS {q(n)}" for n, e in node.keys]
+    grouped = (
+        # Consolidated first: a row the delta inserts and deletes again is not a row the group gained.
+        f"SELECT {', '.join(keys + partials)} FROM ({consolidate(delta, node.child.columns)}) AS `_dyn_q` "
+        f"GROUP BY {', '.join(expr(e) for _, e in node.keys)}"
+    )
+    told_all = " AND ".join(checks)
+    if counted is None:
+        # Without a count(*), only a row the group gained shows that it is not empty.
+        alive = "`_dyn_g`.`_dyn_ins` = 1"
+        safe = f"{alive} AND {told_all}"
+    else:
+        alive = f"{counted} > 0"
+        safe = f"CASE WHEN {counted} = 0 THEN TRUE WHEN {counted} < 0 THEN FALSE ELSE {told_all} END"
+    return _folded_groups(node, grouped, stored, folded, alive, safe)
+
+
+def _signed_partials(kind: str, x: str, i: int) -> List[str]:
+    """The select list of the ``i``-th aggregate's partials over a signed delta, of kind ``kind``
+    over ``x``: ``_dyn_p`` its signed partial (min, max: the least, greatest inserted value),
+    ``_dyn_r`` the least (greatest) deleted value, or whether a non-null summand was deleted (2
+    where the sum is a double), ``_dyn_i`` whether one was inserted."""
+    weight = q(WEIGHT)
+    if kind == "count_star":
+        return [f"SUM({weight}) AS `_dyn_p{i}`"]
+    if kind == "count":
+        return [f"SUM(CASE WHEN {x} IS NOT NULL THEN {weight} ELSE 0 END) AS `_dyn_p{i}`"]
+    if kind == "sum":
+        return [
+            f"SUM({x} * {weight}) AS `_dyn_p{i}`",
+            # Not typeof() alone: JVM Spark propagates that constant into a plan it then cannot
+            # resolve (FoldablePropagation).
+            f"MAX(CASE WHEN {weight} < 0 AND {x} IS NOT NULL THEN 1 ELSE 0 END) "
+            f"* CASE WHEN typeof(SUM({x})) = 'double' THEN 2 ELSE 1 END AS `_dyn_r{i}`",
+            f"MAX(CASE WHEN {weight} > 0 AND {x} IS NOT NULL THEN 1 ELSE 0 END) AS `_dyn_i{i}`",
+        ]
+    extreme = kind.upper()
+    return [
+        f"{extreme}(CASE WHEN {weight} > 0 THEN {x} END) AS `_dyn_p{i}`",
+        f"{extreme}(CASE WHEN {weight} < 0 THEN {x} END) AS `_dyn_r{i}`",
+    ]
+
+
+def _signed_fold(kind: str, old: str, i: int) -> Tuple[str, str]:
+    """The ``i``-th aggregate's new value from its stored value ``old`` and its signed partials,
+    and the condition under which they tell it (NULL counts as not)."""
+    part, removed, inserted = (f"`_dyn_g`.`_dyn_{c}{i}`" for c in "pri")
+    if kind in ("count_star", "count"):
+        return f"COALESCE({old}, 0) + {part}", "TRUE"
+    if kind == "sum":
+        # A double's sum drifts under deletes (1e20 + 1 - 1e20): only its inserts fold.
+        return (
+            f"CASE WHEN {inserted} = 1 THEN COALESCE({old}, 0) + {part} ELSE {old} END",
+            f"{removed} = 0 OR ({inserted} = 1 AND {removed} = 1)",
+        )
+    below, above = ("<", ">=") if kind == "max" else (">", "<=")
+    told = f"{removed} IS NULL OR {removed} {below} {old} OR {part} {above} {removed}"
+    return _COMBINE[kind](old, part), told
+
+
+def _folded_groups(
+    node: Aggregate,
+    grouped: str,
+    stored: str,
+    folded: Sequence[str],
+    alive: str = "TRUE",
+    safe: Optional[str] = None,
+) -> str:
+    """``-(stored rows of the groups in grouped) + (the ``folded`` rows of those ``alive``)``;
+    ``folded`` reads ``grouped`` as `_dyn_g` and the stored row as `_dyn_o`. A group not
+    ``safe`` fails the query (``UNFOLDABLE``)."""
+    keys = [n for n, _ in node.keys]
+    values = [n for n, _ in node.aggregates]
     # One join of the touched groups with their stored rows gives both sides of each group, so
     # the delta and the DT are each read once (an engine plans every read anew: Sail 0.7 reloads
     # a Delta table's log for each).
-    values = [n for n, _ in node.aggregates]
     both = ", ".join(
         [f"`_dyn_g`.{q(k)} AS {q(k)}" for k in keys]
         + [f"`_dyn_o`.{q(n)} AS {q(f'_dyn_old{i}')}" for i, n in enumerate(values)]
         + [f"{f} AS {q(f'_dyn_new{i}')}" for i, f in enumerate(folded)]
-        + ["`_dyn_o`.`_dyn_held` AS `_dyn_held`"]
+        + ["`_dyn_o`.`_dyn_held` IS NOT NULL AS `_dyn_held`", f"{alive} AS `_dyn_alive`"]
+        + [f"{safe} AS `_dyn_safe`" if safe else "TRUE AS `_dyn_safe`"]
     )
     joined = (
         f"SELECT {both} FROM ({grouped}) AS `_dyn_g` LEFT JOIN (SELECT *, 1 AS `_dyn_held` FROM "
-        f"({stored}) AS `_dyn_s`) AS `_dyn_o` ON {match}"
+        f"({stored}) AS `_dyn_s`) AS `_dyn_o` ON {null_safe_match(keys, '`_dyn_o`', '`_dyn_g`')}"
     )
     sides = ", ".join(
         [f"{q(k)} AS {q(k)}" for k in keys]
@@ -221,9 +333,14 @@ def fold_into_stored(node: Aggregate, delta: str, stored: str) -> Optional[str]:
         ]
         + [f"CAST(`_dyn_side` AS BIGINT) AS {q(WEIGHT)}"]
     )
+    # The check is in the generator's input, which every group's row evaluates.
+    inserted = f"CASE WHEN `_dyn_safe` THEN 1 ELSE {failed_check(UNFOLDABLE, 'INT')} END" if safe else "1"
+    exploded = (
+        f"SELECT * FROM ({joined}) AS `_dyn_j` LATERAL VIEW explode(array({inserted}, -1)) AS `_dyn_side`"
+    )
     terms = (
-        f"SELECT {sides} FROM ({joined}) AS `_dyn_j` LATERAL VIEW explode(CASE WHEN `_dyn_held` IS NULL "
-        "THEN array(1) ELSE array(1, -1) END) AS `_dyn_side`"
+        f"SELECT {sides} FROM ({exploded}) AS `_dyn_e` "
+        "WHERE (`_dyn_side` = 1 AND `_dyn_alive`) OR (`_dyn_side` = -1 AND `_dyn_held`)"
     )
     return consolidate(terms, node.columns)
 

@@ -105,9 +105,14 @@ class Differentiator:
     aggregate's read ΔQ twice (inlining would double the text at every level).
     """
 
-    def __init__(self, resolver: SourceResolver, stored: Optional[Tuple[Node, str]] = None) -> None:
+    def __init__(
+        self, resolver: SourceResolver, stored: Optional[Tuple[Node, str]] = None, checked_fold: bool = False
+    ) -> None:
         self.resolver = resolver
         self.stored = stored
+        #: Whether a rule may fold a change into the stored rows under a check the engine makes,
+        #: whose failure leaves the DT to be recomputed (AUTO's): ``aggregate.fold_checked``.
+        self.checked_fold = checked_fold
         self.ctes: List[Tuple[str, str]] = []
         self._derived: Dict[int, Optional[str]] = {}
         self.applied: Dict[int, str] = {}
@@ -234,15 +239,21 @@ def _stored_node(plan: Plan, stored: str) -> Tuple[Node, str]:
     return node, f"SELECT {listed} FROM {stored}"
 
 
-def differentiate(plan: Plan, resolver: SourceResolver, stored: Optional[str] = None) -> DeltaQuery:
+def differentiate(
+    plan: Plan, resolver: SourceResolver, stored: Optional[str] = None, checked_fold: bool = False
+) -> DeltaQuery:
     """The consolidated delta of ``plan`` between the resolver's two versions of its sources.
 
     ``stored`` names the relation holding the query's result at the interval's start (the DT
     itself); rules that can fold changes into it (the aggregate's, for inserts) read it instead
-    of recomputing from the sources.
+    of recomputing from the sources. With ``checked_fold``, they fold deletes too where a check
+    in the query can tell them apart from what the stored rows cannot (``aggregate.py``): for
+    a refresh that recomputes the DT when the check fails.
     """
     root = plan.root
-    differentiator = Differentiator(resolver, None if stored is None else _stored_node(plan, stored))
+    differentiator = Differentiator(
+        resolver, None if stored is None else _stored_node(plan, stored), checked_fold
+    )
     delta = differentiator.derive(root)
     renamed = rename(root.columns, plan.columns)
     if delta is None:

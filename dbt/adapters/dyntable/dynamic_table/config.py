@@ -127,6 +127,12 @@ class DynamicTableConfig:
     #: What the user should hear about this config though it is valid (keys it does not know).
     warnings: Tuple[str, ...] = field(default=(), compare=False)
 
+    @property
+    def recomputes_when_unsure(self) -> bool:
+        """Whether an incremental refresh whose delta fails a check may recompute the DT instead
+        (AUTO's), rather than fail: it may then fold changes under checks (``aggregate.py``)."""
+        return self.refresh_mode == "auto"
+
     @classmethod
     def from_model(
         cls, model: str, config: Mapping[str, Any], known: Iterable[str] = ()

@@ -26,20 +26,21 @@ so in a warning.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, Iterator, List, Optional, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from dbt.adapters.dyntable.changes import groupable
-from dbt.adapters.dyntable.differentiation.aggregate import Accumulation
+from dbt.adapters.dyntable.differentiation.aggregate import UNFOLDABLE, Accumulation
 from dbt.adapters.dyntable.dynamic_table.lifecycle import Action
 from dbt.adapters.dyntable.dynamic_table.refresh import held_rows
 from dbt.adapters.dyntable.dynamic_table.refresh.strategy import appends, counts_held_rows_here
 from dbt.adapters.dyntable.dynamic_table.refresh.target import Target
-from dbt.adapters.dyntable.vocabulary import WEIGHT, null_safe_match, quote
+from dbt.adapters.dyntable.vocabulary import ENGINE_CHECK, WEIGHT, null_safe_match, quote
 
 OLD = "_dyn_old"
 #: Per row of a rebuild's difference: the copies of it the query computes (``difference``).
@@ -60,14 +61,16 @@ BOUND_VALUES = 20
 #: read is bounded by them (``_staged``); below it, one engine job reading the whole DT is cheaper.
 BOUNDED_STAGING_BYTES = 8 << 20
 
-#: The prefix of the errors the engine raises (``raise_error``) when a delta checked inside a
-#: statement fails a validation; the code after it names which (``ENGINE_CHECKS``).
-ENGINE_CHECK = "dyntable delta check"
+#: What each check a statement makes of a delta (``vocabulary.failed_check``) found when it fails.
 ENGINE_CHECKS = {
     "weight-0": "the delta has rows of weight 0",
     "key-twice": "a key of ({key}) would hold two rows",
     "not-held": "the delta deletes rows the table does not hold",
     "not-positive": "an appended row has a weight below 1",
+    UNFOLDABLE: (
+        "a change took away a group's least or greatest value, or its last non-null summand, or "
+        "may have emptied it, which its stored row cannot tell"
+    ),
 }
 #: How a user recovers a DT whose delta failed validation.
 FULL_REFRESH_FIX = "Run `dbt run --full-refresh -s <model>` to rebuild it."
@@ -82,6 +85,20 @@ class DeltaValidationError(RuntimeError):
     def __init__(self, detail: str, fix: str = FULL_REFRESH_FIX) -> None:
         super().__init__(f"the refresh stopped before touching the table: {detail}. {fix}")
         self.detail = detail
+
+
+@contextmanager
+def engine_checks(key: Sequence[str] = ()) -> Iterator[None]:
+    """A statement inside that fails a check it makes (``vocabulary.failed_check``) raises
+    :class:`DeltaValidationError`, saying what the check found (of the row ``key``)."""
+    try:
+        yield
+    except Exception as exc:  # noqa: BLE001 - only a check's failure is translated
+        text = str(exc)
+        for code, detail in ENGINE_CHECKS.items():
+            if f"{ENGINE_CHECK} {code}" in text:
+                raise DeltaValidationError(detail.format(key=", ".join(key))) from None
+        raise
 
 
 @dataclass

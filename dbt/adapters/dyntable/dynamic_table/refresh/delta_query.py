@@ -47,7 +47,8 @@ def delta_query(
         measured={s.name: s.net.rows for s in sources if s.net is not None and s.net.rows is not None},
     )
     try:
-        yield Derived(differentiate(planned.plan, resolver, stored=dt.relation), resolver.reads)
+        checked = dt.config.recomputes_when_unsure
+        yield Derived(differentiate(planned.plan, resolver, dt.relation, checked), resolver.reads)
     finally:
         resolver.close()
 
@@ -88,7 +89,7 @@ def explain(dt: DynamicTable, planned: Union[PlannedQuery, NotPlanned]) -> str:
             f"{dt.name} refreshes FULL (refresh_mode {dt.config.refresh_mode}): its query is "
             f"not incrementalizable: {planned.cause}{fuse}"
         )
-    delta = differentiate(planned.plan, SymbolicResolver(), stored=dt.relation)
+    delta = differentiate(planned.plan, SymbolicResolver(), dt.relation, dt.config.recomputes_when_unsure)
     return f"{dt.name}\noutput key: {planned.key.describe()}{fuse}\n{report(planned.plan, delta)}"
 
 

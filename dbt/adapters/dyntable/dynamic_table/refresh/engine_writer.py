@@ -10,23 +10,14 @@ from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
 from dbt.adapters.dyntable.dynamic_table.refresh.apply import (
     COPIES,
-    ENGINE_CHECK,
-    ENGINE_CHECKS,
     KIND,
-    DeltaValidationError,
     Folding,
     PreparedDelta,
     changes,
+    engine_checks,
 )
 from dbt.adapters.dyntable.dynamic_table.refresh.target import Target
-from dbt.adapters.dyntable.vocabulary import WEIGHT, null_safe_match, quote, sql_string
-
-
-def _fail(code: str, as_type: Optional[str] = None) -> str:
-    """SQL that fails the statement with the engine check ``code``; ``as_type`` where it stands
-    for a column's value (Sail types a MERGE's every clause, taken or not)."""
-    failing = f"raise_error({sql_string(f'{ENGINE_CHECK} {code}')})"
-    return f"CAST({failing} AS {as_type})" if as_type else failing
+from dbt.adapters.dyntable.vocabulary import WEIGHT, failed_check, null_safe_match, quote
 
 
 class EngineWriter:
@@ -85,12 +76,12 @@ class EngineWriter:
         names = ", ".join(quote(c) for c in columns)
         # The plan proves every weight positive; sequence(1, 0) would still yield two rows.
         weight = f"d.{quote(WEIGHT)}"
-        copies = f"CASE WHEN {weight} > 0 THEN CAST({weight} AS INT) ELSE {_fail('not-positive')} END"
+        copies = f"CASE WHEN {weight} > 0 THEN CAST({weight} AS INT) ELSE {failed_check('not-positive')} END"
         typed = f"SELECT {self.target.typed(columns)}, {quote(WEIGHT)} FROM ({delta_sql}) AS q"
         rows = f"SELECT {names} FROM ({typed}) AS d LATERAL VIEW explode(sequence(1, {copies})) AS {COPIES}"
 
         def insert() -> None:
-            with self._engine_checks([]):
+            with engine_checks([]):
                 self.engine.append(self.relation, rows, user_metadata)
 
         return self._counted(insert)
@@ -111,9 +102,9 @@ class EngineWriter:
         weight = quote(WEIGHT)
         rows, least, most = f"count({weight})", f"min({weight})", f"max({weight})"
         kind = (
-            f"CASE WHEN min(abs({weight})) = 0 THEN {_fail('weight-0')} "
-            f"WHEN {least} < -1 OR ({rows} = 2 AND {most} < 0) THEN {_fail('not-held')} "
-            f"WHEN {most} > 1 OR {rows} > 2 OR ({rows} = 2 AND {least} > 0) THEN {_fail('key-twice')} "
+            f"CASE WHEN min(abs({weight})) = 0 THEN {failed_check('weight-0')} "
+            f"WHEN {least} < -1 OR ({rows} = 2 AND {most} < 0) THEN {failed_check('not-held')} "
+            f"WHEN {most} > 1 OR {rows} > 2 OR ({rows} = 2 AND {least} > 0) THEN {failed_check('key-twice')} "
             f"WHEN {rows} = 2 THEN 'U' WHEN {most} > 0 THEN 'I' ELSE 'D' END"
         )
         keyed = {k.lower() for k in key}
@@ -128,7 +119,7 @@ class EngineWriter:
         )
 
         def merge() -> None:
-            with self._engine_checks(key), self._merge_source(source) as merged:
+            with engine_checks(key), self._merge_source(source) as merged:
                 if merged is not None:
                     self._merge_keyed(merged, key, columns)
 
@@ -141,8 +132,8 @@ class EngineWriter:
         names = ", ".join(quote(c) for c in columns)
         values = [f"s.{quote(c)}" for c in columns]
         types = self.target.types()
-        held = _fail("key-twice", types[updated[0].lower()])
-        not_held = _fail("not-held", types[columns[0].lower()])
+        held = failed_check("key-twice", types[updated[0].lower()])
+        not_held = failed_check("not-held", types[columns[0].lower()])
         self.engine.execute(
             f"MERGE INTO {self.relation} AS t USING {source} AS s "
             f"ON {null_safe_match(key, 't', 's')} "
@@ -169,19 +160,6 @@ class EngineWriter:
             return
         with self.engine.temporary_view(rows) as view:
             yield view
-
-    @contextmanager
-    def _engine_checks(self, key: Sequence[str]) -> Iterator[None]:
-        """A statement inside fails with an engine check (``_fail``) as
-        :class:`DeltaValidationError`, with what the check found."""
-        try:
-            yield
-        except Exception as exc:  # noqa: BLE001 - only a check's failure is translated
-            text = str(exc)
-            for code, detail in ENGINE_CHECKS.items():
-                if f"{ENGINE_CHECK} {code}" in text:
-                    raise DeltaValidationError(detail.format(key=", ".join(key))) from None
-            raise
 
     def _counted(self, write: Callable[[], None]) -> Tuple[int, int]:
         """Run ``write`` (at most one MERGE or INSERT) and return the rows it inserted and

@@ -90,7 +90,7 @@ def estimate(
     sources = {s.name: s for s in observed.sources}
     stored = dt.relation
     symbolic = _SymbolicChanges(sources)
-    delta = differentiate(planned.plan, symbolic, stored=stored)
+    delta = differentiate(planned.plan, symbolic, stored, dt.config.recomputes_when_unsure)
     key = planned.key
     engine_alone = in_engine(
         dt, is_guarded(dt), delta, key.columns, key.declared_by, capabilities, observed.dt_size_bytes

@@ -13,7 +13,7 @@ from dbt.adapters.dyntable.delta_log import DeltaLog
 from dbt.adapters.dyntable.differentiation import DeltaQuery
 from dbt.adapters.dyntable.dynamic_table.lifecycle import Action
 from dbt.adapters.dyntable.dynamic_table.refresh import guard, immutable_rows
-from dbt.adapters.dyntable.dynamic_table.refresh.apply import folding, prepare
+from dbt.adapters.dyntable.dynamic_table.refresh.apply import engine_checks, folding, prepare
 from dbt.adapters.dyntable.dynamic_table.refresh.commit import Refresh, Write, commit, unchanged
 from dbt.adapters.dyntable.dynamic_table.refresh.delta_query import Derived
 from dbt.adapters.dyntable.dynamic_table.refresh.engine_writer import EngineWriter
@@ -36,9 +36,13 @@ def incremental(
     dt, planned = refresh.dt, refresh.decision.planned
     assert planned is not None
     delta, reads = derived
-    with immutable_rows.mutable_delta(engine, dt, delta.sql, refresh.observed.data_timestamp) as (
-        delta_sql,
-        ignored,
+    # A check the delta query makes (a fold's, ``aggregate.py``) fails whichever path runs it.
+    with (
+        engine_checks(planned.key.columns or ()),
+        immutable_rows.mutable_delta(engine, dt, delta.sql, refresh.observed.data_timestamp) as (
+            delta_sql,
+            ignored,
+        ),
     ):
         target = Target(engine, dt, dt_log)
         alone = _in_engine(recorder, refresh, dt_log, target, planned, delta, delta_sql, reads)

@@ -358,7 +358,7 @@ class RefreshPipeline:
             with delta_query.delta_query(self.engine, dt, decision.planned, observed.sources) as derived:
                 return incremental(self.engine, self.recorder, refresh, dt_log, derived)
         except DeltaValidationError as invalid:
-            if dt.config.refresh_mode != "auto":
+            if not dt.config.recomputes_when_unsure:
                 raise
             # A validation failure is never a dead end: the DT was not touched, recompute it.
             why = f"the incremental delta failed validation ({invalid.detail}); recomputed instead"
