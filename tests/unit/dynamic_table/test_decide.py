@@ -458,6 +458,8 @@ def test_auto_counts_an_engines_fixed_cost_of_staging_a_delta_in_this_process() 
                 chosen[kind, size, engine] = decision.action
                 if (kind, size, engine) == ("rewritten", 1000, "staging"):
                     assert "staging the delta 6.0 kB" in decision.reason, decision.reason
+                    # the recompute's own job (computing what differs) and the engine's MERGE
+                    assert "(its engine jobs 9.0 kB)" in decision.reason, decision.reason
     assert chosen == {
         ("rewritten", 1000, "bare"): Action.INCREMENTAL,
         ("rewritten", 1000, "staging"): Action.FULL,
@@ -693,13 +695,14 @@ def test_a_rescan_of_the_changed_days_only_is_priced_at_their_files() -> None:
     assert decision.action is Action.INCREMENTAL, decision.reason
     assert "s.t at v1 within the change's range 20.0 kB" in decision.reason, decision.reason
     # Where each engine job costs more than the bytes saved (delta-spark), the engine's MERGE of
-    # the groups on their key (two jobs) makes the recompute the cheaper refresh.
+    # the groups on their key (two jobs) weighs against the recompute's own: the job computing
+    # what differs from the DT, and the engine's MERGE writing it (three).
     jobs = replace(ENGINE, job_cost_bytes=200_000)
     decision, _ = run(
         dt, frontier(dt, {"s.t": 1}), [state], planner=planner, dt_size=1_000, dt_rows=30, capabilities=jobs
     )
-    assert decision.action is Action.FULL, decision.reason
-    assert "the engine's MERGE 400.0 kB" in decision.reason, decision.reason
+    assert decision.action is Action.INCREMENTAL, decision.reason
+    assert "the engine's MERGE 400.0 kB" in decision.reason and "against 902.0 kB" in decision.reason
     # Where this process counts what a small DT holds and may write it, the delta is staged here
     # (one job) and merged by deltalake: incremental again, priced at that one job.
     here = replace(jobs, counts_held_rows_in_process=True, merge_in_process=True)

@@ -8,7 +8,7 @@ snapshots it holds) and the engine's capabilities; the delta query is derived sy
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, Mapping, Optional, Tuple
+from typing import Dict, List, Mapping, Optional, Tuple
 
 from dbt.adapters.dyntable.delta_log import IntervalKind
 from dbt.adapters.dyntable.delta_log.model import ValueRange
@@ -59,6 +59,8 @@ class Estimate:
     full_sorts: int = 0
     #: What bounded a window's touched partitions, in words.
     bounds: Tuple[str, ...] = ()
+    #: The share of ``full`` that is the engine's fixed cost of its jobs.
+    full_jobs: int = 0
 
     def reason(self) -> str:
         biggest = sorted(self.parts, key=lambda part: -part[1])[:3]
@@ -66,8 +68,9 @@ class Estimate:
         bounds = "".join(f"; {bound}" for bound in self.bounds)
         if self.incremental > self.full:
             work = "reads, sorts and writes" if self.full_sorts else "reads and writes"
+            jobs = f" (its engine jobs {_size(self.full_jobs)})" if self.full_jobs else ""
             return (
-                f"recomputing {work} about {_size(self.full)}; refreshing incrementally "
+                f"recomputing {work} about {_size(self.full)}{jobs}; refreshing incrementally "
                 f"would take about {_size(self.incremental)} ({detail}){bounds}"
             )
         return (
@@ -119,22 +122,37 @@ def estimate(
     delta_cost = DELTA_BYTE_COST[engine_alone is not None]
     parts["the delta"] = int(delta_cost * min(changed_share, 1.0) * observed.dt_size_bytes)
     scans = sum(s.size_bytes * _scans(planned.plan.root, s.name) for s in observed.sources)
-    sorts = 0
-    bounds = []
-    for window in (n for n in planned.plan.root.walk() if isinstance(n, Window)):
+    sorts, bounds = _windows(planned.plan, delta.applied, observed, parts)
+    # A recompute writes only the rows that differ from the DT's (``rebuild.py``): it reads the DT
+    # and groups its rows with the query's by every column, as a rewritten input's net change is.
+    difference = REWRITTEN_READ_COST * observed.dt_size_bytes
+    # That is an engine job (``apply.difference``), then written as a staged delta is.
+    jobs = capabilities.job_cost_bytes + _engine_write(capabilities)
+    full = scans + sorts + difference + jobs
+    return Estimate(sum(parts.values()), full, tuple(parts.items()), sorts, tuple(bounds), jobs)
+
+
+def _windows(
+    plan: Plan, applied: Mapping[int, str], observed: Observation, parts: Dict[str, int]
+) -> Tuple[int, List[str]]:
+    """The bytes a recompute sorts for the plan's windows, and what bounded their touched
+    partitions, in words; the bytes the delta sorts again put in ``parts``."""
+    sorts, bounds = 0, []
+    for window in (n for n in plan.root.walk() if isinstance(n, Window)):
         sorted_bytes = SORT_COST * sum(s.size_bytes * _scans(window, s.name) for s in observed.sources)
         sorts += sorted_bytes
-        resorted, bound = _touched_sort(window, planned.plan, delta.applied, observed, sorted_bytes)
+        resorted, bound = _touched_sort(window, plan, applied, observed, sorted_bytes)
         bounds += [bound] if bound else []
         if resorted:
             touched = "sorting touched partitions"
             parts[touched] = parts.get(touched, 0) + resorted
-    # A recompute writes only the rows that differ from the DT's (``rebuild.py``): it reads the DT
-    # and groups its rows with the query's by every column, as a rewritten input's net change is.
-    difference = REWRITTEN_READ_COST * observed.dt_size_bytes
-    return Estimate(
-        sum(parts.values()), scans + sorts + difference, tuple(parts.items()), sorts, tuple(bounds)
-    )
+    return sorts, bounds
+
+
+def _engine_write(capabilities: Capabilities) -> int:
+    """The fixed cost of writing rows staged in this process: none where this process writes
+    them (``Capabilities.merge_in_process``), else the engine's MERGE."""
+    return 0 if capabilities.merge_in_process else MERGE_JOBS * capabilities.job_cost_bytes
 
 
 def _bounded_reads(
@@ -162,6 +180,8 @@ def _staging(parts: Dict[str, int], observed: Observation, capabilities: Capabil
     counted_here = counts_held_rows_here(capabilities, observed.dt_size_bytes)
     if capabilities.job_cost_bytes:
         parts["staging the delta"] = (1 if counted_here else 2) * capabilities.job_cost_bytes
+    if _engine_write(capabilities):
+        parts["the engine's MERGE"] = _engine_write(capabilities)
     return 0 if counted_here else 1
 
 
