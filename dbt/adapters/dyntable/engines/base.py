@@ -111,9 +111,10 @@ class Capabilities:
     a DT of a million rows, against tens of milliseconds here. Sail's scan skips by the delta's
     bounds in milliseconds."""
     job_cost_bytes: int = 0
-    """What each engine job an incremental refresh adds costs beyond the bytes AUTO counts for
-    it, as bytes of a recompute's scan: the job's shuffles (consolidating the delta, joining it to
-    the DT, grouping) and the trip through the driver (docs/ARCHITECTURE.md, "Deciding"). Tens of
+    """What each engine job a refresh runs costs beyond the bytes AUTO counts for it, as bytes of
+    a recompute's scan: the job's shuffles (consolidating the delta, joining it to the DT,
+    grouping) and the trip through the driver (docs/ARCHITECTURE.md, "Deciding"); a recompute's
+    own job, computing what differs from the DT, pays it too. Tens of
     milliseconds on Sail, within its byte costs; on local delta-spark about 1.5 s per job, which a
     recompute spends scanning about 8 MB (benchmarks/jvm_spark.py). Staging a delta in this
     process takes two jobs (the delta's, then the count of what the DT holds of it), or one where
