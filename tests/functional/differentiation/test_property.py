@@ -74,6 +74,17 @@ def windows_one_row(relation: str) -> bool:
     return any(relation.startswith(f"select k, {f} as v, s from ({GLOBAL}") for f in WINDOW_FUNCTIONS)
 
 
+#: The aggregates :meth:`Grammar.group` draws when it counts rows.
+COUNTED = "count(*) as v, max(s) as s"
+
+
+def counts_groups(relation: str) -> bool:
+    """Whether ``relation`` is a grouped count(*): Sail 0.7 may answer it from Delta statistics,
+    and an aggregate straight over it then fails to plan (test_engine_conformance.py,
+    test_aggregate_over_a_grouped_count), so none is drawn."""
+    return relation.startswith(f"select k, {COUNTED} from ")
+
+
 class Grammar:
     """Draws relations (SQL text with columns k, v, s) over ``tables`` and ``views``."""
 
@@ -131,6 +142,12 @@ class Grammar:
     def sub(self, depth: int) -> Tuple[str, str]:
         a = self.alias()
         return f"({self.relation(depth)}) {a}", a
+
+    def aggregated(self, depth: int) -> Tuple[str, str]:
+        """A :meth:`sub` an aggregate reads."""
+        a, relation = self.alias(), self.relation(depth)
+        assume(not counts_groups(relation))
+        return f"({relation}) {a}", a
 
     def filter(self, depth: int) -> str:
         src, a = self.sub(depth)
@@ -194,12 +211,12 @@ class Grammar:
         return f"select distinct {a}.k, {a}.v, {a}.s from {src}"
 
     def group(self, depth: int) -> str:
-        src, a = self.sub(depth)
+        src, a = self.aggregated(depth)
         # HAVING names the input columns qualified: Sail resolves a bare `v` to the output alias.
         aggregates = self.draw(
             st.sampled_from(
                 [
-                    "count(*) as v, max(s) as s",
+                    COUNTED,
                     "sum(v) as v, min(s) as s",
                     "count(distinct v) as v, cast(bool_or(s = 'a') as string) as s",
                     "cast(avg(v) * 2 as bigint) as v, cast(count(s) as string) as s",
@@ -210,7 +227,7 @@ class Grammar:
         return f"select k, {aggregates} from {src} group by k{having}"
 
     def global_(self, depth: int) -> str:
-        src, _ = self.sub(depth)
+        src, _ = self.aggregated(depth)
         return f"{GLOBAL}{src}"
 
     def window(self, depth: int) -> str:
@@ -324,6 +341,7 @@ def folded_group_scenarios(
     the DT stores the groups and AUTO may recompute (aggregate.fold_checked)."""
     tables = [f"{schema}.{t}" for t in TABLES[:2]]
     src = Grammar(draw, tables, list(view_definitions(schema))).relation(draw(st.integers(0, 2)))
+    assume(not counts_groups(src))
     aggregates = draw(st.sampled_from(sorted(FOLDED_AGGREGATES)))
     query = f"select k, {aggregates} from ({src}) r0 group by k"
     initial = {t: draw(contents) for t in tables}
