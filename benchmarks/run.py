@@ -49,6 +49,7 @@ BENCHMARKS: List[Tuple[str, str, bool]] = [
     ("object_storage", "requests per refresh and NO_DATA under latency, warehouse in S3", True),
     ("small_commits", "a refresh after 10,000 one-row commits", False),
     ("refresh_path", "the package's path for one INCREMENTAL refresh: hops and files", False),
+    ("grouping_cost", "AUTO's price of grouping by every column, per engine", False),
 ]
 #: The last suite run: its profile, when it ran, the machine's load, each benchmark's exit and cost.
 SUITE = RESULTS / "suite.json"

@@ -370,13 +370,18 @@ def test_auto_weighs_the_bytes_each_action_reads_and_writes() -> None:
     assert appended.action is Action.INCREMENTAL
     # the recompute reads the source, then the table to write only what differs: 1000 + 2 × 100
     assert "s.t changes 400 B" in appended.reason and "1.2 kB to recompute" in appended.reason
-    # rewritten files are read in both versions and cancelled: twice their bytes, plus the MERGE
-    rewritten = run(
-        dt, frontier(dt, {"s.t": 5}), [source(5, 6, added=300, removed=300, size=1000)], dt_size=100
-    )[0]
+    # rewritten files are read in both versions and grouped by every column to cancel them, as a
+    # recompute groups its rows with the table's: where grouping a byte costs two of a scan, the
+    # change costs 2 × 600 and the recompute 1000 + 2 × 2 × 100
+    rewritten_files = [source(5, 6, added=300, removed=300, size=1000)]
+    grouping = replace(ENGINE, grouping_cost=2.0)
+    rewritten = run(dt, frontier(dt, {"s.t": 5}), rewritten_files, dt_size=100, capabilities=grouping)[0]
     assert rewritten.action is Action.FULL
-    assert rewritten.reason.startswith("recomputing reads and writes about 1.2 kB")
+    assert rewritten.reason.startswith("recomputing reads and writes about 1.4 kB")
     assert "s.t changes 1.2 kB" in rewritten.reason
+    # where it costs as much as a scan, reading the change is cheaper
+    cheap = run(dt, frontier(dt, {"s.t": 5}), rewritten_files, dt_size=100)[0]
+    assert cheap.action is Action.INCREMENTAL and "s.t changes 600 B" in cheap.reason
 
 
 def test_auto_counts_every_source_version_the_delta_query_reads() -> None:

@@ -120,6 +120,13 @@ class Capabilities:
     process takes two jobs (the delta's, then the count of what the DT holds of it), or one where
     this process counts (``counts_held_rows_in_process``); the engine's MERGE of a delta on a
     proven key two (finding the files it touches, rewriting them)."""
+    grouping_cost: float = 1.0
+    """What a byte grouped by every column costs, as bytes of a scan: AUTO's price of a
+    rewritten input's net change (both versions of its changed files) and of a recompute's
+    difference from the DT (the query's rows and the DT's), as against the joins and scans of an
+    incremental refresh (docs/ARCHITECTURE.md, "Deciding"). By default, as much as a scanned one.
+    ``benchmarks/grouping_cost.py`` measures it on a 9-column table of 4M rows: about 3-6 on
+    Sail 0.7, 5-6 on local delta-spark."""
     files_per_scan: int = 0
     """A read of many data files (an interval's, after a run of small commits) is split into
     scans of at most this many files (0: one scan). Sail 0.7 opens every file of a scan at once

@@ -73,6 +73,7 @@ class EmbeddedEngine(Engine):
         escaped_table_paths=False,
         deletion_vectors=True,
         files_per_scan=100,
+        grouping_cost=4.0,
     )
 
     def __init__(

@@ -152,6 +152,7 @@ class JvmSparkEngine(Engine):
         persistent_catalog=True,
         counts_held_rows_in_process=True,
         job_cost_bytes=8_000_000,
+        grouping_cost=5.0,
         # Spark lists up to 32 paths on the driver (spark.sql.sources.parallelPartitionDiscovery
         # .threshold); more start a listing job, which the Delta scan avoids.
         versions_from_files=32,

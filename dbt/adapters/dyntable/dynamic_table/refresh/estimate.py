@@ -31,9 +31,6 @@ from dbt.adapters.dyntable.dynamic_table.refresh.strategy import (
 from dbt.adapters.dyntable.engines.base import Capabilities
 from dbt.adapters.dyntable.vocabulary import quoted_table
 
-#: Reading the changes of an interval with rewritten files reads both versions of each and groups
-#: them by every column to cancel the unchanged rows: counted twice their bytes.
-REWRITTEN_READ_COST = 2
 #: A byte a window sorts costs this many bytes of scanning: on the embedded engine, a window
 #: over a million rows (partitions of a few hundred) took four times a scan of its input.
 SORT_COST = 4
@@ -106,7 +103,7 @@ def estimate(
     for (name, version), count in source_reads(applied).items():
         source = sources[name]
         if version == "changes":
-            parts[f"{name} changes"] = count * _change_read_bytes(source)
+            parts[f"{name} changes"] = count * _change_read_bytes(source, capabilities)
         else:
             parts[f"{name} at {version}"] = count * source.size_bytes
     _bounded_reads(parts, applied, symbolic, sources)
@@ -122,10 +119,10 @@ def estimate(
     delta_cost = DELTA_BYTE_COST[engine_alone is not None]
     parts["the delta"] = int(delta_cost * min(changed_share, 1.0) * observed.dt_size_bytes)
     scans = sum(s.size_bytes * _scans(planned.plan.root, s.name) for s in observed.sources)
-    sorts, bounds = _windows(planned.plan, delta.applied, observed, parts)
+    sorts, bounds = _windows(planned.plan, delta.applied, observed, parts, capabilities)
     # A recompute writes only the rows that differ from the DT's (``rebuild.py``): it reads the DT
     # and groups its rows with the query's by every column, as a rewritten input's net change is.
-    difference = REWRITTEN_READ_COST * observed.dt_size_bytes
+    difference = int(2 * capabilities.grouping_cost * observed.dt_size_bytes)
     # That is an engine job (``apply.difference``), then written as a staged delta is.
     jobs = capabilities.job_cost_bytes + _engine_write(capabilities)
     full = scans + sorts + difference + jobs
@@ -133,7 +130,11 @@ def estimate(
 
 
 def _windows(
-    plan: Plan, applied: Mapping[int, str], observed: Observation, parts: Dict[str, int]
+    plan: Plan,
+    applied: Mapping[int, str],
+    observed: Observation,
+    parts: Dict[str, int],
+    capabilities: Capabilities,
 ) -> Tuple[int, List[str]]:
     """The bytes a recompute sorts for the plan's windows, and what bounded their touched
     partitions, in words; the bytes the delta sorts again put in ``parts``."""
@@ -141,7 +142,7 @@ def _windows(
     for window in (n for n in plan.root.walk() if isinstance(n, Window)):
         sorted_bytes = SORT_COST * sum(s.size_bytes * _scans(window, s.name) for s in observed.sources)
         sorts += sorted_bytes
-        resorted, bound = _touched_sort(window, plan, applied, observed, sorted_bytes)
+        resorted, bound = _touched_sort(window, plan, applied, observed, sorted_bytes, capabilities)
         bounds += [bound] if bound else []
         if resorted:
             touched = "sorting touched partitions"
@@ -185,16 +186,16 @@ def _staging(parts: Dict[str, int], observed: Observation, capabilities: Capabil
     return 0 if counted_here else 1
 
 
-def _change_read_bytes(source: SourceState) -> int:
+def _change_read_bytes(source: SourceState, capabilities: Capabilities) -> int:
     """What one read of ``source``'s changes costs: its measured net change, held in this
-    process; else its changed files, twice where files were rewritten (both versions are read
-    and grouped by every column to cancel the unchanged rows)."""
+    process; else its changed files, grouped by every column where files were rewritten (both
+    versions are read and grouped to cancel the unchanged rows)."""
     if source.net is not None and source.net.rows is not None:
         return source.net.size_bytes
     interval = source.interval
     assert interval is not None
-    weight = 1 if interval.kind is IntervalKind.ADDED_ONLY else REWRITTEN_READ_COST
-    return weight * (interval.added_bytes + interval.removed_bytes)
+    weight = 1 if interval.kind is IntervalKind.ADDED_ONLY else capabilities.grouping_cost
+    return int(weight * (interval.added_bytes + interval.removed_bytes))
 
 
 def _changed_share(source: SourceState) -> float:
@@ -208,7 +209,12 @@ def _changed_share(source: SourceState) -> float:
 
 
 def _touched_sort(
-    window: Window, plan: Plan, applied: Mapping[int, str], observed: Observation, sorted_bytes: int
+    window: Window,
+    plan: Plan,
+    applied: Mapping[int, str],
+    observed: Observation,
+    sorted_bytes: int,
+    capabilities: Capabilities,
 ) -> Tuple[int, str]:
     """The bytes a window's delta sorts again (a recompute sorts ``sorted_bytes``), the touched
     partitions' (the rules recompute those only), and what bounded them, in words. A change of n
@@ -231,7 +237,7 @@ def _touched_sort(
     }
     stored_share = min(1.0, rows / observed.dt_rows) if rows is not None and observed.dt_rows else 1.0
     if top_one.INSERTS_RULE in first_rows:
-        inserted = sum(_change_read_bytes(s) for s in changing)
+        inserted = sum(_change_read_bytes(s, capabilities) for s in changing)
         return int(SORT_COST * (stored_share * observed.dt_size_bytes + inserted)), ""
     if rows is None:
         return sorted_bytes, ""
