@@ -471,6 +471,10 @@ class FileSetResolver:
     def value_range(self, table: str, column: str) -> Optional[ValueRange]:
         return self.interval(table).value_range(column)
 
+    def size_bytes(self, table: str) -> Optional[int]:
+        _, _, log, _, v1 = self._source(table)
+        return sum(f.size_bytes for f in log.files_at(v1))
+
     def _handed(self, text: str, cost: SourceReads) -> str:
         """``text``, a relation this resolver hands to the delta query, remembered with what
         one read of it reads of the source (:meth:`reads`)."""

@@ -58,17 +58,22 @@ def multiset(rows: Iterable[Sequence[Any]]) -> Counter:
 
 
 class RecordingFileSets(FileSetResolver):
-    """The production resolver, remembering what it hands out for each source before the change:
-    a test asks whether a delta reads that version without knowing how this engine reads it
-    (``VERSION AS OF``, or a view over the version's files)."""
+    """The production resolver, remembering what it hands out for each source's versions before
+    and after the change: a test asks whether, or how often, a delta reads a version without
+    knowing how this engine reads it (``VERSION AS OF``, or a view over the version's files)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.handed_before: Dict[str, Set[str]] = {}
+        self.handed: Dict[str, Dict[str, Set[str]]] = {}
 
     def before(self, table: str, bound: Optional[Within] = None) -> str:
-        text = super().before(table, bound)
-        self.handed_before.setdefault(table_name(table), set()).add(text)
+        return self._recorded(table, "before", super().before(table, bound))
+
+    def after(self, table: str, bound: Optional[Within] = None) -> str:
+        return self._recorded(table, "after", super().after(table, bound))
+
+    def _recorded(self, table: str, side: str, text: str) -> str:
+        self.handed.setdefault(table_name(table), {}).setdefault(side, set()).add(text)
         return text
 
 
@@ -84,16 +89,23 @@ class Outcome:
     #: one MERGE), when the delta offers one.
     accumulated: Optional[Counter] = None
     #: With the file-sets resolver: by source, the relations it handed out reading the source
-    #: before the change (``VERSION AS OF`` or a view over that version's files, as the engine
-    #: reads it), whether or not the delta used them.
-    handed_before: Mapping[str, Set[str]] = field(default_factory=dict)
+    #: ``before`` and ``after`` the change (``VERSION AS OF`` or a view over that version's files,
+    #: as the engine reads it), whether or not the delta used them.
+    handed: Mapping[str, Mapping[str, Set[str]]] = field(default_factory=dict)
 
     def reads_before(self, table: str) -> bool:
         """Whether the delta reads ``table`` as it was before the change (Q|I0), in any form."""
         return any(
-            re.search(re.escape(text) + r"(?!\w)", self.delta.sql)
-            for text in self.handed_before.get(table_name(table), ())
+            self._occurrences(text) for text in self.handed.get(table_name(table), {}).get("before", ())
         )
+
+    def reads(self, table: str) -> int:
+        """How many times the delta reads a version of ``table`` (an unchanged table's two are one)."""
+        sides = self.handed.get(table_name(table), {})
+        return sum(self._occurrences(text) for text in set().union(*sides.values()))
+
+    def _occurrences(self, text: str) -> int:
+        return len(re.findall(re.escape(text) + r"(?!\w)", self.delta.sql))
 
     def report(self, dml: Sequence[str]) -> str:
         missing = self.after - self.applied
@@ -168,7 +180,7 @@ class Warehouse:
         end = {t: self.version(t) for t in plan.sources}
         after = self.rows(sql)
         try:
-            delta, collected, accumulated, handed_before = self._delta(
+            delta, collected, accumulated, handed = self._delta(
                 plan, start, end, resolver, insert_only, stored_relation, checked_fold
             )
         finally:
@@ -182,7 +194,7 @@ class Warehouse:
         applied = Counter(before)
         for values, weight in delta_rows:
             applied[values] += weight
-        outcome = Outcome(sql, delta, before, after, delta_rows, +applied, accumulated, handed_before)
+        outcome = Outcome(sql, delta, before, after, delta_rows, +applied, accumulated, handed)
         negative = {k: v for k, v in applied.items() if v < 0}
         assert not negative, f"delta deletes rows that are not there: {negative}\n" + outcome.report(dml)
         tuples = [values for values, _ in delta_rows]
@@ -206,10 +218,10 @@ class Warehouse:
         insert_only: Optional[Set[str]],
         stored_relation: Optional[str],
         checked_fold: bool,
-    ) -> Tuple[DeltaQuery, List[Any], Optional[Counter], Mapping[str, Set[str]]]:
+    ) -> Tuple[DeltaQuery, List[Any], Optional[Counter], Mapping[str, Mapping[str, Set[str]]]]:
         """The derivative over [start, end] read through ``resolver``, its rows, the stored
         rows after its accumulation (when it has one) was applied to them, and (file-sets) the
-        relations handed out reading each source before the change."""
+        relations handed out reading each source before and after the change."""
         if resolver == "file-sets":
             logs = {}
             for table in plan.sources:
@@ -223,7 +235,7 @@ class Warehouse:
                     delta,
                     self.engine.execute(delta.sql).collect(),
                     self._accumulated(delta, stored_relation),
-                    file_sets.handed_before,
+                    file_sets.handed,
                 )
         columns = None
         if resolver == "grouped-counts":

@@ -26,7 +26,9 @@ Q read once (at I1) and the DT's rows of the touched groups. Where a group key b
 change can touch, Q is read with that bound on its source's scan (``pruning.py``), so the engine
 skips the files outside it. Cheaper than recomputation when few
 groups change, dearer when most do (a cost-based choice of FULL
-refresh is the materialization's).
+refresh is the materialization's). Where Q is an inner join whose larger input did not change,
+the touched groups are read off the other input's change instead of ΔQ (``changed_input.py``),
+so the larger input is read once, not twice.
 
 Insert-only changes under a stored GROUP BY of count, sum, min and max (the common streaming case)
 are folded into the DT's stored rows instead::
@@ -60,6 +62,7 @@ from typing import TYPE_CHECKING, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from sqlglot import exp
 
+from dbt.adapters.dyntable.differentiation.changed_input import changed_input_keys
 from dbt.adapters.dyntable.differentiation.plan import Aggregate
 from dbt.adapters.dyntable.differentiation.render import aggregate_select
 from dbt.adapters.dyntable.differentiation.sqltext import cols, expr, signed, union_all
@@ -80,6 +83,9 @@ CHECKED_FOLD_RULE = (
     "Δγk(Q) = -(DT ⋉k ΔQ) + (DT ⋉k ΔQ) ⊕ γk±(ΔQ) (count, exact sum, min, max fold; a group the "
     "stored row cannot tell fails the check, and AUTO recomputes)"
 )
+#: When the input is an inner join of whose inputs only the smaller changed (``changed_input.py``).
+NARROWED_RULE = "Δγk(Q) = -γk(Q|I0 ⋉kR ΔR) + γk(Q|I1 ⋉kR ΔR) (Q = L ⋈ R, L unchanged and larger)"
+STORED_NARROWED_RULE = "Δγk(Q) = -(DT ⋉kR ΔR) + γk(Q|I1 ⋉kR ΔR) (Q = L ⋈ R, L unchanged and larger)"
 #: The check a checked fold fails (``vocabulary.failed_check``) for a group it cannot fold.
 UNFOLDABLE = "group-unfoldable"
 
@@ -116,14 +122,21 @@ def derive(node: Aggregate, d: "Differentiator") -> Optional[str]:
             d.note(node, rule)
             return folded
     keys = [e for _, e in node.keys]
-    touched = touched_keys(d, keys, delta) if keys else None
+    stored_keys: List[exp.Expression] = [exp.column(n, quoted=True) for n, _ in node.keys]
+    narrowed = changed_input_keys(d, node.child, keys) if keys else None
+    if narrowed is not None:
+        d.note(node, NARROWED_RULE if stored is None else STORED_NARROWED_RULE)
+        touched: Optional[str] = narrowed.touched
+        keys, stored_keys = narrowed.keys(keys), narrowed.keys(stored_keys)
+    else:
+        touched = touched_keys(d, keys, delta) if keys else None
 
     def restricted(relation: str, columns: Sequence[str], on: Sequence[exp.Expression]) -> str:
         return relation if touched is None else touched_rows(relation, columns, on, touched)
 
     if stored is not None:
-        d.note(node, STORED_RULE)
-        stored_keys = [exp.column(n, quoted=True) for n, _ in node.keys]
+        if narrowed is None:
+            d.note(node, STORED_RULE)
         old = restricted(stored, node.columns, stored_keys)
     else:
         old = aggregate_select(node, restricted(d.before(node.child, keys), node.child.columns, keys))

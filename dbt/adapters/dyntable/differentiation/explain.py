@@ -39,6 +39,9 @@ class SymbolicResolver:
     def value_range(self, table: str, column: str) -> Optional[ValueRange]:
         return None
 
+    def size_bytes(self, table: str) -> Optional[int]:
+        return None
+
 
 def plan_tree(node: Node, applied: Mapping[int, str], depth: int = 0) -> List[str]:
     """One line per node, indented by depth: the operator, then the formula that differentiated

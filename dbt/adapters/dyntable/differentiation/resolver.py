@@ -37,6 +37,9 @@ class SourceResolver(Protocol):
     def value_range(self, table: str, column: str) -> Optional[ValueRange]:
         """The range of ``column``'s values among ``table``'s changed rows; None where unknown."""
 
+    def size_bytes(self, table: str) -> Optional[int]:
+        """The bytes of ``table``'s files at the end of the interval; None where unknown."""
+
 
 class VersionDiffResolver:
     """Reads Delta tables ``VERSION AS OF`` each end of the interval and computes their changes
@@ -74,6 +77,9 @@ class VersionDiffResolver:
         return restricted(f"{quoted_table(table)} VERSION AS OF {self._span(table)[1]}", bound)
 
     def value_range(self, table: str, column: str) -> Optional[ValueRange]:
+        return None
+
+    def size_bytes(self, table: str) -> Optional[int]:
         return None
 
     def changes(self, table: str) -> str:

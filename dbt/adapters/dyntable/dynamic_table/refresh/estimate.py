@@ -292,6 +292,9 @@ class _SymbolicChanges:
         interval = self.sources[table].interval
         return None if interval is None else interval.value_range(column)
 
+    def size_bytes(self, table: str) -> Optional[int]:
+        return self.sources[table].size_bytes
+
     def changes(self, table: str) -> str:
         return quoted_table(f"{table}@changes")
 
