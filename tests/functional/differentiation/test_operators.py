@@ -380,9 +380,16 @@ PER_SITE_AND_DAY = """select d.site, r.day, count(*) as n, sum(r.reading) as tot
     from {readings} r join {devices} d on d.id = r.device group by d.site, r.day"""
 
 
-@pytest.mark.jvm_ci
-@pytest.mark.parametrize("stored", [False, True])
-@pytest.mark.parametrize("changed", ["devices", "readings"])
+@pytest.mark.parametrize(
+    ("changed", "stored"),
+    [
+        # the JVM suite's CI subset takes the path a refresh of a DT takes (the DT stores the groups)
+        pytest.param("devices", True, marks=pytest.mark.jvm_ci),
+        ("devices", False),
+        ("readings", True),
+        ("readings", False),
+    ],
+)
 def test_group_by_over_a_join_reads_touched_groups_off_its_smaller_changed_input(
     wh: Warehouse, changed: str, stored: bool
 ) -> None:
