@@ -473,7 +473,7 @@ class FileSetResolver:
 
     def size_bytes(self, table: str) -> Optional[int]:
         _, _, log, _, v1 = self._source(table)
-        return sum(f.size_bytes for f in log.files_at(v1))
+        return log.size_bytes(v1)
 
     def _handed(self, text: str, cost: SourceReads) -> str:
         """``text``, a relation this resolver hands to the delta query, remembered with what
