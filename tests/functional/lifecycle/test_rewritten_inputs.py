@@ -182,9 +182,39 @@ class TestRewrittenInputs:
         assert (row.rows_inserted, row.rows_deleted) == (readings_of_device_6, readings_of_device_6)
         site_totals = assert_refreshed(project, dyntable_warehouse, "site_totals", "INCREMENTAL")
         assert site_totals.rows_deleted == 2  # sites a and d changed; d is gone
-        assert_refreshed(project, dyntable_warehouse, "devices_by_region", ("INCREMENTAL", "FULL"))
+        # The seed's change is in a column the regional count does not read.
+        assert_refreshed(
+            project, dyntable_warehouse, "devices_by_region", "NO_DATA", "in columns it does not read"
+        )
         for model in ("busy_sites", "busy_scores"):
             assert_refreshed(project, dyntable_warehouse, model, ("INCREMENTAL", "FULL", "NO_DATA"))
+
+    def test_a_change_only_in_columns_a_dt_does_not_read_is_no_change_to_it(
+        self, project, raw, dyntable_warehouse
+    ):
+        self.build(project, dyntable_warehouse)
+        # Device 6 moves to another region, on the same site: the DTs that read only sites and
+        # readings see no change in what they read.
+        write_file(DEVICES.replace("6,d,west", "6,d,east"), project.project_root, "seeds", "devices.csv")
+        run_dbt(["build"])
+        row = assert_refreshed(
+            project, dyntable_warehouse, "enriched", "INCREMENTAL", "1 row(s) added and 1 removed"
+        )
+        readings_of_device_6 = 40 // 6
+        assert (row.rows_inserted, row.rows_deleted) == (readings_of_device_6, readings_of_device_6)
+        assert_refreshed(
+            project,
+            dyntable_warehouse,
+            "sites",
+            "NO_DATA",
+            "dim_devices was rewritten",
+            "1 row(s) added and 1 removed, in columns it does not read",
+        )
+        assert_refreshed(project, dyntable_warehouse, "devices_by_region", ("INCREMENTAL", "FULL"))
+        # enriched's rows of device 6 replaced, their site and temp as before.
+        assert_refreshed(project, dyntable_warehouse, "site_totals", "NO_DATA", "in columns it does not read")
+        for model in ("busy_sites", "busy_scores"):
+            assert_refreshed(project, dyntable_warehouse, model, "NO_DATA")
 
     def test_a_rewrite_too_large_to_compare_here_is_compared_by_the_engine(
         self, project, raw, dyntable_warehouse, monkeypatch

@@ -160,7 +160,7 @@ def _rewritten(observed: Observation) -> str:
     measured = [
         f"{s.name} was rewritten (version {s.start} to {s.end}): {s.net.describe()}"
         for s in observed.sources
-        if s.net is not None and not s.net.empty
+        if s.net is not None and (s.net.unread or not s.net.empty)
     ]
     return "".join(f"{text}; " for text in measured)
 
@@ -169,7 +169,8 @@ def _no_change(observed: Observation) -> str:
     """Why no row of any source changed: no new version, or versions that rewrote the same rows
     (docs/ARCHITECTURE.md, "Rewritten inputs")."""
     rewritten = [
-        f"{s.name} was rewritten (version {s.start} to {s.end}) with the same rows"
+        f"{s.name} was rewritten (version {s.start} to {s.end})"
+        + (f": {s.net.describe()}" if s.net is not None and s.net.unread else " with the same rows")
         for s in observed.sources
         if s.start != s.end
     ]

@@ -33,6 +33,9 @@ class NetChange:
     rows: Optional[pa.Table]
     #: What measuring it read of the source: the rewritten files of both versions.
     read: SourceReads = SourceReads()
+    #: What changed only in columns the DT's query does not read, left out of ``rows``, in
+    #: words (``net_change.read_through``).
+    unread: Optional[str] = None
 
     @property
     def empty(self) -> bool:
@@ -55,7 +58,7 @@ class NetChange:
         if self.rows is None:
             return f"more than {NET_CHANGE_MAX_ROWS:,} rows changed"
         if self.empty:
-            return "the same rows"
+            return f"{self.unread}, in columns it does not read" if self.unread else "the same rows"
         added = int(pc.sum(pc.greater(self.rows.column(WEIGHT), 0)).as_py() or 0)
         return f"{added:,} row(s) added and {self.rows.num_rows - added:,} removed"
 

@@ -16,7 +16,10 @@ from memory instead of the rewritten files.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Optional
+from typing import Callable, Optional, Set
+
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from dbt.adapters.dyntable import data_files
 from dbt.adapters.dyntable.changes import SourceReads, changes_in_process, interval_reads, register_changes
@@ -24,14 +27,16 @@ from dbt.adapters.dyntable.data_files import NotReadableInProcess
 from dbt.adapters.dyntable.delta_log import DeltaLog, Interval, IntervalKind
 from dbt.adapters.dyntable.delta_log.intervals import IntervalIdentity
 from dbt.adapters.dyntable.delta_log.lru import Lru
+from dbt.adapters.dyntable.differentiation.plan import Plan, Scan
 from dbt.adapters.dyntable.dynamic_table.refresh.facts import (
     NET_CHANGE_MAX_ROWS,
     NetChange,
     Observation,
     SourceState,
 )
+from dbt.adapters.dyntable.dynamic_table.refresh.planned_query import PlannedOrNot, PlannedQuery
 from dbt.adapters.dyntable.engines.base import Engine
-from dbt.adapters.dyntable.vocabulary import fingerprint
+from dbt.adapters.dyntable.vocabulary import WEIGHT, fingerprint, table_name
 
 #: A rewrite reads at least this many times more rows than its writers say they changed.
 REWRITE_AMPLIFICATION = 4
@@ -56,13 +61,20 @@ def rewrites(interval: Optional[Interval]) -> bool:
     return read >= REWRITE_AMPLIFICATION * max(changed, 1)
 
 
-def measured(engine: Engine, owner: str, observed: Observation, dt_log: Optional[DeltaLog]) -> Observation:
+def measured(
+    engine: Engine,
+    owner: str,
+    observed: Observation,
+    dt_log: Optional[DeltaLog],
+    plan: Callable[[], PlannedOrNot],
+) -> Observation:
     """``observed``, each source whose interval :func:`rewrites` files with its
     :class:`NetChange`, where an earlier refresh in this process measured it, or where reading
     it (both versions of the rewritten files, grouped) costs no more than recomputing the DT
     (reading every source, and the DT's rows to compare them with: a rebuild writes only the rows
-    that differ). ``owner`` (the DT) names the temp view it is read through, which the DT's lock
-    keeps to one refresh at a time."""
+    that differ), then seen through the columns ``plan``'s query reads (:func:`read_through`).
+    ``owner`` (the DT) names the temp view it is read through, which the DT's lock keeps to one
+    refresh at a time."""
     candidates = [s for s in observed.sources if rewrites(s.interval)]
     if not candidates or observed.dt_changed or any(s.lost for s in observed.sources):
         return observed  # nothing rewritten, or the DT rebuilds anyway
@@ -74,7 +86,57 @@ def measured(engine: Engine, owner: str, observed: Observation, dt_log: Optional
     sources = [
         _with_net_change(engine, owner, s, recompute) if s in candidates else s for s in observed.sources
     ]
+    return read_through(replace(observed, sources=sources), plan)
+
+
+def read_through(observed: Observation, plan: Callable[[], PlannedOrNot]) -> Observation:
+    """``observed``, each source whose measured net change differs only in columns the planned
+    query never reads (a table model's column the DT does not select) with no change: the query's
+    result cannot differ between its two versions (docs/ARCHITECTURE.md, "Rewritten inputs")."""
+    if not any(_changed_rows(s.net) for s in observed.sources):
+        return observed
+    planned = plan()
+    if not isinstance(planned, PlannedQuery):
+        return observed  # recomputed whatever changed
+    sources = []
+    for source in observed.sources:
+        net = source.net
+        if net is not None and _changed_rows(net):
+            columns = read_columns(planned.plan, source.name)
+            if columns is not None and _cancels(net.rows, columns):
+                assert net.rows is not None
+                net = NetChange(net.rows.slice(0, 0), net.read, unread=net.describe())
+        sources.append(replace(source, net=net))
     return replace(observed, sources=sources)
+
+
+def read_columns(plan: Plan, table: str) -> Optional[Set[str]]:
+    """The columns of ``table`` the plan reads (lower case; empty where it only counts its rows),
+    None where the plan does not scan it."""
+    name = table_name(table)
+    scans = [n for n in plan.root.walk() if isinstance(n, Scan) and table_name(n.table) == name]
+    if not scans:
+        return None
+    return {c.lower() for scan in scans for c in scan.source_columns if c is not None}
+
+
+def _changed_rows(net: Optional[NetChange]) -> bool:
+    return net is not None and net.rows is not None and net.rows.num_rows > 0
+
+
+def _cancels(rows: Optional[pa.Table], columns: Set[str]) -> bool:
+    """Whether the weighted ``rows``, projected on ``columns``, sum to no row at all."""
+    assert rows is not None
+    names = [n for n in rows.column_names if n.lower() in columns]
+    if len(names) < len(columns):
+        return False  # a column the plan reads is not the change's: leave it to the delta
+    if not names:
+        return bool(pc.sum(rows.column(WEIGHT)).as_py() == 0)
+    try:
+        sums = rows.group_by(names, use_threads=False).aggregate([(WEIGHT, "sum")])
+    except (pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return False  # a column Arrow cannot group: the delta query cancels it instead
+    return bool(pc.all(pc.equal(sums.column(f"{WEIGHT}_sum"), 0)).as_py())
 
 
 def _rewritten_bytes(interval: Optional[Interval]) -> int:

@@ -265,7 +265,7 @@ class RefreshPipeline:
             lease_free.check_observed(definition, observed)
         plan = partial(planned, dt, definition, observed)  # cached per process: planned once
         if definition.rebuild_reason is None:
-            observed = net_change.measured(self.engine, dt.name, observed, dt_log)
+            observed = net_change.measured(self.engine, dt.name, observed, dt_log, plan)
             observed = partitions.measured(self.engine, dt, observed, plan)
         timestamps = (requested, request.data_timestamp)
         decision = self._decide(dt, definition, frontier, observed, plan, held, timestamps)
