@@ -47,7 +47,7 @@ stays the stored one when the deleted values are below it, or becomes the insert
 is at least the deleted one (min alike). A group whose count(*) falls to 0 goes away; without a
 count(*), a group that gained no row may have emptied. Where a group meets none of these, the
 stored row cannot tell its new value: the query fails a check (``UNFOLDABLE``), nothing is written,
-and AUTO recomputes the DT (docs/ARCHITECTURE.md, "Deriving").
+and AUTO rescans the touched groups or recomputes the DT (docs/ARCHITECTURE.md, "Checked folds").
 
 Such a fold is also offered as an :class:`Accumulation`: the partials γk'(ΔQ) alone, one row per
 touched group, which the DT applies by one MERGE on the group keys that folds each partial into
@@ -81,7 +81,7 @@ FOLD_RULE = "Δγk(Q) = -(DT ⋉k ΔQ) + (DT ⋉k ΔQ) ⊕ γk(ΔQ) (ΔQ inserts
 #: When ΔQ also deletes and AUTO may recompute: the fold checked group by group.
 CHECKED_FOLD_RULE = (
     "Δγk(Q) = -(DT ⋉k ΔQ) + (DT ⋉k ΔQ) ⊕ γk±(ΔQ) (count, exact sum, min, max fold; a group the "
-    "stored row cannot tell fails the check, and AUTO recomputes)"
+    "stored row cannot tell fails the check, and AUTO rescans or recomputes)"
 )
 #: When the input is an inner join of whose inputs only the smaller changed (``changed_input.py``).
 NARROWED_RULE = "Δγk(Q) = -γk(Q|I0 ⋉kR ΔR) + γk(Q|I1 ⋉kR ΔR) (Q = L ⋈ R, L unchanged and larger)"

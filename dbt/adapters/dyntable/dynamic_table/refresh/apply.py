@@ -82,9 +82,11 @@ class DeltaValidationError(RuntimeError):
     action = Action.INCREMENTAL
     reason = "delta validation failed"
 
-    def __init__(self, detail: str, fix: str = FULL_REFRESH_FIX) -> None:
+    def __init__(self, detail: str, fix: str = FULL_REFRESH_FIX, check: Optional[str] = None) -> None:
         super().__init__(f"the refresh stopped before touching the table: {detail}. {fix}")
         self.detail = detail
+        #: The check a statement failed (an ``ENGINE_CHECKS`` code), where one did.
+        self.check = check
 
 
 @contextmanager
@@ -97,7 +99,7 @@ def engine_checks(key: Sequence[str] = ()) -> Iterator[None]:
         text = str(exc)
         for code, detail in ENGINE_CHECKS.items():
             if f"{ENGINE_CHECK} {code}" in text:
-                raise DeltaValidationError(detail.format(key=", ".join(key))) from None
+                raise DeltaValidationError(detail.format(key=", ".join(key)), check=code) from None
         raise
 
 

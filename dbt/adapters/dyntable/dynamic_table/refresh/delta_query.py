@@ -30,10 +30,16 @@ class Derived(NamedTuple):
 
 @contextmanager
 def delta_query(
-    engine: Engine, dt: DynamicTable, planned: PlannedQuery, sources: Sequence[SourceState]
+    engine: Engine,
+    dt: DynamicTable,
+    planned: PlannedQuery,
+    sources: Sequence[SourceState],
+    checked_fold: bool = True,
 ) -> Iterator[Derived]:
-    """The delta of ``planned`` over each source's interval, valid inside the ``with``. Called
-    under the DT's refresh lock: the views it reads keep their names (:class:`ViewNames`)."""
+    """The delta of ``planned`` over each source's interval, valid inside the ``with``; its
+    stored groups folded with a check where the DT may recompute and ``checked_fold`` (else
+    their touched groups rescanned). Called under the DT's refresh lock: the views it reads keep
+    their names (:class:`ViewNames`)."""
     versions = {}
     for source in sources:
         assert source.start is not None, "decide() rebuilds a DT with a new source"
@@ -47,7 +53,7 @@ def delta_query(
         measured={s.name: s.net.rows for s in sources if s.net is not None and s.net.rows is not None},
     )
     try:
-        checked = dt.config.recomputes_when_unsure
+        checked = checked_fold and dt.config.recomputes_when_unsure
         yield Derived(differentiate(planned.plan, resolver, dt.relation, checked), resolver.reads)
     finally:
         resolver.close()

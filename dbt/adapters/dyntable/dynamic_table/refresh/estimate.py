@@ -60,24 +60,36 @@ class Estimate:
     full_jobs: int = 0
 
     def reason(self) -> str:
-        biggest = sorted(self.parts, key=lambda part: -part[1])[:3]
-        detail = ", ".join(f"{what} {_size(size)}" for what, size in biggest)
-        bounds = "".join(f"; {bound}" for bound in self.bounds)
         if self.incremental > self.full:
             work = "reads, sorts and writes" if self.full_sorts else "reads and writes"
             jobs = f" (its engine jobs {_size(self.full_jobs)})" if self.full_jobs else ""
             return (
                 f"recomputing {work} about {_size(self.full)}{jobs}; refreshing incrementally "
-                f"would take about {_size(self.incremental)} ({detail}){bounds}"
+                f"would take about {_size(self.incremental)} ({self._largest_parts()}){self._bounds()}"
             )
+        return f"sources changed: {self.weighed()}"
+
+    def weighed(self) -> str:
+        """An incremental refresh's estimate against a recompute's, in words."""
         return (
-            f"sources changed: refreshing incrementally takes about {_size(self.incremental)} "
-            f"({detail}) against {_size(self.full)} to recompute{bounds}"
+            f"refreshing incrementally takes about {_size(self.incremental)} ({self._largest_parts()}) "
+            f"against {_size(self.full)} to recompute{self._bounds()}"
         )
+
+    def _largest_parts(self) -> str:
+        biggest = sorted(self.parts, key=lambda part: -part[1])[:3]
+        return ", ".join(f"{what} {_size(size)}" for what, size in biggest)
+
+    def _bounds(self) -> str:
+        return "".join(f"; {bound}" for bound in self.bounds)
 
 
 def estimate(
-    planned: PlannedQuery, observed: Observation, dt: DynamicTable, capabilities: Capabilities
+    planned: PlannedQuery,
+    observed: Observation,
+    dt: DynamicTable,
+    capabilities: Capabilities,
+    checked_fold: bool = True,
 ) -> Estimate:
     """What an INCREMENTAL and a FULL refresh would read and write (docs/ARCHITECTURE.md,
     "Deciding"). The delta query is derived symbolically, as ``explain`` does, with the sources'
@@ -86,11 +98,12 @@ def estimate(
     delete rewrites the DT's files; the delta's own rows cost more where they come to this
     process, and reading what the DT holds of them there is one more scan of the DT, plus the
     engine's fixed cost of staging them. A recompute scans each source once per read of it in
-    the query, then reads the DT and groups it with its result to write only what differs."""
+    the query, then reads the DT and groups it with its result to write only what differs.
+    Without ``checked_fold``, the delta rescans the groups a checked fold would fold."""
     sources = {s.name: s for s in observed.sources}
     stored = dt.relation
     symbolic = _SymbolicChanges(sources)
-    delta = differentiate(planned.plan, symbolic, stored, dt.config.recomputes_when_unsure)
+    delta = differentiate(planned.plan, symbolic, stored, checked_fold and dt.config.recomputes_when_unsure)
     key = planned.key
     engine_alone = in_engine(
         dt, is_guarded(dt), delta, key.columns, key.declared_by, capabilities, observed.dt_size_bytes

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence, Tuple, Union
 
 from dbt.adapters.dyntable.delta_log import DeltaLog
+from dbt.adapters.dyntable.differentiation.aggregate import UNFOLDABLE
 from dbt.adapters.dyntable.dynamic_table.failpoints import failpoint
 from dbt.adapters.dyntable.dynamic_table.lifecycle import (
     Action,
@@ -56,6 +57,7 @@ from dbt.adapters.dyntable.dynamic_table.refresh import (
 )
 from dbt.adapters.dyntable.dynamic_table.refresh.apply import FULL_REFRESH_FIX, DeltaValidationError
 from dbt.adapters.dyntable.dynamic_table.refresh.commit import Refresh, no_data
+from dbt.adapters.dyntable.dynamic_table.refresh.estimate import estimate
 from dbt.adapters.dyntable.dynamic_table.refresh.facts import Decision, Definition, Observation
 from dbt.adapters.dyntable.dynamic_table.refresh.incremental import incremental
 from dbt.adapters.dyntable.dynamic_table.refresh.rebuild import check_output, create_empty, rebuild
@@ -360,14 +362,34 @@ class RefreshPipeline:
         except DeltaValidationError as invalid:
             if not dt.config.recomputes_when_unsure:
                 raise
-            # A validation failure is never a dead end: the DT was not touched, recompute it.
-            why = f"the incremental delta failed validation ({invalid.detail}); recomputed instead"
-            return rebuild(
-                self.engine, self.recorder, replace(refresh, decision=Decision(Action.FULL, why)), dt_log
-            )
+            return after_failed_check(self.engine, self.recorder, refresh, dt_log, invalid)
 
     def _dt_log(self, dt: DynamicTable) -> Optional[DeltaLog]:
         return self.engine.delta_log(dt.name)
+
+
+def after_failed_check(
+    engine: Engine, recorder: Recorder, refresh: Refresh, dt_log: DeltaLog, invalid: DeltaValidationError
+) -> RefreshResult:
+    """A validation failure is never a dead end: the DT was not touched. A checked fold that
+    could not tell a group's new value rescans the touched groups instead, where AUTO's
+    estimate of that beats a recompute; else the DT is recomputed (docs/ARCHITECTURE.md,
+    "Checked folds")."""
+    why = f"the incremental delta failed validation ({invalid.detail})"
+    planned = refresh.decision.planned
+    if invalid.check == UNFOLDABLE and planned is not None:
+        dt, observed = refresh.dt, refresh.observed
+        cost = estimate(planned, observed, dt, engine.capabilities, checked_fold=False)
+        if cost.incremental <= cost.full:
+            rescan = f"{why}; rescanned the touched groups instead ({cost.weighed()})"
+            decision = Decision(Action.INCREMENTAL, rescan, planned=planned)
+            try:
+                with delta_query.delta_query(engine, dt, planned, observed.sources, False) as derived:
+                    return incremental(engine, recorder, replace(refresh, decision=decision), dt_log, derived)
+            except DeltaValidationError as again:
+                why = f"{why}, and so did its rescan ({again.detail})"
+    decision = Decision(Action.FULL, f"{why}; recomputed instead")
+    return rebuild(engine, recorder, replace(refresh, decision=decision), dt_log)
 
 
 def planned(dt: DynamicTable, definition: Definition, observed: Observation) -> planned_query.PlannedOrNot:
