@@ -264,12 +264,13 @@ def prepare(
     return _validated(PreparedDelta(columns, rows, warning=warning))
 
 
-def difference(target: Target, query: str, limit: int) -> Optional[PreparedDelta]:
+def difference(target: Target, query: str, limit: int, stored: str) -> Optional[PreparedDelta]:
     """What the DT must change to hold ``query``'s rows, staged as a delta matched on whole
-    rows (docs/ARCHITECTURE.md, "Rewritten inputs"): the query's rows and the DT's, counted
-    per distinct row, and each row whose counts differ, with its weight and the copies the
-    DT holds. One engine job, which reads the DT once. None where more than ``limit`` rows
-    differ (rewriting the DT costs as little then) or a column cannot be grouped (a map)."""
+    rows (docs/ARCHITECTURE.md, "Rewritten inputs"): the query's rows and the DT's (read from
+    ``stored``), counted per distinct row, and each row whose counts differ, with its weight and
+    the copies the DT holds. One engine job, which reads the DT once. None where more than
+    ``limit`` rows differ (rewriting the DT costs as little then) or a column cannot be grouped
+    (a map)."""
     fields = target.schema().fields
     if not all(groupable(f.dataType) for f in fields):
         return None
@@ -280,7 +281,7 @@ def difference(target: Target, query: str, limit: int) -> Optional[PreparedDelta
         f"SELECT {names}, CAST(sum({new}) - sum({held}) AS BIGINT) AS {quote(WEIGHT)}, "
         f"CAST(1 AS BIGINT) AS {COPIES}, CAST(sum({held}) AS BIGINT) AS {OLD} FROM ("
         f"SELECT {target.typed(columns)}, 1 AS {new}, 0 AS {held} FROM ({query}) AS q UNION ALL "
-        f"SELECT {names}, 0, 1 FROM {target.dt.relation}) AS u "
+        f"SELECT {names}, 0, 1 FROM {stored}) AS u "
         f"GROUP BY {names} HAVING sum({new}) <> sum({held}) LIMIT {limit + 1}"
     )
     return PreparedDelta(columns, rows) if rows.num_rows <= limit else None

@@ -11,7 +11,7 @@ from typing import List, Optional, Tuple
 
 from pyspark.sql.types import NullType
 
-from dbt.adapters.dyntable.changes import version_reads
+from dbt.adapters.dyntable.changes import VersionedRelations, version_reads
 from dbt.adapters.dyntable.delta_log import DeltaLog
 from dbt.adapters.dyntable.dynamic_table.changeset import DEFINITION_CHANGED
 from dbt.adapters.dyntable.dynamic_table.model import RefreshError
@@ -192,9 +192,14 @@ def _difference(
         return None
     if not target.keeps_layout(query):
         return None
-    held = dt_log.row_count(dt_log.latest_version()) or 0
-    limit = min(NET_CHANGE_MAX_ROWS, max(DIFFERENCE_MIN_ROWS, held // 2))
-    return difference(target, query, limit)
+    version = dt_log.latest_version()
+    limit = min(NET_CHANGE_MAX_ROWS, max(DIFFERENCE_MIN_ROWS, (dt_log.row_count(version) or 0) // 2))
+    # The DT read as a source version is, from its files where the engine reads a small table
+    # faster so: delta-spark would load the DT's new snapshot first, about 1 s of a small DT's
+    # recompute (docs/ARCHITECTURE.md, "Rewritten inputs").
+    with VersionedRelations(target.engine.spark, target.engine.capabilities) as relations:
+        stored = relations.view(dt_log, version) or target.dt.relation
+        return difference(target, query, limit, stored)
 
 
 def _rebuilt_change(target: Target, query: str, changes: Optional[PreparedDelta]) -> guard.Change:
