@@ -4,9 +4,12 @@ columns the query never reads cannot change its result, so the input counts as u
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import replace
 
 import pyarrow as pa
+from hypothesis import given
+from hypothesis import strategies as st
 
 from dbt.adapters.dyntable.differentiation import plan_query
 from dbt.adapters.dyntable.dynamic_table.lifecycle import Action
@@ -83,3 +86,35 @@ def test_a_query_recomputed_whatever_changed_is_left_as_measured() -> None:
     appended = Observation([source(5, 6, added=10, name="s.dim")], T)
     assert read_through(appended, planner) == appended
     assert planner.calls == 0
+
+
+#: A net change's rows: (site, max_temp, weight), NULLs among the values.
+CHANGES = st.lists(
+    st.tuples(st.sampled_from(["a", "b", None]), st.sampled_from([1.0, 2.0, None]), st.sampled_from([-1, 1])),
+    max_size=8,
+)
+
+
+@given(CHANGES, st.sets(st.sampled_from(["site", "max_temp"])))
+def test_a_change_cancels_through_columns_exactly_where_its_projection_does(changes, read) -> None:
+    """Seen through the columns read, a change is none exactly where each projected row's
+    weights add up to 0 (NULLs a value like any other, as GROUP BY takes them)."""
+    rows = pa.table(
+        {
+            "site": pa.array([s for s, _, _ in changes], pa.string()),
+            "max_temp": pa.array([t for _, t, _ in changes], pa.float64()),
+            WEIGHT: pa.array([w for _, _, w in changes], pa.int64()),
+        }
+    )
+    projected: Counter = Counter()
+    for site, max_temp, weight in changes:
+        projected[tuple(v for c, v in (("site", site), ("max_temp", max_temp)) if c in read)] += weight
+    source = rewritten(NetChange(rows))
+    plan = Planner(
+        PlannedQuery(
+            plan_query(f"select {', '.join(sorted(read)) or 'count(*) as n'} from s.dim", schema=SCHEMA),
+            OutputKey(None),
+        )
+    )
+    seen = read_through(Observation([source], T), plan).sources[0]
+    assert seen.unchanged is not any(projected.values())
