@@ -383,9 +383,12 @@ def after_failed_check(
         if cost.incremental <= cost.full:
             rescan = f"{why}; rescanned the touched groups instead ({cost.weighed()})"
             decision = Decision(Action.INCREMENTAL, rescan, planned=planned)
+            rescanned = replace(refresh, decision=decision)
             try:
-                with delta_query.delta_query(engine, dt, planned, observed.sources, False) as derived:
-                    return incremental(engine, recorder, replace(refresh, decision=decision), dt_log, derived)
+                with delta_query.delta_query(
+                    engine, dt, planned, observed.sources, checked_fold=False
+                ) as derived:
+                    return incremental(engine, recorder, rescanned, dt_log, derived)
             except DeltaValidationError as again:
                 why = f"{why}, and so did its rescan ({again.detail})"
     decision = Decision(Action.FULL, f"{why}; recomputed instead")
