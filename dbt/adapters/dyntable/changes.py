@@ -468,6 +468,12 @@ class FileSetResolver:
         read = self._versions.relation(relation, log, version, pruning)
         return self._handed(read, version_reads(log, version, pruning))
 
+    def stored(self, relation: str, log: Optional[DeltaLog]) -> str:
+        """The DT ``relation`` names, as its delta query reads what it holds: at its latest
+        version, from its files where the engine reads a small table faster so (delta-spark would
+        load the DT's new snapshot first; docs/ARCHITECTURE.md, "Engines")."""
+        return (self._versions.view(log, log.latest_version()) if log is not None else None) or relation
+
     def value_range(self, table: str, column: str) -> Optional[ValueRange]:
         return self.interval(table).value_range(column)
 

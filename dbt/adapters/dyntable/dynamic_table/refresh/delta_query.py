@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Callable, Iterator, Mapping, NamedTuple, Sequence, Union
+from typing import Callable, Iterator, Mapping, NamedTuple, Optional, Sequence, Union
 
 from dbt.adapters.dyntable.changes import FileSetResolver, SourceReads, VersionedRelations, ViewNames
+from dbt.adapters.dyntable.delta_log import DeltaLog
 from dbt.adapters.dyntable.differentiation import DeltaQuery, differentiate
 from dbt.adapters.dyntable.differentiation.explain import SymbolicResolver, report
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
@@ -34,6 +35,7 @@ def delta_query(
     dt: DynamicTable,
     planned: PlannedQuery,
     sources: Sequence[SourceState],
+    dt_log: Optional[DeltaLog],
     checked_fold: bool = True,
 ) -> Iterator[Derived]:
     """The delta of ``planned`` over each source's interval, valid inside the ``with``; its
@@ -54,7 +56,8 @@ def delta_query(
     )
     try:
         checked = checked_fold and dt.config.recomputes_when_unsure
-        yield Derived(differentiate(planned.plan, resolver, dt.relation, checked), resolver.reads)
+        stored = resolver.stored(dt.relation, dt_log)
+        yield Derived(differentiate(planned.plan, resolver, stored, checked), resolver.reads)
     finally:
         resolver.close()
 

@@ -357,7 +357,8 @@ class RefreshPipeline:
         assert dt_log is not None and decision.planned is not None
         try:
             # Stage 3, derive, then stage 4, apply: the delta's relations live for the apply.
-            with delta_query.delta_query(self.engine, dt, decision.planned, observed.sources) as derived:
+            sources = observed.sources
+            with delta_query.delta_query(self.engine, dt, decision.planned, sources, dt_log) as derived:
                 return incremental(self.engine, self.recorder, refresh, dt_log, derived)
         except DeltaValidationError as invalid:
             if not dt.config.recomputes_when_unsure:
@@ -386,7 +387,7 @@ def after_failed_check(
             rescanned = replace(refresh, decision=decision)
             try:
                 with delta_query.delta_query(
-                    engine, dt, planned, observed.sources, checked_fold=False
+                    engine, dt, planned, observed.sources, dt_log, checked_fold=False
                 ) as derived:
                     return incremental(engine, recorder, rescanned, dt_log, derived)
             except DeltaValidationError as again:
