@@ -375,6 +375,16 @@ class JvmSparkEngine(Engine):
             entry["View Text"] = str(text.get())
         return entry
 
+    def interrupt(self) -> None:
+        """``interruptAll`` cancels only jobs tagged with the session (an ``INSERT ... SELECT`` once
+        ran to its end under it): every job of the context, this engine's alone, is cancelled too
+        (docs/ARCHITECTURE.md, "Interrupting a run")."""
+        super().interrupt()
+        try:
+            self.spark.sparkContext.cancelAllJobs()
+        except Exception:  # noqa: BLE001 - a stopped context runs nothing to cancel
+            pass
+
     def explain_failure(self, error: Exception) -> str:
         repaired = repair_unformattable_error(error)
         return str(repaired if repaired is not None else error).strip()
