@@ -349,6 +349,16 @@ class VersionedRelations:
         hold rows within it); None where ``VERSION AS OF`` works."""
         if log is None or not self._from_files(log, version):
             return None
+        return self._view(log, version, bound)
+
+    def latest(self, relation: str, log: DeltaLog) -> str:
+        """``relation``'s table as it is now, for a refresh holding its lock (a DT's stored rows):
+        from its files where the engine reads a small table faster so, else by its name. The
+        latest version is never behind a checkpoint, so the log is not listed again for one."""
+        version = log.latest_version()
+        return self._view(log, version) if self._faster_from_files(log, version) else relation
+
+    def _view(self, log: DeltaLog, version: int, bound: Optional[Within] = None) -> str:
         key = (log.location, version, bound)
         if key not in self._views:
             snapshot = log.snapshot(version)
@@ -374,7 +384,13 @@ class VersionedRelations:
             checkpoint = log.latest_checkpoint(now=True)
             if checkpoint is not None and version < checkpoint:
                 return True
-        if self.outlives_session or not capabilities.versions_from_files:
+        return self._faster_from_files(log, version)
+
+    def _faster_from_files(self, log: DeltaLog, version: int) -> bool:
+        """Whether the engine reads ``log``'s table at ``version`` faster from its files
+        (``Capabilities.versions_from_files``)."""
+        capabilities = self.capabilities
+        if capabilities is None or self.outlives_session or not capabilities.versions_from_files:
             return False
         snapshot = log.snapshot(version)
         return (
@@ -468,11 +484,10 @@ class FileSetResolver:
         read = self._versions.relation(relation, log, version, pruning)
         return self._handed(read, version_reads(log, version, pruning))
 
-    def stored(self, relation: str, log: Optional[DeltaLog]) -> str:
-        """The DT ``relation`` names, as its delta query reads what it holds: at its latest
-        version, from its files where the engine reads a small table faster so (delta-spark would
-        load the DT's new snapshot first; docs/ARCHITECTURE.md, "Engines")."""
-        return (self._versions.view(log, log.latest_version()) if log is not None else None) or relation
+    def stored(self, relation: str, log: DeltaLog) -> str:
+        """The DT ``relation`` names, as its delta query reads what it holds
+        (:meth:`VersionedRelations.latest`: delta-spark would load its new snapshot first)."""
+        return self._versions.latest(relation, log)
 
     def value_range(self, table: str, column: str) -> Optional[ValueRange]:
         return self.interval(table).value_range(column)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Callable, Iterator, Mapping, NamedTuple, Optional, Sequence, Union
+from typing import Callable, Iterator, Mapping, NamedTuple, Sequence, Union
 
 from dbt.adapters.dyntable.changes import FileSetResolver, SourceReads, VersionedRelations, ViewNames
 from dbt.adapters.dyntable.delta_log import DeltaLog
@@ -35,7 +35,7 @@ def delta_query(
     dt: DynamicTable,
     planned: PlannedQuery,
     sources: Sequence[SourceState],
-    dt_log: Optional[DeltaLog],
+    dt_log: DeltaLog,
     checked_fold: bool = True,
 ) -> Iterator[Derived]:
     """The delta of ``planned`` over each source's interval, valid inside the ``with``; its

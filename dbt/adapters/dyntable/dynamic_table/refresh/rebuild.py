@@ -198,8 +198,7 @@ def _difference(
     # faster so: delta-spark would load the DT's new snapshot first, about 1 s of a small DT's
     # recompute (docs/ARCHITECTURE.md, "Rewritten inputs").
     with VersionedRelations(target.engine.spark, target.engine.capabilities) as relations:
-        stored = relations.view(dt_log, version) or target.dt.relation
-        return difference(target, query, limit, stored)
+        return difference(target, query, limit, relations.latest(target.dt.relation, dt_log))
 
 
 def _rebuilt_change(target: Target, query: str, changes: Optional[PreparedDelta]) -> guard.Change:
