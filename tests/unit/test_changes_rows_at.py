@@ -1,4 +1,5 @@
-"""Rows named by position (a deletion vector's) are read from the row groups holding them only."""
+"""Rows named by position (a deletion vector's) are read from the row groups holding them only, each
+up to its last wanted row."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from dbt.adapters.dyntable import data_files
 from dbt.adapters.dyntable.data_files import _rows_at
 
 ROWS = 50_000
@@ -33,14 +35,25 @@ def test_the_rows_at_positions_in_their_order(data_file: Path, positions: list) 
     assert rows.column("name").to_pylist() == [f"n{i}" for i in positions]
 
 
-def test_only_the_row_groups_holding_them_are_read(data_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_only_the_row_groups_holding_them_are_read_up_to_the_last(
+    data_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     read = []
-    original = pq.ParquetFile.read_row_groups
+    original = pq.ParquetFile.iter_batches
 
-    def counted(self: pq.ParquetFile, row_groups: list, *args: object, **kwargs: object) -> pa.Table:
-        read.extend(row_groups)
-        return original(self, row_groups, *args, **kwargs)
+    def counted(self: pq.ParquetFile, batch_size: int, row_groups: list, **kwargs: object):
+        for batch in original(self, batch_size, row_groups=row_groups, **kwargs):
+            read.append((row_groups, batch.num_rows))
+            yield batch
 
-    monkeypatch.setattr(pq.ParquetFile, "read_row_groups", counted)
-    _rows_at(pq.ParquetFile(data_file), ["id"], np.array([7_001, 49_000]))
-    assert read == [1, 7]
+    monkeypatch.setattr(pq.ParquetFile, "iter_batches", counted)
+    monkeypatch.setattr(data_files, "POSITIONED_BATCH_ROWS", 1_000)
+    rows = _rows_at(pq.ParquetFile(data_file), ["id"], np.array([49_000, 8_500]))
+    assert rows.column("id").to_pylist() == [49_000, 8_500]
+    # Group 1 (rows 7,000-13,999) up to its second batch; group 7 (49,000-49,999) its first.
+    assert read == [([1], 1_000), ([1], 1_000), ([7], 1_000)]
+
+
+def test_no_positions_no_rows(data_file: Path) -> None:
+    rows = _rows_at(pq.ParquetFile(data_file), ["name", "id"], np.array([], np.int64))
+    assert rows.num_rows == 0 and rows.column_names == ["name", "id"]
