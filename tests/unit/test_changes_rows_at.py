@@ -57,3 +57,15 @@ def test_only_the_row_groups_holding_them_are_read_up_to_the_last(
 def test_no_positions_no_rows(data_file: Path) -> None:
     rows = _rows_at(pq.ParquetFile(data_file), ["name", "id"], np.array([], np.int64))
     assert rows.num_rows == 0 and rows.column_names == ["name", "id"]
+
+
+def test_view_types_come_back_plain(tmp_path: Path) -> None:
+    """The `deltalake` package writes an UPDATE's strings as `string_view`, which `take` cannot pick
+    from: the rows come back as plain strings."""
+    path = tmp_path / "views.parquet"
+    names = pa.array([f"n{i}" for i in range(100)], pa.string_view())
+    pq.write_table(pa.table({"id": np.arange(100), "name": names}), path, row_group_size=30)
+    assert pq.ParquetFile(path).schema_arrow.field("name").type == pa.string_view()
+    rows = _rows_at(pq.ParquetFile(path), ["name", "id"], np.array([95, 3]))
+    assert rows.schema.field("name").type == pa.string()
+    assert rows.to_pylist() == [{"name": "n95", "id": 95}, {"name": "n3", "id": 3}]
