@@ -5,12 +5,19 @@ most one row per changed source row."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+from datetime import date
+from pathlib import Path
 from typing import List, Optional
 
+import pyarrow as pa
 import pytest
+from deltalake import write_deltalake
 
+from dbt.adapters.dyntable.delta_log import DeltaLog
 from dbt.adapters.dyntable.differentiation import plan_query
-from dbt.adapters.dyntable.dynamic_table.refresh.partitions import counted_window
+from dbt.adapters.dyntable.dynamic_table.refresh.partitions import counted_here, counted_window
+from dbt.adapters.dyntable.engines.base import Capabilities
 
 SCHEMA = {"s.t": ["k", "d", "v"], "s.u": ["k", "name"]}
 LAG = "v - lag(v) over (partition by {} order by v)"
@@ -55,3 +62,33 @@ def test_a_window_whose_partition_columns_reach_the_table_is_counted(sql: str, c
 )
 def test_other_shapes_are_not_counted(sql: str) -> None:
     assert counted(sql) is None
+
+
+#: An engine whose every read of a table is a job of its own: a small DT's partitions are counted here.
+JOBS = Capabilities(
+    change_data_feed=False,
+    truncate=False,
+    alter_table_columns=False,
+    persistent_catalog=True,
+    counts_held_rows_in_process=True,
+)
+
+
+def test_a_small_dts_partitions_are_counted_from_its_files(tmp_path: Path) -> None:
+    """Each distinct (k, d) once, NULLs one value, across files; floats and a missing column left
+    to the engine, and every column to an engine that reads a table cheaply."""
+    location = str(tmp_path / "dt")
+    write_deltalake(
+        location, pa.table({"k": [1, 1, 2, None], "d": [date(2026, 1, 1)] * 4, "v": [0.0, -0.0, 1.0, 2.0]})
+    )
+    write_deltalake(
+        location,
+        pa.table({"k": [1, None, 3], "d": [date(2026, 1, 1), date(2026, 1, 1), None], "v": [1.0, 2.0, 3.0]}),
+        mode="append",
+    )
+    log = DeltaLog(location)
+    assert counted_here(JOBS, log, ["k", "d"]) == 4  # (1, d1), (2, d1), (NULL, d1), (3, NULL)
+    assert counted_here(JOBS, log, ["k"]) == 4
+    assert counted_here(JOBS, log, ["v"]) is None
+    assert counted_here(JOBS, log, ["k", "missing"]) is None
+    assert counted_here(replace(JOBS, counts_held_rows_in_process=False), log, ["k"]) is None
