@@ -76,7 +76,7 @@ JOBS = Capabilities(
 
 def test_a_small_dts_partitions_are_counted_from_its_files(tmp_path: Path) -> None:
     """Each distinct (k, d) once, NULLs one value, across files; floats and a missing column left
-    to the engine, and every column to an engine that reads a table cheaply."""
+    to the engine, and every column to an engine that reads a table cheaply or for a large DT."""
     location = str(tmp_path / "dt")
     write_deltalake(
         location, pa.table({"k": [1, 1, 2, None], "d": [date(2026, 1, 1)] * 4, "v": [0.0, -0.0, 1.0, 2.0]})
@@ -87,8 +87,10 @@ def test_a_small_dts_partitions_are_counted_from_its_files(tmp_path: Path) -> No
         mode="append",
     )
     log = DeltaLog(location)
-    assert counted_here(JOBS, log, ["k", "d"]) == 4  # (1, d1), (2, d1), (NULL, d1), (3, NULL)
-    assert counted_here(JOBS, log, ["k"]) == 4
-    assert counted_here(JOBS, log, ["v"]) is None
-    assert counted_here(JOBS, log, ["k", "missing"]) is None
-    assert counted_here(replace(JOBS, counts_held_rows_in_process=False), log, ["k"]) is None
+    size = log.size_bytes(log.latest_version())
+    assert counted_here(JOBS, log, size, ["k", "d"]) == 4  # (1, d1), (2, d1), (NULL, d1), (3, NULL)
+    assert counted_here(JOBS, log, size, ["k"]) == 4
+    assert counted_here(JOBS, log, size, ["v"]) is None
+    assert counted_here(JOBS, log, size, ["k", "missing"]) is None
+    assert counted_here(replace(JOBS, counts_held_rows_in_process=False), log, size, ["k"]) is None
+    assert counted_here(JOBS, log, 1 << 40, ["k"]) is None  # too large for this process

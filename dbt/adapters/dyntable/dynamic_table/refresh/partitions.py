@@ -71,7 +71,7 @@ def measured(
     counted = counted_window(planned.plan) if isinstance(planned, PlannedQuery) else None
     if counted is None or not changed & counted[0].sources():
         return observed
-    partitions = counted_here(engine.capabilities, observed.dt_log, counted[1])
+    partitions = counted_here(engine.capabilities, observed.dt_log, observed.dt_size_bytes, counted[1])
     if partitions is None:
         listed = ", ".join(quote(column) for column in counted[1])
         distinct = f"SELECT DISTINCT {listed} FROM {dt.relation}"
@@ -80,15 +80,17 @@ def measured(
     return replace(observed, window_partitions=partitions)
 
 
-def counted_here(capabilities: Capabilities, log: DeltaLog, columns: Sequence[str]) -> Optional[int]:
+def counted_here(
+    capabilities: Capabilities, log: DeltaLog, size_bytes: int, columns: Sequence[str]
+) -> Optional[int]:
     """The distinct values of ``columns`` in the DT's latest version, counted from its files in
-    this process where ``strategy.counts_held_rows_here`` says so; None where it does not, where a
-    column is not found by its name, or where its values are not ones Arrow groups as the engine
-    does (floats: the engine's DISTINCT equals 0.0 and -0.0; nested types)."""
-    version = log.latest_version()
-    if not counts_held_rows_here(capabilities, log.size_bytes(version)):
+    this process where ``strategy.counts_held_rows_here`` says so for its ``size_bytes``; None
+    where it does not, where a column is not found by its name, or where its values are not ones
+    Arrow groups as the engine does (floats: the engine's DISTINCT equals 0.0 and -0.0; nested
+    types)."""
+    if not counts_held_rows_here(capabilities, size_bytes):
         return None
-    snapshot = log.snapshot(version)
+    snapshot = log.snapshot(log.latest_version())
     by_name = {f.name: f for f in snapshot.schema.fields}
     if any(c not in by_name for c in columns):
         return None
