@@ -240,7 +240,11 @@ def _stored_node(plan: Plan, stored: str) -> Tuple[Node, str]:
 
 
 def differentiate(
-    plan: Plan, resolver: SourceResolver, stored: Optional[str] = None, checked_fold: bool = False
+    plan: Plan,
+    resolver: SourceResolver,
+    stored: Optional[str] = None,
+    checked_fold: bool = False,
+    types: Optional[Mapping[str, str]] = None,
 ) -> DeltaQuery:
     """The consolidated delta of ``plan`` between the resolver's two versions of its sources.
 
@@ -248,14 +252,16 @@ def differentiate(
     itself); rules that can fold changes into it (the aggregate's, for inserts) read it instead
     of recomputing from the sources. With ``checked_fold``, they fold deletes too where a check
     in the query can tell them apart from what the stored rows cannot (``aggregate.py``): for
-    a refresh that recomputes the DT when the check fails.
+    a refresh that recomputes the DT when the check fails. ``types`` (SQL types by lower-case
+    column name: the DT's) casts the columns it names before the final consolidation, so the
+    delta holds at most one row per tuple as the DT stores it.
     """
     root = plan.root
     differentiator = Differentiator(
         resolver, None if stored is None else _stored_node(plan, stored), checked_fold
     )
     delta = differentiator.derive(root)
-    renamed = rename(root.columns, plan.columns)
+    renamed = rename(root.columns, plan.columns, types)
     if delta is None:
         # Typed, empty: the columns' types come from the query itself.
         sql = (

@@ -6,7 +6,7 @@ query with every scan reading the resolver's relation for that version.
 
 from __future__ import annotations
 
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, List, Mapping, Optional, Sequence
 
 from dbt.adapters.dyntable.differentiation.plan import (
     Aggregate,
@@ -72,8 +72,14 @@ def render(node: Node, relation: Callable[[str], str], sub: Callable[[Node], str
     raise TypeError(f"no renderer for {type(node).__name__}")
 
 
-def rename(old: List[str], new: List[str]) -> str:
-    return ", ".join(f"{q(o)} AS {q(n)}" for o, n in zip(old, new))
+def rename(old: List[str], new: List[str], types: Optional[Mapping[str, str]] = None) -> str:
+    """The ``old`` columns named ``new``, each cast to the type ``types`` gives its new name
+    (lower-case) where it gives one."""
+    types = types or {}
+    return ", ".join(
+        f"CAST({q(o)} AS {types[n.lower()]}) AS {q(n)}" if n.lower() in types else f"{q(o)} AS {q(n)}"
+        for o, n in zip(old, new)
+    )
 
 
 def join_select(node: Join, left: str, right: str, kind: str, weight: str = "") -> str:

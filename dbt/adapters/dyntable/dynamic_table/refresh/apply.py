@@ -231,15 +231,18 @@ def prepare(
     key: Optional[Sequence[str]] = None,
     declared_by: Optional[str] = None,
     insert_only: bool = False,
+    consolidated: bool = False,
 ) -> PreparedDelta:
     """Run the delta query once, with what the DT holds of each row, and validate it: one
     engine job. An ``insert_only`` delta matched on whole rows or on a declared key (appends
     through filters and joins) is applied without reading the DT. With a row ``key``, the
     DT's rows are matched on the key instead of the whole row; ``declared_by`` says who
-    declared it when the plan does not prove it."""
+    declared it when the plan does not prove it. ``consolidated``: the delta holds at most one
+    row per tuple of the DT's types by construction (a delta query typed by the DT), so the
+    engine does not count each tuple's rows to check it."""
     key = list(key) if key is not None else None
     reads_dt = not appends(insert_only, key, declared_by)
-    rows = _staged(target, delta_sql, columns, key if reads_dt else None, reads_dt)
+    rows = _staged(target, delta_sql, columns, key if reads_dt else None, reads_dt, consolidated)
     if rows.num_rows == 0:
         return PreparedDelta(columns, rows, key)
     _check_consolidated(rows)
@@ -288,7 +291,12 @@ def difference(target: Target, query: str, limit: int, stored: str) -> Optional[
 
 
 def _staged(
-    target: Target, delta_sql: str, columns: List[str], key: Optional[List[str]], reads_dt: bool
+    target: Target,
+    delta_sql: str,
+    columns: List[str],
+    key: Optional[List[str]],
+    reads_dt: bool,
+    consolidated: bool = False,
 ) -> pa.Table:
     """The delta's rows, typed as the DT's columns, with ``COPIES`` (rows of the delta with the
     same tuple: 1 when consolidated) and ``OLD``: how many rows of the DT hold the row's tuple
@@ -301,10 +309,9 @@ def _staged(
             f"FROM ({delta_sql}) AS q"
         )
     listed = ", ".join(quote(c) for c in columns)
-    delta = (
-        f"SELECT {typed}, {quote(WEIGHT)}, count(*) OVER (PARTITION BY {listed}) AS {COPIES} "
-        f"FROM ({delta_sql}) AS q"
-    )
+    # Counting each tuple's rows is a window over the whole delta: an engine stage of its own.
+    copies = "CAST(1 AS BIGINT)" if consolidated else f"count(*) OVER (PARTITION BY {listed})"
+    delta = f"SELECT {typed}, {quote(WEIGHT)}, {copies} AS {COPIES} FROM ({delta_sql}) AS q"
     match = key if key is not None else columns
     log = target.log()
     dt_bytes = log.size_bytes(log.latest_version()) if log is not None else None

@@ -19,6 +19,7 @@ from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
 from dbt.adapters.dyntable.dynamic_table.pinning import pin_query
 from dbt.adapters.dyntable.dynamic_table.refresh.facts import SourceState
 from dbt.adapters.dyntable.dynamic_table.refresh.planned_query import NotPlanned, PlannedQuery
+from dbt.adapters.dyntable.dynamic_table.refresh.target import Target
 from dbt.adapters.dyntable.engines.base import Engine
 
 
@@ -57,7 +58,9 @@ def delta_query(
     try:
         checked = checked_fold and dt.config.recomputes_when_unsure
         stored = resolver.stored(dt.relation, dt_log)
-        yield Derived(differentiate(planned.plan, resolver, stored, checked), resolver.reads)
+        # Typed as the DT stores its rows, the delta is consolidated as the DT will hold it.
+        types = Target(engine, dt, dt_log).types()
+        yield Derived(differentiate(planned.plan, resolver, stored, checked, types), resolver.reads)
     finally:
         resolver.close()
 

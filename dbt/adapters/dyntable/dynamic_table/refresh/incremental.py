@@ -50,7 +50,13 @@ def incremental(
             return alone
         key = planned.key
         staged = prepare(
-            target, delta_sql, planned.plan.columns, key.columns, key.declared_by, delta.insert_only
+            target,
+            delta_sql,
+            planned.plan.columns,
+            key.columns,
+            key.declared_by,
+            delta.insert_only,
+            consolidated=True,  # the delta query, typed by the DT (``delta_query``)
         )
         if refresh.guarded:
             guard.check(
