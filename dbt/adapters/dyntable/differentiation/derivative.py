@@ -263,7 +263,7 @@ def differentiate(
     delta = differentiator.derive(root)
     renamed = rename(root.columns, plan.columns, types)
     if delta is None:
-        # Typed, empty: the columns' types come from the query itself.
+        # Typed, empty: the columns' types are the query's (the DT's, where ``types`` gives them).
         sql = (
             f"SELECT {renamed}, CAST(0 AS BIGINT) AS {q(WEIGHT)} "
             f"FROM ({differentiator.after(root)}) AS `_dyn_q` WHERE FALSE"
