@@ -225,6 +225,15 @@ def arrow_rows(
     return pa.Table.from_arrays(columns, schema=arrow_with_weight(schema))
 
 
+def live_rows(snapshot: Snapshot, schema: pa.Schema) -> pa.Table:
+    """The snapshot's live rows (its deletion vectors applied) in ``schema``'s columns, read in
+    this process with :func:`arrow_rows`, which raises :class:`NotReadableInProcess` where Arrow
+    would read a value otherwise than the engine."""
+    files = [arrow_rows(snapshot, f, masked(snapshot, f), 1, schema) for f in snapshot.files.values()]
+    # The weight dropped after the concatenation: a table of no columns keeps its rows only then.
+    return pa.concat_tables(files).drop_columns([WEIGHT]) if files else schema.empty_table()
+
+
 def arrow_with_weight(schema: pa.Schema) -> pa.Schema:
     """The Arrow columns of changes: ``schema``'s and the weight."""
     return schema.append(pa.field(WEIGHT, pa.int32(), False))

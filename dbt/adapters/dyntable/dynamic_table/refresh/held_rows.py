@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dbt.adapters.dyntable.data_files import NotReadableInProcess, arrow_rows, masked
+from dbt.adapters.dyntable.data_files import NotReadableInProcess, live_rows
 from dbt.adapters.dyntable.dynamic_table.refresh.target import Target
 from dbt.adapters.dyntable.vocabulary import WEIGHT
 
@@ -48,13 +48,9 @@ def with_old(
     if any(pa.types.is_nested(f.type) for f in matched.schema):
         return None  # Arrow groups no struct, array or map
     try:
-        held = [
-            arrow_rows(snapshot, f, masked(snapshot, f), 1, matched.schema) for f in snapshot.files.values()
-        ]
+        in_dt = live_rows(snapshot, matched.schema)
     except NotReadableInProcess:
         return None
-    # The weight dropped after the concatenation: a table of no columns keeps its rows only then.
-    in_dt = pa.concat_tables(held).drop_columns([WEIGHT]) if held else matched.schema.empty_table()
     counts = _counts(matched, _among(in_dt, matched))
     counted = rows.append_column(pa.field(old, pa.int64(), nullable=False), pa.array(counts, pa.int64()))
     if key is None:

@@ -21,7 +21,7 @@ import pyarrow as pa
 from pyspark.sql.types import StructType
 from sqlglot import exp
 
-from dbt.adapters.dyntable.data_files import NotReadableInProcess, arrow_rows, arrow_schema, masked
+from dbt.adapters.dyntable.data_files import NotReadableInProcess, arrow_schema, live_rows
 from dbt.adapters.dyntable.delta_log import DeltaLog
 from dbt.adapters.dyntable.differentiation.plan import Filter, Node, Plan, Project, Scan, Window
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
@@ -29,7 +29,7 @@ from dbt.adapters.dyntable.dynamic_table.refresh.facts import Observation
 from dbt.adapters.dyntable.dynamic_table.refresh.planned_query import PlannedOrNot, PlannedQuery
 from dbt.adapters.dyntable.dynamic_table.refresh.strategy import counts_held_rows_here
 from dbt.adapters.dyntable.engines.base import Capabilities, Engine
-from dbt.adapters.dyntable.vocabulary import WEIGHT, quote
+from dbt.adapters.dyntable.vocabulary import quote
 
 
 def counted_window(plan: Plan) -> Optional[Tuple[Window, List[str]]]:
@@ -98,12 +98,10 @@ def counted_here(
     if any(pa.types.is_floating(f.type) or pa.types.is_nested(f.type) for f in schema):
         return None
     try:
-        files = [arrow_rows(snapshot, f, masked(snapshot, f), 1, schema) for f in snapshot.files.values()]
+        rows = live_rows(snapshot, schema)
     except NotReadableInProcess:
         return None
-    if not files:
-        return 0
-    return int(pa.concat_tables(files).drop_columns([WEIGHT]).group_by(list(columns)).aggregate([]).num_rows)
+    return int(rows.group_by(list(columns)).aggregate([]).num_rows)
 
 
 def _passed_down(project: Project, held: Dict[str, str]) -> Dict[str, str]:
