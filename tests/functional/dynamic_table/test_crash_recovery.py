@@ -201,6 +201,31 @@ def test_sigkill_at_each_step_recovers(engine, project, mode, failpoint, recover
     assert recovery[0].state_message.startswith("recovered:")
 
 
+@pytest.mark.jvm_ci
+@pytest.mark.parametrize("mode", ["incremental"])
+def test_sigkill_right_after_a_dt_is_created_leaves_it_to_be_rebuilt(engine, project, mode):
+    """The refresh creating a DT records no intent (docs/ARCHITECTURE.md, "Exactly once"):
+    killed after its CREATE TABLE ... AS SELECT, it left the DT without a frontier, which the
+    next run rebuilds, writing nothing since the DT holds the query's rows already."""
+    raw = project.raw
+    engine.execute(f"insert into {raw}.customers values (1, 'GB'), (2, 'US')")
+    engine.execute(f"insert into {raw}.orders values (1, 1, 10.0), (2, 2, 20.0), (3, 1, 5.0)")
+    killed = dbt_run(project.root, "after_apply")
+    assert killed.returncode == -signal.SIGKILL, killed.stdout[-3000:]
+    store = project.store()
+    assert store.frontier(project.dt) is None
+    commits = sorted((project.warehouse / project.app / "country_dt" / "_delta_log").glob("*.json"))
+    assert commits  # the DT was created
+
+    recovered = dbt_run(project.root)
+    assert recovered.returncode == 0, recovered.stdout[-3000:]
+    assert_dt_matches_query(engine, project)
+    assert sorted((project.warehouse / project.app / "country_dt" / "_delta_log").glob("*.json")) == commits
+    (rebuilt,) = store.history(project.dt)
+    assert (rebuilt.state, rebuilt.refresh_action) == ("SUCCEEDED", "REINITIALIZE"), rebuilt
+    assert "no frontier recorded" in rebuilt.reason, rebuilt
+
+
 @pytest.mark.parametrize("mode, delay", [("incremental", ""), ("incremental", ":0.02")])
 def test_sigkill_during_compaction_loses_nothing(engine, project, mode, delay):
     """Killed before or while compacting, after the refresh committed the DT (its frontier waits
