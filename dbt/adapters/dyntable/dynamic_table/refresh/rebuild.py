@@ -191,6 +191,7 @@ def _created(recorder: Recorder, refresh: Refresh, target: Target, query: str) -
     engine, dt = target.engine, target.dt
     warnings = _clear_place(target)
     clauses, refused = TableFeatures(engine, dt).create_clauses()
+    failpoint("during_apply")
     engine.execute(f"CREATE TABLE {dt.relation} USING delta{clauses} AS SELECT * FROM ({query}) AS q")
     failpoint("after_apply")
     dt_log = engine.delta_log(dt.name)
