@@ -182,12 +182,11 @@ def _write(
 
 
 def _created(recorder: Recorder, refresh: Refresh, target: Target, query: str) -> RefreshResult:
-    """The DT created holding the query's rows by one CREATE TABLE ... AS SELECT, where
-    creating it empty and then overwriting it cost delta-spark twice the jobs
-    (docs/ARCHITECTURE.md, "Applying"). No intent goes before it: a process that dies after it
-    leaves a DT without a frontier, which the next refresh rebuilds, writing only the rows that
-    differ (none). Column comments go in a column list, which CTAS has not: such a DT is
-    created empty first."""
+    """The DT created holding the query's rows by one CREATE TABLE ... AS SELECT: 3 delta-spark
+    jobs where creating it empty and then overwriting it ran 5 (docs/ARCHITECTURE.md, "The path
+    of one refresh"). No intent goes before it: a process that dies after it leaves a DT without
+    a frontier, which the next refresh rebuilds, writing only the rows that differ (none).
+    Column comments go in a column list, which CTAS has not: such a DT is created empty first."""
     engine, dt = target.engine, target.dt
     warnings = _clear_place(target)
     clauses, refused = TableFeatures(engine, dt).create_clauses()
