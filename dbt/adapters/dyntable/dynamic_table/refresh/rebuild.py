@@ -62,16 +62,23 @@ def create_empty(target: Target, query: str) -> List[str]:
     """Create the DT empty, with the query's columns nullable (as Spark's CTAS keeps them),
     its partitioning or clustering and its comments (docs/ARCHITECTURE.md, "Table features");
     returns the warnings about what its engine cannot do."""
-    engine, dt = target.engine, target.dt
-    features = TableFeatures(engine, dt)
-    fields = engine.schema_of(query).fields
+    features = TableFeatures(target.engine, target.dt)
+    fields = target.engine.schema_of(query).fields
     columns = ", ".join(
         f"{quote(f.name)} {f.dataType.simpleString()}{features.column_comment(f.name)}" for f in fields
     )
-    clauses, warnings = features.create_clauses()
-    warnings = _clear_place(target) + warnings
-    engine.execute(f"CREATE TABLE {dt.relation} ({columns}) USING delta{clauses}")
-    return warnings
+    return _create(target, f" ({columns})", "")
+
+
+def _create(target: Target, columns: str, rows: str) -> List[str]:
+    """The DT's CREATE TABLE, with ``columns`` (a column list, or nothing) before its clauses and
+    ``rows`` (an AS SELECT, or nothing) after them, where whatever stood in its place is gone;
+    returns the warnings about that and about what its engine cannot do."""
+    engine, dt = target.engine, target.dt
+    warnings = _clear_place(target)
+    clauses, refused = TableFeatures(engine, dt).create_clauses()
+    engine.execute(f"CREATE TABLE {dt.relation}{columns} USING delta{clauses}{rows}")
+    return warnings + refused
 
 
 def _clear_place(target: Target) -> List[str]:
@@ -188,17 +195,15 @@ def _created(recorder: Recorder, refresh: Refresh, target: Target, query: str) -
     a frontier, which the next refresh rebuilds, writing only the rows that differ (none).
     Column comments go in a column list, which CTAS has not: such a DT is created empty first."""
     engine, dt = target.engine, target.dt
-    warnings = _clear_place(target)
-    clauses, refused = TableFeatures(engine, dt).create_clauses()
     failpoint("during_apply")
-    engine.execute(f"CREATE TABLE {dt.relation} USING delta{clauses} AS SELECT * FROM ({query}) AS q")
+    warnings = _create(target, "", f" AS SELECT * FROM ({query}) AS q")
     failpoint("after_apply")
     dt_log = engine.delta_log(dt.name)
     assert dt_log is not None
     recorder.forget(dt)
     result = unchanged(recorder, refresh, dt_log)
     result.rows_inserted = Target(engine, dt, dt_log).row_count()
-    result.warnings += warnings + refused
+    result.warnings += warnings
     return result
 
 
