@@ -53,9 +53,10 @@ def _share_driver_classes(config: pytest.Config) -> None:
     from tests.functional.profiles import spark_jars_folder
 
     jars = spark_jars_folder()
-    if jars is None or config.cache is None or config.option.collectonly:
+    cache = getattr(config, "cache", None)  # absent under `-p no:cacheprovider`
+    if jars is None or cache is None or config.option.collectonly:
         return  # Maven's jars would be resolved first; a bare collection starts no driver
-    options = prepare(config.cache.mkdir("jvm-class-archive"), jars)
+    options = prepare(cache.mkdir("jvm-class-archive"), jars)
     if options is not None:
         os.environ[SUBMIT_OPTS_ENV] = f"{os.environ.get(SUBMIT_OPTS_ENV, '')} {options}".strip()
 

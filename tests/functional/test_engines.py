@@ -585,6 +585,42 @@ def test_jvm_starts_in_a_child_of_a_spark_connect_process(tmp_path: Path) -> Non
     assert answer == "42"
 
 
+@pytest.mark.skip_profile("embedded", reason="starts JVM Spark with Delta's jars: runs in the JVM profile")
+def test_a_jvm_driver_that_dies_mid_run_fails_with_one_clear_error(tmp_path: Path) -> None:
+    """A driver JVM killed (as the system's out-of-memory killer kills the largest process) fails
+    the statement after it with what happened and what to change, not a refused connection."""
+    jars = spark_jars_folder()
+    outcome = json.loads(
+        _run_python(
+            f"""
+            import json
+            from pathlib import Path
+            from dbt_common.exceptions import DbtRuntimeError
+            from dbt.adapters.dyntable.connections import EngineCursor
+            from dbt.adapters.dyntable.engines.jvm import JvmSparkEngine
+            jars = {str(jars) if jars else None!r}
+            engine = JvmSparkEngine(Path({str(tmp_path / "wh")!r}), spark_jars=Path(jars) if jars else None).start()
+            try:
+                engine.execute("SELECT 1").collect()
+                engine._proc.kill()
+                engine._proc.wait()
+                try:
+                    EngineCursor(engine).execute("SELECT 2")
+                    message = None
+                except DbtRuntimeError as exc:
+                    message = str(exc)
+            finally:
+                engine.stop()
+            print(json.dumps({{"message": message}}))
+            """
+        )
+    )
+    message = outcome["message"]
+    assert message is not None and "Spark's driver JVM exited (killed by signal 9" in message, message
+    assert "`spark.driver.memory`" in message and "server_side_parameters" in message
+    assert "Connection refused" not in message
+
+
 def _ivy_settings(tmp_path: Path, repository_root: str) -> Path:
     """Ivy settings whose only repository is `repository_root`, with a cache of their own, so
     the test gives the same result with or without network access and a warm Ivy cache."""

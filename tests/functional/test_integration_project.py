@@ -69,10 +69,18 @@ def check_every_dynamic_table(project: Path) -> List[Dict[str, Any]]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def failed_output(done: subprocess.CompletedProcess) -> str:
+    """A failed dbt command's first failure in full (the cause; those after it often follow
+    from it), then the end of its output."""
+    first = done.stdout.find("Completed with")
+    head = done.stdout[first : first + 5000] if first >= 0 else ""
+    return f"{head}\n[...]\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+
+
 def build(project: Path) -> List[Dict[str, Any]]:
     """`dbt build` in a new process; its node results from run_results.json."""
     done = dbt(project, "build")
-    assert done.returncode == 0, f"dbt build failed:\n{done.stdout[-4000:]}\n{done.stderr[-2000:]}"
+    assert done.returncode == 0, f"dbt build failed:\n{failed_output(done)}"
     results = json.loads((project / "target" / "run_results.json").read_text())["results"]
     assert results and all(r["status"] in ("success", "pass") for r in results), results
     return results
@@ -80,7 +88,7 @@ def build(project: Path) -> List[Dict[str, Any]]:
 
 def show(project: Path, sql: str) -> List[Dict[str, Any]]:
     done = dbt(project, "--quiet", "show", "--inline", sql, "--output", "json")
-    assert done.returncode == 0, f"dbt show failed:\n{done.stdout[-4000:]}\n{done.stderr[-2000:]}"
+    assert done.returncode == 0, f"dbt show failed:\n{failed_output(done)}"
     return json.loads(done.stdout[done.stdout.index("{") :])["show"]
 
 
@@ -197,7 +205,7 @@ def test_shop_dynamic_tables_equal_their_queries_after_streamed_changes(project:
         build(project)
     generator(project, "stream", "--seconds", "4", "--batches-per-second", "4")
     done = dbt(project, "run", "--select", "shop")
-    assert done.returncode == 0, done.stdout[-4000:]
+    assert done.returncode == 0, failed_output(done)
 
     store = MetadataStore(warehouse / "dyntable_meta", "dyntable_meta")
     actions = {name: store.history(name)[-1].refresh_action for name in store.frontiers()}

@@ -36,6 +36,7 @@ from dbt.adapters.dyntable.engines.jvm_launch import (
     DELTA_CONF,
     DriverOutput,
     delta_classpath,
+    driver_exit,
     end_driver,
     find_java,
     launch_driver,
@@ -386,8 +387,8 @@ class JvmSparkEngine(Engine):
             pass
 
     def explain_failure(self, error: Exception) -> str:
-        repaired = repair_unformattable_error(error)
-        return str(repaired if repaired is not None else error).strip()
+        exited = driver_exit(self._proc, self._output, error) if self._proc and self._output else None
+        return exited or str(repair_unformattable_error(error) or error).strip()
 
     @property
     def metastore_folder(self) -> Path:

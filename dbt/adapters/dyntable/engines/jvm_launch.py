@@ -242,6 +242,53 @@ def end_driver(proc: "subprocess.Popen[bytes]", grace: float = 10.0) -> None:
         proc.wait()
 
 
+#: Why a driver ended itself, by Spark's exit codes (``SparkExitCode``).
+SPARK_EXIT_REASONS = {
+    50: "an uncaught exception",
+    51: "an uncaught exception while handling another",
+    52: "out of memory",
+}
+#: How long a statement's failure waits to see whether the driver is exiting: Spark answers the
+#: statement a fatal error failed before its handler ends the JVM.
+DRIVER_EXIT_WAIT_SECS = 2.0
+#: Errors that mean the driver may be gone, or going: a refused or dropped Py4J connection, or a
+#: fatal JVM error, after which Spark's handler ends a local driver.
+DRIVER_GONE_SIGNS = (
+    "Connection refused",
+    "Broken pipe",
+    "Py4JNetworkError",
+    "OutOfMemoryError",
+    "StackOverflowError",
+)
+
+
+def driver_exit(proc: "subprocess.Popen[bytes]", output: DriverOutput, error: BaseException) -> Optional[str]:
+    """One message for a statement that failed because the driver JVM exited, or None while it
+    runs. Every statement after such an exit fails with a refused connection; this says why once,
+    with the driver's last words (otherwise only in the debug log)."""
+    if proc.poll() is None and any(sign in f"{type(error).__name__}: {error}" for sign in DRIVER_GONE_SIGNS):
+        try:
+            proc.wait(timeout=DRIVER_EXIT_WAIT_SECS)
+        except subprocess.TimeoutExpired:
+            pass
+    code = proc.poll()
+    if code is None:
+        return None
+    if code < 0:
+        why = f"killed by signal {-code}" + (
+            ", as the system's out-of-memory killer does" if code == -9 else ""
+        )
+    else:
+        why = f"exit code {code}" + (f": {SPARK_EXIT_REASONS[code]}" if code in SPARK_EXIT_REASONS else "")
+    lines = output.drained(0.5).splitlines()
+    said = [line for line in lines if "ERROR" in line or "Exception" in line or "Error:" in line][-10:]
+    return (
+        f"Spark's driver JVM exited ({why}); this statement and every one after it in this process "
+        "fail. If it ran out of memory, raise `spark.driver.memory` (Spark's default: 1g) in the "
+        "profile's `server_side_parameters`, then run again.\nSpark said:\n" + "\n".join(said or lines[-15:])
+    )
+
+
 def _launch_error(output: str, timed_out: bool, timeout: float) -> EngineError:
     tail = "\n".join(output.splitlines()[-15:])
     if any(marker in output for marker in MAVEN_FAILURE_MARKERS):
