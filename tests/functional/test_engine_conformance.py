@@ -195,6 +195,32 @@ def test_merge_when_not_matched_by_source(engine: Engine) -> None:
     assert sorted_rows(engine, f"SELECT k FROM {target}") == [(2,), (3,)]
 
 
+def test_merge_condition_recorded_matches_capability(engine: Engine, tmp_path: Path) -> None:
+    """Where ``Capabilities.merge_condition_recorded`` says so, a MERGE's commit records a constant
+    conjunct of its condition, and so carries a refresh's intent (refresh/carried.py); delta-spark
+    records the condition optimized, the constant gone. Either way the conjunct changes nothing."""
+    from dbt.adapters.dyntable.dynamic_table.lifecycle import Action
+    from dbt.adapters.dyntable.dynamic_table.metadata import Intent, utcnow
+    from dbt.adapters.dyntable.dynamic_table.refresh.carried import (
+        carried_intent,
+        carrying,
+        carrying_condition,
+    )
+
+    intent = Intent("r1", utcnow(), {}, 1, "h", "auto", "select 'it''s' as k", Action.INCREMENTAL)
+    target, location = fresh(), tmp_path / "merged"
+    engine.execute(f"CREATE TABLE {target} (k INT, n INT) USING delta LOCATION '{location}'")
+    engine.spark.sql(f"INSERT INTO {target} VALUES (1, 1), (2, 2)").collect()
+    engine.spark.sql(
+        f"MERGE INTO {target} t USING (SELECT 2 AS k, 5 AS n UNION ALL SELECT 3 AS k, 3 AS n) s "
+        f"ON t.k = s.k AND {carrying_condition(carrying(intent))} "
+        "WHEN MATCHED THEN UPDATE SET n = s.n WHEN NOT MATCHED THEN INSERT (k, n) VALUES (s.k, s.n)"
+    ).collect()
+    assert sorted_rows(engine, f"SELECT k, n FROM {target}") == [(1, 1), (2, 5), (3, 3)]
+    (merge,) = [e for e in DeltaTable(str(location)).history() if e["operation"] == "MERGE"]
+    assert carried_intent(merge) == (intent if engine.capabilities.merge_condition_recorded else None)
+
+
 # -- time travel and history --------------------------------------------------------------------
 
 

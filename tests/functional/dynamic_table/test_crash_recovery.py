@@ -25,6 +25,7 @@ from typing import Iterator
 
 import pytest
 
+from dbt.adapters.dyntable.delta_log import DeltaLog
 from dbt.adapters.dyntable.dynamic_table.failpoints import ENV
 from dbt.adapters.dyntable.dynamic_table.metadata import MetadataStore
 from dbt.adapters.dyntable.dynamic_table.verify import check_dvs
@@ -254,24 +255,31 @@ def test_sigkill_during_compaction_loses_nothing(engine, project, mode, delay):
         # The JVM suite's CI subset leaves the grouped DT to the embedded suite: this process writes
         # its commit on either engine. The engine writes the appended DT's.
         ("incremental", "grouped"),
+        ("incremental", "merged"),
         pytest.param("incremental", "appended", marks=pytest.mark.jvm_ci),
     ],
 )
 def test_sigkill_after_a_commit_carrying_its_intent_recovers(engine, project, mode, shape):
     """Inserts folded into the stored groups are merged by this process, inserts into an
-    append-only DT appended by the engine (a writer option records the intent): either DT commit
-    carries the refresh's intent instead of a metadata commit before it. Killed after that commit,
-    the next run adopts it; the DT holds each row once."""
+    append-only DT appended by the engine (a writer option records the intent), a delete among
+    them MERGEd on the groups' key (by Sail, in a conjunct of its condition; by this process on
+    JVM Spark): each DT commit carries the refresh's intent instead of a metadata commit before
+    it. Killed after that commit, the next run adopts it; the DT holds each row once."""
     raw = project.raw
     engine.execute(f"insert into {raw}.customers values (1, 'GB'), (2, 'US')")
     engine.execute(f"insert into {raw}.orders values (1, 1, 10.0), (2, 2, 20.0)")
     first = dbt_run(project.root)
     assert first.returncode == 0, first.stdout[-3000:]
     engine.execute(f"insert into {raw}.orders values (3, 1, 5.0), (4, 2, 7.0), (5, 2, 1.0)")
+    if shape == "merged":
+        engine.execute(f"delete from {raw}.orders where order_id = 2")
     killed = dbt_run(project.root, "after_apply")
     assert killed.returncode == -signal.SIGKILL, killed.stdout[-3000:]
     left = project.store().frontier(project.dt)
     assert left is not None and left.pending is None  # the intent went in the DT's commit alone
+    if shape == "merged":
+        dt_log = DeltaLog(project.warehouse / project.app / "country_dt")
+        assert dt_log.commit_info(dt_log.latest_version())["operation"] == "MERGE"
     recovered = dbt_run(project.root)
     assert recovered.returncode == 0, recovered.stdout[-3000:]
     assert_dt_matches_query(engine, project)

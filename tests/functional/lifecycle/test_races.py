@@ -31,7 +31,7 @@ from dbt.adapters.dyntable.delta_log import DeltaLog
 from dbt.adapters.dyntable.dynamic_table.lifecycle import RefreshRequest, Trigger
 from dbt.adapters.dyntable.dynamic_table.metadata import HistoryRow, MetadataStore
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
-from dbt.adapters.dyntable.dynamic_table.refresh.record import carried_intent
+from dbt.adapters.dyntable.dynamic_table.refresh.carried import carried_intent
 from dbt.adapters.dyntable.dynamic_table.service import DynamicTableService
 from dbt.adapters.dyntable.dynamic_table.verify import check_dvs
 from dbt.adapters.dyntable.engines.base import Engine

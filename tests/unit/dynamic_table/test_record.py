@@ -16,12 +16,13 @@ from dbt.adapters.dyntable.delta_log import DeltaLog
 from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, Trigger
 from dbt.adapters.dyntable.dynamic_table.metadata import Intent, MetadataStore, SourceVersion, utcnow
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
-from dbt.adapters.dyntable.dynamic_table.refresh.record import (
+from dbt.adapters.dyntable.dynamic_table.refresh.carried import (
     CARRIED_INTENT,
-    Recorder,
     carried_intent,
     carrying,
+    carrying_condition,
 )
+from dbt.adapters.dyntable.dynamic_table.refresh.record import Recorder
 
 DT = DynamicTable.from_node(
     {"schema": "s", "name": "dt", "compiled_code": "select k from s.t", "config": {"target_lag": "1 minute"}}
@@ -105,8 +106,21 @@ def test_only_a_commit_recording_an_intent_under_its_key_carries_one() -> None:
         {"userMetadata": json.dumps({"job": carried.to_json()})},
         {"userMetadata": json.dumps({CARRIED_INTENT: 7})},
         {CARRIED_INTENT: carried.to_json()},  # not where this project writes it
+        {"operationParameters": {"mergePredicate": "t.k = s.k AND 'dyntable.intent:!!' IS NOT NULL"}},
+        {"operationParameters": {"mergePredicate": "t.k = s.k AND 'dyntable.intent:e30=' IS NOT NULL"}},
+        {"operationParameters": {"predicate": carrying_condition(carrying(carried))}},
     ):
         assert carried_intent(other) is None, other
+
+
+def test_a_merge_condition_carries_an_intent_as_the_engine_re_renders_it() -> None:
+    """Sail records a MERGE's condition re-rendered (its tokens re-spaced): the carried text
+    survives that, whatever the intent's SQL holds (quotes, backslashes, newlines)."""
+    carried = replace(intent(2, 5), definition="select 'it''s' as a,\n  '\\' as b from t")
+    condition = f"t.k = s.k AND {carrying_condition(carrying(carried))}"
+    re_rendered = condition.replace("t.k = s.k", "t . k = s . k") + " "  # as Sail records it
+    for recorded in (condition, re_rendered):
+        assert carried_intent({"operationParameters": {"mergePredicate": recorded}}) == carried
 
 
 def test_a_refresh_whose_process_still_has_its_batch_open_is_adopted_without_a_recovery(

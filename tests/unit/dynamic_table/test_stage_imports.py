@@ -18,7 +18,16 @@ PACKAGE = "dbt.adapters.dyntable.dynamic_table.refresh"
 #: choice, the change fuse) sit below the facts the stages share; then decide, derive, apply and
 #: the pipeline that runs them in turn.
 STAGES: Dict[str, List[str]] = {
-    "pieces": ["planned_query", "record", "target", "strategy", "guard", "damaged", "immutable_rows"],
+    "pieces": [
+        "planned_query",
+        "carried",
+        "record",
+        "target",
+        "strategy",
+        "guard",
+        "damaged",
+        "immutable_rows",
+    ],
     "facts": ["facts"],
     "decide": ["decide", "estimate", "net_change", "partitions", "lease_free"],
     "derive": ["delta_query"],

@@ -98,6 +98,11 @@ class Capabilities:
     table's log afresh for each statement. Sail 0.7's MERGE of a few hundred rows costs 50-90 ms
     and a view to hand it the rows, delta-spark's seconds of Spark jobs (materializing its source,
     rebuilding the DT's state, rewriting files); deltalake's costs about 25 ms."""
+    merge_condition_recorded: bool = False
+    """A MERGE's commit records the text of its ON condition (Sail 0.7's ``mergePredicate``), so a
+    constant conjunct there carries a refresh's intent in the DT's commit, where no metadata
+    commit then goes before it (docs/ARCHITECTURE.md, "Exactly once"). delta-spark records the
+    condition as optimized, the constant folded away."""
     refolds_small_tables: bool = False
     """With ``merge_in_process``: an accumulation of inserts into a DT whose files weigh less than
     ``deltalake_writer.REFOLDED_BYTES`` is folded by one query that reads the DT beside the

@@ -69,6 +69,7 @@ class EmbeddedEngine(Engine):
         time_travel_behind_checkpoint=False,
         merge_source_once=False,
         merge_in_process=True,
+        merge_condition_recorded=True,
         refolds_small_tables=True,
         escaped_table_paths=False,
         deletion_vectors=True,

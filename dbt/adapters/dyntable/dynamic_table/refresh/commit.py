@@ -15,8 +15,9 @@ from dbt.adapters.dyntable.dynamic_table.failpoints import failpoint
 from dbt.adapters.dyntable.dynamic_table.lifecycle import Action, State
 from dbt.adapters.dyntable.dynamic_table.metadata import Frontier, Intent
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
+from dbt.adapters.dyntable.dynamic_table.refresh.carried import carrying
 from dbt.adapters.dyntable.dynamic_table.refresh.facts import Decision, Definition, Observation
-from dbt.adapters.dyntable.dynamic_table.refresh.record import Recorder, RefreshResult, carrying
+from dbt.adapters.dyntable.dynamic_table.refresh.record import Recorder, RefreshResult
 
 #: A write of the DT's one commit, recording the ``userMetadata`` it is given (None: no intent
 #: to carry); returns the rows it inserted and deleted.

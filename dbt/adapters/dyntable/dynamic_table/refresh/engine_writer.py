@@ -16,19 +16,21 @@ from dbt.adapters.dyntable.dynamic_table.refresh.apply import (
     changes,
     engine_checks,
 )
+from dbt.adapters.dyntable.dynamic_table.refresh.carried import carrying_condition
 from dbt.adapters.dyntable.dynamic_table.refresh.target import Target
 from dbt.adapters.dyntable.vocabulary import WEIGHT, failed_check, null_safe_match, quote
 
 
 class EngineWriter:
-    """Writes the DT by SQL. Its MERGEs carry no intent: SQL's MERGE has no place for it."""
-
-    carries_intent = False
+    """Writes the DT by SQL. Its commits carry the intent where the engine records a MERGE's
+    condition (``Capabilities.merge_condition_recorded``): a MERGE's in a conjunct of its
+    condition, an INSERT's in its writer option."""
 
     def __init__(self, target: Target) -> None:
         self.target = target
         self.engine = target.engine
         self.relation = target.dt.relation
+        self.carries_intent = target.engine.capabilities.merge_condition_recorded
 
     def apply(self, delta: PreparedDelta, user_metadata: Optional[str]) -> Tuple[int, int]:
         """``Writer.apply``: an INSERT or a MERGE from a view of the rows this process holds."""
@@ -36,11 +38,11 @@ class EngineWriter:
         names = ", ".join(quote(c) for c in written.columns)
         if written.deletes.num_rows == 0:
             with self.engine.temporary_view(written.inserts) as view:
-                self.engine.execute(f"INSERT INTO {self.relation} ({names}) SELECT {names} FROM {view}")
+                self.engine.append(self.relation, f"SELECT {names} FROM {view}", user_metadata)
             return delta.inserted, delta.deleted
         with self.engine.temporary_view(written.merge_source()) as view:
             self.engine.execute(
-                f"MERGE INTO {self.relation} AS t USING {view} AS s ON {written.on} "
+                f"MERGE INTO {self.relation} AS t USING {view} AS s ON {written.on}{_carried(user_metadata)} "
                 "WHEN MATCHED THEN DELETE "
                 f"WHEN NOT MATCHED AND s.{KIND} = 'I' THEN INSERT ({names}) "
                 f"VALUES ({', '.join(f's.{quote(c)}' for c in written.columns)})"
@@ -60,7 +62,8 @@ class EngineWriter:
             with self._merge_source(fold.source) as partials:
                 if partials is not None:
                     self.engine.execute(
-                        f"MERGE INTO {self.relation} AS t USING {partials} AS s ON {fold.on} "
+                        f"MERGE INTO {self.relation} AS t USING {partials} AS s "
+                        f"ON {fold.on}{_carried(user_metadata)} "
                         f"WHEN MATCHED THEN UPDATE SET {updates} "
                         f"WHEN NOT MATCHED THEN INSERT ({names}) "
                         f"VALUES ({', '.join(f's.{quote(c)}' for c in fold.columns)})"
@@ -86,7 +89,9 @@ class EngineWriter:
 
         return self._counted(insert)
 
-    def merge_on_key(self, delta_sql: str, columns: List[str], key: Sequence[str]) -> Tuple[int, int]:
+    def merge_on_key(
+        self, delta_sql: str, columns: List[str], key: Sequence[str], user_metadata: Optional[str]
+    ) -> Tuple[int, int]:
         """Apply a delta matched on a key the plan proves in one MERGE, its source computed and
         checked by the engine (docs/ARCHITECTURE.md, "Applying").
 
@@ -121,11 +126,13 @@ class EngineWriter:
         def merge() -> None:
             with engine_checks(key), self._merge_source(source) as merged:
                 if merged is not None:
-                    self._merge_keyed(merged, key, columns)
+                    self._merge_keyed(merged, key, columns, user_metadata)
 
         return self._counted(merge)
 
-    def _merge_keyed(self, source: str, key: List[str], columns: List[str]) -> None:
+    def _merge_keyed(
+        self, source: str, key: List[str], columns: List[str], user_metadata: Optional[str]
+    ) -> None:
         """The MERGE of :meth:`merge_on_key`, whose checks against the DT's rows are its clauses:
         an insert under a key held, or a delete or update of a key not held, fails it."""
         updated = [c for c in columns if c.lower() not in {k.lower() for k in key}] or columns
@@ -136,7 +143,7 @@ class EngineWriter:
         not_held = failed_check("not-held", types[columns[0].lower()])
         self.engine.execute(
             f"MERGE INTO {self.relation} AS t USING {source} AS s "
-            f"ON {null_safe_match(key, 't', 's')} "
+            f"ON {null_safe_match(key, 't', 's')}{_carried(user_metadata)} "
             f"WHEN MATCHED AND s.{KIND} = 'D' THEN DELETE "
             f"WHEN MATCHED AND s.{KIND} = 'U' THEN UPDATE SET "
             f"{', '.join(f'{quote(c)} = s.{quote(c)}' for c in updated)} "
@@ -174,3 +181,8 @@ class EngineWriter:
         if after == before:
             return 0, 0
         return log.rows_added_and_removed(after) or (0, 0)
+
+
+def _carried(user_metadata: Optional[str]) -> str:
+    """The conjunct of a MERGE's condition carrying ``user_metadata`` (none when None)."""
+    return f" AND {carrying_condition(user_metadata)}" if user_metadata is not None else ""

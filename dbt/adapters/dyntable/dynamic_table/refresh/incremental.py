@@ -6,7 +6,7 @@ written by the writer ``write.py`` chooses (docs/ARCHITECTURE.md, "Applying").
 from __future__ import annotations
 
 from functools import partial
-from typing import Callable, Optional, Tuple
+from typing import Callable, Optional
 
 from dbt.adapters.dyntable.changes import SourceReads
 from dbt.adapters.dyntable.delta_log import DeltaLog
@@ -113,11 +113,8 @@ def _in_engine(
         assert key.columns is not None
         proven = key.columns
 
-        def merge(user_metadata: Optional[str]) -> Tuple[int, int]:
-            # SQL's MERGE has no place for the intent: the frontier table records it first.
-            return engine_writer.merge_on_key(delta_sql, columns, proven)
-
-        return _applied(recorder, refresh, dt_log, merge, reads(delta_sql))
+        merge = partial(engine_writer.merge_on_key, delta_sql, columns, proven)
+        return _applied(recorder, refresh, dt_log, merge, reads(delta_sql), engine_writer.carries_intent)
     return None
 
 

@@ -3,7 +3,7 @@
 
 A refresh that changes the DT records its intent before its one commit on the DT, and the new
 frontier after it: in the frontier table, or, where this process writes the DT's commit itself or
-the engine appends it, in that commit (:data:`CARRIED_INTENT`), which saves a metadata commit.
+the engine appends or merges it, in that commit (:mod:`.carried`), which saves a metadata commit.
 :meth:`Recorder.recover` resolves an intent a crashed refresh left behind from the DT's own Delta
 log: the commit after the intent's base version exists → it committed; otherwise it never did.
 """
@@ -11,12 +11,11 @@ log: the commit after the intent's base version exists → it committed; otherwi
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import uuid
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Dict, List, Mapping, Optional, Tuple
 
 from dbt.adapters.dyntable.changes import SourceReads
 from dbt.adapters.dyntable.delta_log import DeltaLog, HistoryUnavailable
@@ -33,27 +32,9 @@ from dbt.adapters.dyntable.dynamic_table.metadata import (
     versions_of,
 )
 from dbt.adapters.dyntable.dynamic_table.model import DynamicTable
+from dbt.adapters.dyntable.dynamic_table.refresh.carried import carried_intent
 
 logger = logging.getLogger(__name__)
-
-#: The key of the JSON object a DT commit records as its ``commitInfo.userMetadata`` that carries
-#: the intent of the refresh that wrote it: the key tells it from another writer's text.
-CARRIED_INTENT = "dyntable.intent"
-
-
-def carrying(intent: Intent) -> str:
-    """The ``userMetadata`` of a DT commit that carries ``intent``."""
-    return json.dumps({CARRIED_INTENT: intent.to_json()})
-
-
-def carried_intent(commit_info: Mapping[str, Any]) -> Optional[Intent]:
-    """The intent a DT commit carries (:func:`carrying`), or None: another writer's commit."""
-    try:
-        carried = json.loads(commit_info.get("userMetadata") or "")
-    except (TypeError, ValueError):  # none, or another writer's text
-        return None
-    found = carried.get(CARRIED_INTENT) if isinstance(carried, dict) else None
-    return Intent.from_json(found) if isinstance(found, str) else None
 
 
 @dataclass
