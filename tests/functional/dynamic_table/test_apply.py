@@ -269,7 +269,7 @@ def test_a_delta_on_a_proven_key_is_one_merge_checked_by_the_engine(engine, keye
     target = Target(engine, keyed_dt)
     before = version(engine, keyed_dt)
     changes = keyed_delta_sql([(1, 0.3, -1), (1, 0.5, 1), (None, 7.0, -1), (3, 1.0, 1)])
-    assert EngineWriter(target).merge_on_key(changes, ["k", "total"], ["k"]) == (2, 2)
+    assert EngineWriter(target).merge_on_key(changes, ["k", "total"], ["k"], None) == (2, 2)
     assert version(engine, keyed_dt) == before + 1
     assert Counter(
         map(tuple, engine.execute(f"select k, total from {keyed_dt.relation}").collect())
@@ -326,7 +326,7 @@ def test_a_merge_on_a_proven_key_that_fails_a_check_leaves_the_dt(engine, keyed_
     before = (version(engine, keyed_dt), contents_keyed(engine, keyed_dt))
     changes = keyed_delta_sql([(3, 1.0, 1), *rows])  # a valid row beside: nothing is applied
     with pytest.raises(DeltaValidationError, match=detail):
-        EngineWriter(target).merge_on_key(changes, ["k", "total"], ["k"])
+        EngineWriter(target).merge_on_key(changes, ["k", "total"], ["k"], None)
     assert (version(engine, keyed_dt), contents_keyed(engine, keyed_dt)) == before
 
 
@@ -334,7 +334,7 @@ def test_an_empty_merge_on_a_key_commits_nothing(engine, keyed_dt):
     target = Target(engine, keyed_dt)
     before = version(engine, keyed_dt)
     assert EngineWriter(target).merge_on_key(
-        keyed_delta_sql([(9, 1.0, 1)]) + " where false", ["k", "total"], ["k"]
+        keyed_delta_sql([(9, 1.0, 1)]) + " where false", ["k", "total"], ["k"], None
     ) == (
         0,
         0,
@@ -355,7 +355,7 @@ def test_a_global_aggregate_merges_on_no_key(engine, request):
         changes = (
             "select n, total, _dyn_weight from values (3, 1.5D, -1), (5, 4.5D, 1) as d(n, total, _dyn_weight)"
         )
-        assert EngineWriter(Target(engine, table)).merge_on_key(changes, ["n", "total"], []) == (1, 1)
+        assert EngineWriter(Target(engine, table)).merge_on_key(changes, ["n", "total"], [], None) == (1, 1)
         assert [tuple(r) for r in engine.execute(f"select n, total from {table.relation}").collect()] == [
             (5, 4.5)
         ]
