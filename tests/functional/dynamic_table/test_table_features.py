@@ -11,7 +11,6 @@ import pytest
 from dbt.tests.util import run_dbt, run_dbt_and_capture, write_file
 
 from dbt.adapters.dyntable.delta_log import DeltaLog
-from dbt.adapters.dyntable.dynamic_table import table_features
 from tests.functional.adapter.delta import delta_project
 from tests.functional.dynamic_table.dvs import project_engine
 from tests.functional.lifecycle.helpers import assert_refreshed, location
@@ -224,75 +223,6 @@ class TestClusteringOnJvm:
         assert self.clustering_columns(project) == ["region", "id"]
         explained = flat(dyntable(project, "explain", "clustered").output)
         assert "clustered by (region, id) (Delta liquid clustering)" in explained
-
-
-SIZED = """
-{{ config(materialized='dynamic_table', target_lag='1 minute') }}
-select id, region, amount from {{ source('raw', 'readings') }} where amount >= 0
-"""
-
-SIZED_PARTITIONED = """
-{{ config(materialized='dynamic_table', target_lag='1 minute', partition_by='region') }}
-select id, region, amount from {{ source('raw', 'readings') }} where amount >= 0
-"""
-
-#: The DT file size the file-size tests write at: small, so that a few thousand rows span files.
-SMALL_TARGET = 64 << 10
-
-
-class TestFileSize:
-    """A DT is written in files of about ``DT_FILE_BYTES`` (made small here), on both engines,
-    partitioned or not, and refreshes as before."""
-
-    @pytest.fixture(scope="class")
-    def project_config_update(self):
-        return delta_project()
-
-    @pytest.fixture(scope="class")
-    def models(self):
-        return {
-            "sized.sql": SIZED,
-            "sized_partitioned.sql": SIZED_PARTITIONED,
-            "schema.yml": raw_sources("readings"),
-        }
-
-    @pytest.fixture(scope="class")
-    def readings(self, project):
-        schema = f"{project.test_schema}_raw"
-        project.run_sql(f"create schema if not exists {schema}")
-        project.run_sql(
-            f"create table {schema}.readings (id bigint, region string, amount double) using delta"
-        )
-        project.run_sql(
-            f"insert into {schema}.readings select id, concat('region-', cast(id % 3 as string)), "
-            "cast(id * 7 % 1000 as double) from range(60000)"
-        )
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(table_features, "DT_FILE_BYTES", SMALL_TARGET)
-            yield schema
-        project.run_sql(f"drop schema if exists {schema} cascade")
-
-    def file_sizes(self, project, model):
-        return sorted(f.size_bytes for f in snapshot(project, model).files.values())
-
-    def test_a_dt_is_built_in_files_of_about_the_target_size(self, project, readings, dyntable_warehouse):
-        run_dbt(["run"])
-        assert_refreshed(project, dyntable_warehouse, "sized", "REINITIALIZE")
-        built = self.file_sizes(project, "sized")
-        # 60,000 rows of about 10 bytes each in files of 64 kB: several files, none twice that.
-        assert len(built) >= 4, built
-        assert built[-1] <= 2 * SMALL_TARGET, built
-        partitioned = snapshot(project, "sized_partitioned")
-        assert partitioned.partition_columns == ("region",)
-        assert len(partitioned.files) >= 6, sorted(f.path for f in partitioned.files.values())
-        project.run_sql(f"update {readings}.readings set amount = -1 where id in (7, 30001)")
-        project.run_sql(f"insert into {readings}.readings values (60000, 'region-0', 5.0)")
-        run_dbt(["run"])
-        # A DT this small (under ``write.MASKED_BYTES``) is merged into by deltalake here, which
-        # rewrites the files holding the deleted rows at its own size: the cap is for large DTs,
-        # whose deletes the engine marks in deletion vectors, rewriting no file.
-        for model in ("sized", "sized_partitioned"):
-            assert_refreshed(project, dyntable_warehouse, model, "INCREMENTAL")
 
 
 class TestBadFeatureConfig:

@@ -66,14 +66,10 @@ def test_the_large_files_of_a_first_build_are_left_alone():
     assert compaction_groups(snapshot(files[:30]), 41) == []
 
 
-#: A 128th of a merged file: the tiers below are drawn in it.
-PART = MERGED_FILE_BYTES // 128
-
-
 def test_merged_files_merge_again_as_a_tier():
-    # After compactions: merged files of 5 and 10 parts and 50 new appended files of an eighth.
-    files = [{"size": 40 * PART}, {"size": 10 * PART}, {"size": 5 * PART}] + [{"size": PART // 8}] * 50
-    assert sizes(compaction_groups(snapshot(files), 50)) == [[PART // 8] * 50 + [5 * PART, 10 * PART]]
+    # After compactions: merged files of 5 and 10 MB and 50 new appended files of 100 kB.
+    files = [{"size": 40 * MB}, {"size": 10_000_000}, {"size": 5_000_000}] + [{"size": 100_000}] * 50
+    assert sizes(compaction_groups(snapshot(files), 50)) == [[100_000] * 50 + [5_000_000, 10_000_000]]
 
 
 def test_a_tiny_file_does_not_stop_a_tier_of_larger_ones():
@@ -82,15 +78,15 @@ def test_a_tiny_file_does_not_stop_a_tier_of_larger_ones():
 
 
 def test_a_tier_stops_at_a_merged_files_size_and_is_due_when_full():
-    files = [{"size": PART // 100}] + [{"size": 5 * PART}] * 49
+    files = [{"size": 10_000}] + [{"size": 5 * MB}] * 49
     (group,) = compaction_groups(snapshot(files), 50)  # 26 files, but a full merged file
-    assert sizes([group]) == [[PART // 100] + [5 * PART] * 25]
+    assert sizes([group]) == [[10_000] + [5 * MB] * 25]
     assert sum(f.size_bytes for f in group) <= MERGED_FILE_BYTES
-    files = [{"size": 5 * PART}] * 25  # 125 parts, and nothing more to merge: not full
+    files = [{"size": 5 * MB}] * 25  # 125 MB, and nothing more to merge: not full
     assert compaction_groups(snapshot(files), 50) == []
-    assert sizes(compaction_groups(snapshot(files * 2), 50)) == [[5 * PART] * 25]
+    assert sizes(compaction_groups(snapshot(files * 2), 50)) == [[5 * MB] * 25]
     # The two files of a first build are not merged for weighing as much as a merged file.
-    assert compaction_groups(snapshot([{"size": 37 * PART}, {"size": 32 * PART}]), 50) == []
+    assert compaction_groups(snapshot([{"size": 37 * MB}, {"size": 32 * MB}]), 50) == []
 
 
 def test_files_of_the_small_file_size_and_up_and_with_deletion_vectors_are_not_merged():

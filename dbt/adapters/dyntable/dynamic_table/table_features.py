@@ -22,12 +22,6 @@ from dbt.adapters.dyntable.vocabulary import first_line, quote, sql_string
 
 #: What Spark's EXPLAIN prints, as a row, for a statement it parses but cannot plan.
 PLANNING_ERROR = "Error occurred during query planning"
-#: The size a DT's data files are written at, at most. A refresh that deletes a few of a large
-#: DT's rows reads each file that may hold them whole (the engine's MERGE, and the count of the
-#: copies the DT holds): a one-row MERGE into a 10M-row DT took 2.4-4.3 s on delta-spark over the
-#: two 50 MB files its CTAS wrote, 1.4-1.7 s over files of 1M rows (about 10 MB); on Sail 60-90 ms
-#: against 45-73 (docs/ARCHITECTURE.md, "Table features"). Compaction merges up to it.
-DT_FILE_BYTES = 16 << 20
 
 _lock = threading.Lock()
 #: Per engine: each feature asked, and the engine's refusal (None: it has the feature).
@@ -109,14 +103,11 @@ class TableFeatures:
         text = Comments.from_docs(self.dt.docs).wanted.get(column.lower())
         return f" COMMENT {sql_string(text)}" if text else ""
 
-    def create_clauses(self, row_bytes: Optional[float] = None) -> Tuple[str, List[str]]:
-        """The CREATE TABLE clauses after ``USING delta``: its files' size, partitioning,
-        clustering and the table comment; and the warning when the engine cannot cluster.
-        ``row_bytes``: what a row of it may take in its files, where the engine caps files in rows."""
+    def create_clauses(self) -> Tuple[str, List[str]]:
+        """The CREATE TABLE clauses after ``USING delta``: partitioning, clustering and the table
+        comment; and the warning when the engine cannot cluster."""
         dt = self.dt
-        clauses = self._file_size(row_bytes)
-        if dt.config.partition_by:
-            clauses += f" PARTITIONED BY ({_listed(dt.config.partition_by)})"
+        clauses = f" PARTITIONED BY ({_listed(dt.config.partition_by)})" if dt.config.partition_by else ""
         warnings: List[str] = []
         if dt.config.cluster_by:
             said = self._clustering_refusal()
@@ -131,22 +122,6 @@ class TableFeatures:
             # (docs/ARCHITECTURE.md, "Rewritten inputs").
             clauses += f" TBLPROPERTIES ({sql_string(DELETION_VECTORS)} = 'true')"
         return clauses, warnings
-
-    def _file_size(self, row_bytes: Optional[float]) -> str:
-        """`` OPTIONS (...)`` writing the DT in files of about ``DT_FILE_BYTES``
-        (``Capabilities.file_size_option``); nothing where the engine has no such option, or
-        counts in rows and ``row_bytes`` is not known."""
-        option = self.engine.capabilities.file_size_option
-        if option is None:
-            return ""
-        name, unit = option
-        if unit == "rows":
-            if not row_bytes:
-                return ""
-            value = max(1, int(DT_FILE_BYTES / row_bytes))
-        else:
-            value = DT_FILE_BYTES
-        return f" OPTIONS ({sql_string(name)} = {sql_string(str(value))})"
 
     # -- keeping them ----------------------------------------------------------------------------
 

@@ -150,13 +150,6 @@ class Capabilities:
     it removes in a deletion vector instead of rewriting their files (delta-spark 3.1 and later,
     Sail 0.7): dynamic tables are created with it, so that a refresh changing a few rows of a
     large one leaves its readers a few rows to read (docs/ARCHITECTURE.md, "Rewritten inputs")."""
-    file_size_option: Optional[Tuple[str, str]] = None
-    """The CREATE TABLE option that caps a table's data files, and its unit ("bytes" or "rows"):
-    a DT is written in files of about ``table_features.DT_FILE_BYTES``, so that a refresh
-    changing a few of its rows reads a file that size, not a whole one its CTAS wrote
-    (docs/ARCHITECTURE.md, "Table features"). Sail 0.7 takes ``target_file_size``, in bytes,
-    delta-spark ``maxRecordsPerFile``, in rows; both for that statement (Sail keeps it for the
-    table's later writes in the same process only: its catalog does not outlive the process)."""
     escaped_table_paths: bool = True
     """A table whose name needs escaping in a path (a space, a non-ASCII letter) keeps its log
     where its catalog entry says. Sail 0.7 escapes such a location once for the log and twice for

@@ -75,7 +75,6 @@ class EmbeddedEngine(Engine):
         deletion_vectors=True,
         files_per_scan=100,
         grouping_cost=4.0,
-        file_size_option=("target_file_size", "bytes"),
     )
 
     def __init__(

@@ -138,33 +138,28 @@ def warehouse_path(location: Optional[str]) -> Optional[str]:
     return location if location.startswith("/") else None
 
 
-#: What delta-spark on a JVM offers (``Capabilities``).
-JVM_CAPABILITIES = Capabilities(
-    change_data_feed=True,
-    # delta-spark reads a table's log afresh for each statement, unless a staleness limit
-    # is set (then off, at start).
-    merge_in_process=True,
-    # Delta 4.0's tables do not implement TRUNCATE (Spark rejects it); DELETE FROM empties them.
-    truncate=False,
-    alter_table_columns=True,
-    persistent_catalog=True,
-    counts_held_rows_in_process=True,
-    job_cost_bytes=8_000_000,
-    grouping_cost=5.0,
-    # Spark lists up to 32 paths on the driver (spark.sql.sources.parallelPartitionDiscovery
-    # .threshold); more start a listing job, which the Delta scan avoids.
-    versions_from_files=32,
-    parquet_scan_merges_file_types=False,
-    deletion_vectors=True,
-    file_size_option=("maxRecordsPerFile", "rows"),
-)
-
-
 class JvmSparkEngine(Engine):
     """Classic PySpark on a JVM (``master`` local or a cluster) with Delta Lake."""
 
     name: ClassVar[str] = "session"
-    capabilities: ClassVar[Capabilities] = JVM_CAPABILITIES
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        change_data_feed=True,
+        # delta-spark reads a table's log afresh for each statement, unless a staleness limit
+        # is set (then off, at start).
+        merge_in_process=True,
+        # Delta 4.0's tables do not implement TRUNCATE (Spark rejects it); DELETE FROM empties them.
+        truncate=False,
+        alter_table_columns=True,
+        persistent_catalog=True,
+        counts_held_rows_in_process=True,
+        job_cost_bytes=8_000_000,
+        grouping_cost=5.0,
+        # Spark lists up to 32 paths on the driver (spark.sql.sources.parallelPartitionDiscovery
+        # .threshold); more start a listing job, which the Delta scan avoids.
+        versions_from_files=32,
+        parquet_scan_merges_file_types=False,
+        deletion_vectors=True,
+    )
 
     def __init__(
         self,

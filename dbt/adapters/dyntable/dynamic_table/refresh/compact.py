@@ -42,16 +42,15 @@ from dbt.adapters.dyntable.dynamic_table.refresh.deltalake_writer import written
 from dbt.adapters.dyntable.dynamic_table.refresh.record import RefreshResult
 from dbt.adapters.dyntable.dynamic_table.refresh.target import Target
 from dbt.adapters.dyntable.dynamic_table.refresh.write import writes_in_process
-from dbt.adapters.dyntable.dynamic_table.table_features import DT_FILE_BYTES, once
+from dbt.adapters.dyntable.dynamic_table.table_features import once
 from dbt.adapters.dyntable.engines.base import Engine
 from dbt.adapters.dyntable.vocabulary import first_line
 
-#: The most one merged file holds: the size a DT's files are written at (``DT_FILE_BYTES``), so a
-#: compaction does not undo what that size is for.
-MERGED_FILE_BYTES = DT_FILE_BYTES
-#: Files under half of it are small, as Delta's auto compaction counts them under half its target
+#: Delta's auto compaction counts files under half its 128 MB target as small
 #: (``spark.databricks.delta.autoCompact.minFileSize``).
-SMALL_FILE_BYTES = MERGED_FILE_BYTES // 2
+SMALL_FILE_BYTES = 64 * 1024 * 1024
+#: The most one merged file holds: Delta's auto compaction target (``maxFileSize``).
+MERGED_FILE_BYTES = 128 * 1024 * 1024
 #: The folder, inside the DT's and skipped by readers and VACUUM as every ``_`` folder is, where
 #: deltalake writes the files a compaction merges (:func:`merge_files`).
 COMPACTION_FOLDER = "_dyntable_compaction_"

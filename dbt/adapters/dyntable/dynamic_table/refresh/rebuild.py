@@ -19,7 +19,7 @@ from dbt.adapters.dyntable.dynamic_table.model import RefreshError
 from dbt.adapters.dyntable.dynamic_table.refresh import decide, delta_query, guard, immutable_rows
 from dbt.adapters.dyntable.dynamic_table.refresh.apply import PreparedDelta, difference
 from dbt.adapters.dyntable.dynamic_table.refresh.commit import Refresh, commit, unchanged
-from dbt.adapters.dyntable.dynamic_table.refresh.facts import NET_CHANGE_MAX_ROWS, Observation
+from dbt.adapters.dyntable.dynamic_table.refresh.facts import NET_CHANGE_MAX_ROWS
 from dbt.adapters.dyntable.dynamic_table.refresh.record import Recorder, RefreshResult
 from dbt.adapters.dyntable.dynamic_table.refresh.target import Target
 from dbt.adapters.dyntable.dynamic_table.refresh.write import writer_for
@@ -70,14 +70,13 @@ def create_empty(target: Target, query: str) -> List[str]:
     return _create(target, f" ({columns})", "")
 
 
-def _create(target: Target, columns: str, rows: str, row_bytes: Optional[float] = None) -> List[str]:
+def _create(target: Target, columns: str, rows: str) -> List[str]:
     """The DT's CREATE TABLE, with ``columns`` (a column list, or nothing) before its clauses and
     ``rows`` (an AS SELECT, or nothing) after them, where whatever stood in its place is gone;
-    returns the warnings about that and about what its engine cannot do. ``row_bytes``: what a
-    row of it may take in its files (``TableFeatures.create_clauses``)."""
+    returns the warnings about that and about what its engine cannot do."""
     engine, dt = target.engine, target.dt
     warnings = _clear_place(target)
-    clauses, refused = TableFeatures(engine, dt).create_clauses(row_bytes)
+    clauses, refused = TableFeatures(engine, dt).create_clauses()
     engine.execute(f"CREATE TABLE {dt.relation}{columns} USING delta{clauses}{rows}")
     return warnings + refused
 
@@ -197,7 +196,7 @@ def _created(recorder: Recorder, refresh: Refresh, target: Target, query: str) -
     Column comments go in a column list, which CTAS has not: such a DT is created empty first."""
     engine, dt = target.engine, target.dt
     failpoint("during_apply")
-    warnings = _create(target, "", f" AS SELECT * FROM ({query}) AS q", _row_bytes(refresh.observed))
+    warnings = _create(target, "", f" AS SELECT * FROM ({query}) AS q")
     failpoint("after_apply")
     dt_log = engine.delta_log(dt.name)
     assert dt_log is not None
@@ -206,18 +205,6 @@ def _created(recorder: Recorder, refresh: Refresh, target: Target, query: str) -
     result.rows_inserted = Target(engine, dt, dt_log).row_count()
     result.warnings += warnings
     return result
-
-
-def _row_bytes(observed: Observation) -> Optional[float]:
-    """What a row of the DT may take in its files, at most: its sources' bytes per row at the
-    versions read, summed (a join's row holds a row of each; a projection or an aggregate less);
-    None where no source's rows are counted (a log without statistics)."""
-    per_row = []
-    for source in observed.sources:
-        rows = source.log.num_records(source.end)
-        if rows:
-            per_row.append(source.log.size_bytes(source.end) / rows)
-    return sum(per_row) or None
 
 
 def _difference(
