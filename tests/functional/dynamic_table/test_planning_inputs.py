@@ -105,8 +105,8 @@ def raw(project):
 
 def refresh_views(project) -> set:
     """The temp views refreshes left in the engine's session."""
-    spark = project_engine(project).spark
-    return {t.name for t in spark.catalog.listTables() if t.isTemporary and t.name.startswith("_dyn_")}
+    listed = project_engine(project).spark.sql("SHOW TABLES LIKE '_dyn_*'").collect()
+    return {row.tableName for row in listed if row.isTemporary}
 
 
 def last(warehouse, project, model):
