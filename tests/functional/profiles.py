@@ -50,6 +50,11 @@ JVM_TEST_CONF = {
 #: test process's own JVM, which lives for the whole run, keeps the defaults: with these flags its
 #: Spark work ran slower. It changes how fast Spark runs, never what it computes.
 SHORT_LIVED_JVM_CONF = {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}
+#: The test process's own driver, which holds every Delta snapshot and plan cache of a whole run:
+#: in Spark's default 1 GB heap it kept 300-400 MB live after 6 minutes, and G1 ran a concurrent
+#: cycle every 15 s (each started by a large allocation over its occupancy threshold; 14 s of
+#: collection in 90). A larger heap leaves that threshold far above what it holds.
+SESSION_JVM_CONF = {"spark.driver.memory": "3g"}
 
 
 def spark_jars_folder() -> Optional[Path]:
