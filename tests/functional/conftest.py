@@ -32,13 +32,7 @@ import pytest
 # a `pytest_plugins` here would not be allowed, as this is not the top-level conftest.
 from dbt.tests.fixtures.project import *  # noqa: F401,F403
 
-from tests.functional.profiles import (
-    SESSION_JVM_CONF,
-    SPARK_JARS_ENV,
-    credentials,
-    engine_target,
-    spark_jars_folder,
-)
+from tests.functional.profiles import SPARK_JARS_ENV, credentials, engine_target, spark_jars_folder
 
 #: Why the JVM engine's tests skip where Delta's jars cannot be had (scripts/test prints it too).
 NO_DELTA_JARS = (
@@ -67,7 +61,6 @@ def dyntable_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pat
 @pytest.fixture(scope="session")
 def engine_profile_target(dyntable_profile: str, dyntable_warehouse: Path) -> Dict[str, Any]:
     """The dbt target of the engine under test, on the session's warehouse."""
-    target = engine_target(dyntable_profile, dyntable_warehouse)
     if dyntable_profile == "spark_session":
         jars = spark_jars_folder()
         if jars is not None:
@@ -79,8 +72,7 @@ def engine_profile_target(dyntable_profile: str, dyntable_warehouse: Path) -> Di
             except EngineError as exc:
                 # Set but wrong is a mistake to report, not a reason to skip quietly.
                 raise pytest.UsageError(f"{SPARK_JARS_ENV}={jars}: {exc}") from exc
-        return {**target, "server_side_parameters": {**target["server_side_parameters"], **SESSION_JVM_CONF}}
-    return target
+    return engine_target(dyntable_profile, dyntable_warehouse, session=True)
 
 
 @pytest.fixture(scope="session")

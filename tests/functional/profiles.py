@@ -69,9 +69,11 @@ def engine_target(
     schema: str = "dyntable_functional",
     threads: int = 1,
     short_lived: bool = False,
+    session: bool = False,
 ) -> Dict[str, Any]:
     """A dyntable profile target for the engine ``profile`` names, on ``warehouse``;
-    ``short_lived``: for the dbt processes a test starts and stops."""
+    ``short_lived``: for the dbt processes a test starts and stops; ``session``: for the test
+    process's own engine, which lives for the whole run."""
     target: Dict[str, Any] = {
         "type": "dyntable",
         "method": PROFILE_METHODS[profile],
@@ -83,7 +85,8 @@ def engine_target(
         jars = spark_jars_folder()
         if jars is not None:
             target["spark_jars"] = str(jars)
-        target["server_side_parameters"] = {**JVM_TEST_CONF, **(SHORT_LIVED_JVM_CONF if short_lived else {})}
+        lifetime = SHORT_LIVED_JVM_CONF if short_lived else SESSION_JVM_CONF if session else {}
+        target["server_side_parameters"] = {**JVM_TEST_CONF, **lifetime}
     return target
 
 
