@@ -23,6 +23,7 @@ lacks what a test needs (a strict xfail: it fails once the engine gains the feat
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Dict, Iterator, List
 
@@ -41,6 +42,24 @@ NO_DELTA_JARS = (
     f"{SPARK_JARS_ENV} to a folder holding delta-spark_2.13-<version>.jar and "
     "delta-storage-<version>.jar to run them"
 )
+
+
+#: dbt's switch for its JSON artifacts (manifest.json, written twice per command, and
+#: run_results.json): writing them took about a tenth of the embedded suite's own CPU, for files few
+#: tests read. Off for every dbt the functional tests run, in this process or in processes they
+#: start; a test that reads them asks its command for them (``--write-json``).
+WRITE_JSON_ENV = "DBT_WRITE_JSON"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def dbt_without_json_artifacts() -> Iterator[None]:
+    previous = os.environ.get(WRITE_JSON_ENV)
+    os.environ[WRITE_JSON_ENV] = "false"
+    yield
+    if previous is None:
+        del os.environ[WRITE_JSON_ENV]
+    else:
+        os.environ[WRITE_JSON_ENV] = previous
 
 
 @pytest.fixture(scope="session")

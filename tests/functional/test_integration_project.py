@@ -79,7 +79,7 @@ def failed_output(done: subprocess.CompletedProcess) -> str:
 
 def build(project: Path) -> List[Dict[str, Any]]:
     """`dbt build` in a new process; its node results from run_results.json."""
-    done = dbt(project, "build")
+    done = dbt(project, "build", "--write-json")
     assert done.returncode == 0, f"dbt build failed:\n{failed_output(done)}"
     results = json.loads((project / "target" / "run_results.json").read_text())["results"]
     assert results and all(r["status"] in ("success", "pass") for r in results), results

@@ -315,7 +315,7 @@ class TestDynamicTableChain:
 
     def test_docs_show_dynamic_tables_in_lineage_with_lag_and_mode(self, project, raw, dyntable_warehouse):
         run_dbt(["run"])
-        catalog = run_dbt(["docs", "generate"])
+        catalog = run_dbt(["docs", "generate", "--write-json"])
         manifest = json.loads((Path(project.project_root) / "target" / "manifest.json").read_text())
         revenue = "model.test.revenue_dt"
         assert manifest["parent_map"][revenue] == ["model.test.orders_dt"]

@@ -40,7 +40,9 @@ from dbt.adapters.dyntable.vocabulary import DYNAMIC_TABLE, first_line
 DBT_SELECTOR = f"config.materialized:{DYNAMIC_TABLE}"
 #: Where the runner's dbt invocations write their artifacts, under the project. Never dbt's own
 #: target path: a `dyntable status` must not replace the run_results.json that `dbt retry` and
-#: `--state` read. Kept between commands, for dbt's partial parsing (partial_parse.msgpack).
+#: `--state` read. Kept between commands, for dbt's partial parsing (partial_parse.msgpack); no
+#: JSON artifacts (`--no-write-json`): the runner keeps the manifest in memory, and nothing reads
+#: them, while writing manifest.json (twice per command) grows with the project.
 TARGET_PATH = PROJECT_STATE / "target"
 
 
@@ -62,6 +64,7 @@ class ProjectOptions:
             str(self.project_dir),
             "--target-path",
             str(self.project_dir / TARGET_PATH),
+            "--no-write-json",
             "--log-level",
             "none",
         ]
