@@ -42,10 +42,9 @@ class ParsedProjectFreeze:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        #: The collector's frozen count right after this invocation froze dbt's parsed project.
-        self._frozen_count = 0
-        #: Whether this invocation has decided to freeze or not: counting frozen objects walks
-        #: them all (about 8 ms for a dbt project), so it is done once, not at every refresh.
+        #: Whether this invocation froze the process's objects (and so unfreezes them).
+        self._froze = False
+        #: Whether this invocation has decided to freeze or not (once, not at every refresh).
         self._decided = False
 
     def freeze(self) -> None:
@@ -53,15 +52,18 @@ class ParsedProjectFreeze:
             if self._decided:
                 return
             self._decided = True
-            if gc.get_freeze_count() == 0:
+            # Counting frozen objects walks them all, except where there are none: asked once,
+            # before freezing. Counted after freezing and again at the end, they cost 18 ms
+            # each in a process that has only imported dbt; 4% of the embedded test process's samples.
+            self._froze = gc.get_freeze_count() == 0
+            if self._froze:
                 gc.freeze()
-                self._frozen_count = gc.get_freeze_count()
 
     def thaw(self) -> None:
         """The invocation's end: a process running several invocations collects each one's
-        garbage. Unfreezing is all or nothing: if anyone froze more since (the count only falls
-        as frozen objects die), it is left to them."""
+        garbage. Unfreezing is all or nothing: whatever froze more since is unfrozen too, which
+        only hands objects back to the collector's oldest generation."""
         with self._lock:
-            if self._frozen_count and gc.get_freeze_count() <= self._frozen_count:
+            if self._froze:
                 gc.unfreeze()
-            self._frozen_count, self._decided = 0, False
+            self._froze, self._decided = False, False
