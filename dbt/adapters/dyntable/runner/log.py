@@ -56,7 +56,9 @@ class RunLog:
         self.console = console
         self.json = log_format == "json"
         self.outcome_table = outcome_table
-        self._lock = threading.Lock()
+        # Reentrant: the signal handler says why the runner stops on the main thread, which may
+        # be holding it (a `--once` tick logs there); a plain lock would wait for itself forever.
+        self._lock = threading.RLock()
         #: The refreshes that failed (FAILED, UPSTREAM_FAILED): `dyntable run` then exits 1.
         self.failures: List[Outcome] = []
 
