@@ -24,6 +24,7 @@ lacks what a test needs (a strict xfail: it fails once the engine gains the feat
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any, Dict, Iterator, List
 
@@ -32,6 +33,7 @@ import pytest
 # dbt's functional-test fixtures (project, adapter, unique_schema, ...), scoped to this directory:
 # a `pytest_plugins` here would not be allowed, as this is not the top-level conftest.
 from dbt.tests.fixtures.project import *  # noqa: F401,F403
+from dbt_common.behavior_flags import BehaviorFlagRendered
 
 from tests.functional.profiles import SPARK_JARS_ENV, credentials, engine_target, spark_jars_folder
 
@@ -47,19 +49,49 @@ NO_DELTA_JARS = (
 #: dbt's switch for its JSON artifacts (manifest.json, written twice per command, and
 #: run_results.json): writing them took about a tenth of the embedded suite's own CPU, for files few
 #: tests read. Off for every dbt the functional tests run, in this process or in processes they
-#: start; a test that reads them asks its command for them (``--write-json``).
+#: start, but for dbt's own adapter suites (``adapter/``), which read them; another test that reads
+#: them asks its command for them (``--write-json``).
 WRITE_JSON_ENV = "DBT_WRITE_JSON"
+FUNCTIONAL_TESTS = Path(__file__).parent
+ADAPTER_SUITES = FUNCTIONAL_TESTS / "adapter"
 
 
-@pytest.fixture(scope="session", autouse=True)
-def dbt_without_json_artifacts() -> Iterator[None]:
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: Any) -> Iterator[None]:
+    # Set before the test's setup: the class fixtures its first test sets up run dbt too. (A
+    # hook of every test of the session, so it picks the functional ones.)
     previous = os.environ.get(WRITE_JSON_ENV)
-    os.environ[WRITE_JSON_ENV] = "false"
+    if item.path.is_relative_to(FUNCTIONAL_TESTS):
+        os.environ[WRITE_JSON_ENV] = str(item.path.is_relative_to(ADAPTER_SUITES)).lower()
     yield
     if previous is None:
         del os.environ[WRITE_JSON_ENV]
     else:
         os.environ[WRITE_JSON_ENV] = previous
+
+
+def calling_module() -> str:
+    """What dbt_common's ``BehaviorFlagRendered._default_source`` answers (the first module on the
+    stack outside ``dbt_common.behavior_flags``), from each frame's globals."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        name = frame.f_globals.get("__name__")
+        if name and name != BehaviorFlagRendered.__module__:
+            return str(name)
+        frame = frame.f_back
+    return "Unknown"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def behavior_flag_sources_from_frames() -> Iterator[None]:
+    """dbt_common names the source of every behavior flag of every adapter dbt creates with
+    ``inspect.stack()``, reading the source lines of each frame and searching ``sys.modules`` for
+    its module, even for flags that name their source: 2.5 ms a flag 60 frames deep, 4% of the
+    embedded test process's samples and 2% of a JVM worker's time, where dbt runs hundreds of
+    times in one process under pytest's deep stacks. The same name, from the frames' globals."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(BehaviorFlagRendered, "_default_source", staticmethod(calling_module))
+        yield
 
 
 @pytest.fixture(scope="session")
