@@ -59,13 +59,15 @@ ADAPTER_SUITES = FUNCTIONAL_TESTS / "adapter"
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: Any) -> Iterator[None]:
     # Set before the test's setup: the class fixtures its first test sets up run dbt too. (A
-    # hook of every test of the session, so it picks the functional ones.)
+    # hook of every test of the session, the unit tests' too: it picks the functional ones.)
+    if not item.path.is_relative_to(FUNCTIONAL_TESTS):
+        yield
+        return
     previous = os.environ.get(WRITE_JSON_ENV)
-    if item.path.is_relative_to(FUNCTIONAL_TESTS):
-        os.environ[WRITE_JSON_ENV] = str(item.path.is_relative_to(ADAPTER_SUITES)).lower()
+    os.environ[WRITE_JSON_ENV] = str(item.path.is_relative_to(ADAPTER_SUITES)).lower()
     yield
     if previous is None:
-        del os.environ[WRITE_JSON_ENV]
+        os.environ.pop(WRITE_JSON_ENV, None)
     else:
         os.environ[WRITE_JSON_ENV] = previous
 
