@@ -47,7 +47,7 @@ NO_DELTA_JARS = (
 
 
 #: dbt's switch for its JSON artifacts (manifest.json, written twice per command, and
-#: run_results.json): writing them took about a tenth of the embedded suite's own CPU, for files few
+#: run_results.json): writing them was 5% of the embedded test process's py-spy samples, for files few
 #: tests read. Off for every dbt the functional tests run, in this process or in processes they
 #: start, but for dbt's own adapter suites (``adapter/``), which read them; another test that reads
 #: them asks its command for them (``--write-json``).
