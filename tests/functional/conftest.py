@@ -23,7 +23,6 @@ lacks what a test needs (a strict xfail: it fails once the engine gains the feat
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Any, Dict, Iterator, List
@@ -63,13 +62,9 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: Any) -> Iterator[None]:
     if not item.path.is_relative_to(FUNCTIONAL_TESTS):
         yield
         return
-    previous = os.environ.get(WRITE_JSON_ENV)
-    os.environ[WRITE_JSON_ENV] = str(item.path.is_relative_to(ADAPTER_SUITES)).lower()
-    yield
-    if previous is None:
-        os.environ.pop(WRITE_JSON_ENV, None)
-    else:
-        os.environ[WRITE_JSON_ENV] = previous
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(WRITE_JSON_ENV, str(item.path.is_relative_to(ADAPTER_SUITES)).lower())
+        yield
 
 
 def calling_module() -> str:
