@@ -42,6 +42,7 @@ from typer.testing import CliRunner
 
 from dbt.adapters.dyntable.cli import app
 from dbt.adapters.dyntable.cli import output as cli
+from dbt.adapters.dyntable.cli.status import HISTORY_ROWS
 from dbt.adapters.dyntable.dynamic_table.config import TargetLag
 from dbt.adapters.dyntable.dynamic_table.lifecycle import SchedulingState, Trigger, to_ms
 from dbt.adapters.dyntable.runner.graph import CANONICAL_UNIT_MS, canonical_period_ms
@@ -288,8 +289,9 @@ class TestRunner:
         assert rows_by_name(dyntable_warehouse, project, "orders_dt")[-1].refresh_trigger == "SCHEDULED"
 
         shown = dyntable(project, "history", "orders_dt")
-        # the last 20 refreshes (the command's default), whichever tests of this class ran before
-        triggers = {r.refresh_trigger for r in rows_by_name(dyntable_warehouse, project, "orders_dt")[-20:]}
+        # the refreshes the command shows, whichever tests of this class ran before
+        shown_rows = rows_by_name(dyntable_warehouse, project, "orders_dt")[-HISTORY_ROWS:]
+        triggers = {r.refresh_trigger for r in shown_rows}
         assert "SCHEDULED" in triggers and len(triggers) >= 2, triggers
         assert shown.exit_code == 0 and all(trigger in shown.output for trigger in triggers), shown.output
         graph_out = dyntable(project, "graph")

@@ -44,6 +44,9 @@ from dbt.adapters.dyntable.runner.graph import DynamicTableGraph
 from dbt.adapters.dyntable.runner.live import target_lag_text
 from dbt.adapters.dyntable.vocabulary import quoted_table
 
+#: How many of a DT's most recent refreshes `dyntable history` shows unless told (``--limit``).
+HISTORY_ROWS = 20
+
 STATUS_COLUMNS = (
     "dynamic table",
     "target lag",
@@ -144,7 +147,7 @@ def history(
     project_dir: ProjectDir = Path("."),
     profiles_dir: ProfilesDir = None,
     target: Target = None,
-    limit: Annotated[int, typer.Option("--limit", "-n", help="Most recent rows to show.")] = 20,
+    limit: Annotated[int, typer.Option("--limit", "-n", help="Most recent rows to show.")] = HISTORY_ROWS,
 ) -> None:
     """The refresh history of one dynamic table, newest last."""
     loaded, graph = load(project_dir, profiles_dir, target)
