@@ -13,6 +13,7 @@ from typing import Iterator
 import pytest
 
 from dbt.adapters.dyntable.engines.embedded import EmbeddedEngine
+from tests import cpu_accounting
 
 #: Profiles the functional tests run on (see tests/functional/conftest.py).
 PROFILES = ("embedded", "spark_session")
@@ -31,9 +32,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "or spark_session (JVM Spark with delta-spark; skipped where Delta's jars cannot be "
         "resolved, see DYNTABLE_SPARK_JARS)",
     )
+    parser.addoption(
+        "--cpu-report",
+        action="store",
+        default=None,
+        metavar="PATH",
+        help="append each test's CPU seconds (this process tree's) to PATH.<pid>; "
+        "`python -m tests.cpu_accounting PATH.*` sums them by file (tests/cpu_accounting.py)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    cpu_accounting.register(config)
     if config.getoption("--profile") == "spark_session" and not hasattr(config, "workerinput"):
         _share_driver_classes(config)
     config.addinivalue_line(
