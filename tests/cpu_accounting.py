@@ -39,8 +39,8 @@ class CpuReport:
     """The plugin: one line per test, appended to this process's report file."""
 
     def __init__(self, path: Path) -> None:
-        self.path = path.with_name(f"{path.name}.{psutil.Process().pid}")
         self.process = psutil.Process()
+        self.path = path.with_name(f"{path.name}.{self.process.pid}")
         self.started: Optional[Tuple[float, float]] = None
 
     def pytest_runtest_logstart(self, nodeid: str) -> None:
