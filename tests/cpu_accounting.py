@@ -18,9 +18,9 @@ from typing import Dict, List, Optional, Tuple
 
 import psutil
 import pytest
-from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
+
+from dbt.adapters.dyntable.cli.output import console, titled_table
 
 
 def tree_cpu_seconds(process: psutil.Process) -> float:
@@ -65,27 +65,21 @@ def register(config: pytest.Config) -> None:
 
 def summarize(paths: List[Path], rows: int) -> None:
     """Per file: CPU and wall seconds and tests, the costliest first; then the costliest tests."""
-    files: Dict[str, List[float]] = defaultdict(lambda: [0.0, 0.0, 0])
     tests: List[Tuple[float, float, str]] = []
     for path in paths:
         for line in path.read_text().splitlines():
             nodeid, wall, cpu = line.split("\t")
-            totals = files[nodeid.split("::")[0]]
-            totals[0] += float(cpu)
-            totals[1] += float(wall)
-            totals[2] += 1
             tests.append((float(cpu), float(wall), nodeid))
-    console = Console()
-    if not console.is_terminal:  # a log: one line per row where a terminal's 80 columns fold
-        console.width = 120
-    by_file = Table("CPU s", "wall s", "tests", "file", title=f"{len(tests)} tests: CPU by file")
-    by_file.columns[3].overflow = "fold"
-    for name, (cpu, wall, count) in sorted(files.items(), key=lambda item: -item[1][0])[:rows]:
-        by_file.add_row(f"{cpu:.0f}", f"{wall:.0f}", str(int(count)), escape(name))
+    files: Dict[str, List[Tuple[float, float, str]]] = defaultdict(list)
+    for test in tests:
+        files[test[2].split("::")[0]].append(test)
+    by_file = titled_table(f"{len(tests)} tests: CPU by file", ("CPU s", "wall s", "tests", "file"))
+    for name, of_file in sorted(files.items(), key=lambda item: -sum(t[0] for t in item[1]))[:rows]:
+        cpu, wall = sum(t[0] for t in of_file), sum(t[1] for t in of_file)
+        by_file.add_row(f"{cpu:.0f}", f"{wall:.0f}", str(len(of_file)), escape(name))
     console.print(by_file)
     console.print(f"total: {sum(t[0] for t in tests):.0f} CPU s, {sum(t[1] for t in tests):.0f} wall s")
-    by_test = Table("CPU s", "wall s", "test", title="the costliest tests")
-    by_test.columns[2].overflow = "fold"
+    by_test = titled_table("the costliest tests", ("CPU s", "wall s", "test"))
     for cpu, wall, nodeid in sorted(tests, reverse=True)[:rows]:
         by_test.add_row(f"{cpu:.0f}", f"{wall:.0f}", escape(nodeid))  # ids hold [...]
     console.print(by_test)
